@@ -1,0 +1,83 @@
+"""The ``streamwww`` command line.
+
+Each subsystem registers its own subcommands through a ``register(subparsers)``
+function; this module owns logging levels and the top-level parser only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from streamwww import __version__
+
+# Modules that contribute subcommands. Each has ``register(subparsers)`` that
+# adds parsers whose ``func`` default takes the parsed ``args`` and returns an
+# exit code.
+_COMMAND_MODULES = (
+    "streamwww.io.commands",
+    "streamwww.commands",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the top-level argument parser with every subcommand."""
+    import importlib
+
+    parser = argparse.ArgumentParser(
+        prog="streamwww",
+        description="Exact Weston-Watkins linear SVMs on data larger than memory.",
+    )
+    parser.add_argument("--version", action="version", version=f"streamwww {__version__}")
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument("-v", "--verbose", action="count", default=0,
+                           help="more log output (-vv for debug)")
+    verbosity.add_argument("-q", "--quiet", action="store_true",
+                           help="only warnings and errors; no progress bars")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in _COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # subsystem not built yet
+            if exc.name != name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def _configure_logging(verbose: int, quiet: bool) -> None:
+    level = logging.WARNING if quiet else (logging.INFO if verbose <= 1 else logging.DEBUG)
+    if not quiet and verbose == 0:
+        level = logging.INFO
+    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    # Third-party libraries stay quiet unless -vv.
+    for noisy in ("numba", "distributed", "asyncio", "fsspec", "zarr"):
+        logging.getLogger(noisy).setLevel(logging.WARNING if verbose < 2 else logging.DEBUG)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the process exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    _configure_logging(args.verbose, args.quiet)
+    args.show_progress = (not args.quiet) and sys.stderr.isatty()
+    from streamwww.errors import StreamwwwError
+
+    try:
+        return int(args.func(args) or 0)
+    except (StreamwwwError, ValueError, FileNotFoundError, FileExistsError) as exc:
+        print(f"streamwww {args.command}: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"streamwww {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

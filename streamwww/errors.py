@@ -1,0 +1,62 @@
+"""Exception hierarchy of streamwww.
+
+Every error also inherits the built-in exception a caller would already catch
+(``ValueError`` for bad data, ``FileExistsError`` for refused overwrites, ...),
+so ``except ValueError`` keeps working for code that does not know streamwww.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "StreamwwwError",
+    "DataFormatError",
+    "LibsvmFormatError",
+    "ShardFormatError",
+    "StoreExistsError",
+    "CheckpointError",
+    "DeviceUnavailableError",
+]
+
+
+class StreamwwwError(Exception):
+    """Base class of every error raised by streamwww."""
+
+
+class DataFormatError(StreamwwwError, ValueError):
+    """Input data that cannot be used (bad values, wrong shapes, bad labels)."""
+
+
+class LibsvmFormatError(DataFormatError):
+    """A malformed line in a LIBSVM text file.
+
+    Parameters
+    ----------
+    path : str
+        The file being parsed.
+    line : int
+        1-based line number of the offending line.
+    message : str
+        What is wrong with the line.
+    """
+
+    def __init__(self, path: str, line: int, message: str):
+        self.path = str(path)
+        self.line = int(line)
+        self.reason = message
+        super().__init__(f"{self.path}:{self.line}: {message}")
+
+
+class ShardFormatError(DataFormatError):
+    """A shard store that is incomplete, corrupt or of an unknown version."""
+
+
+class StoreExistsError(StreamwwwError, FileExistsError):
+    """An output that already exists and would be overwritten."""
+
+
+class CheckpointError(StreamwwwError, RuntimeError):
+    """A checkpoint that is missing pieces, corrupt, locked or incompatible."""
+
+
+class DeviceUnavailableError(StreamwwwError, RuntimeError):
+    """The requested compute device (e.g. ``device='cuda'``) cannot be used."""
