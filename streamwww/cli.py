@@ -49,9 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(verbose: int, quiet: bool) -> None:
-    level = logging.WARNING if quiet else (logging.INFO if verbose <= 1 else logging.DEBUG)
-    if not quiet and verbose == 0:
-        level = logging.INFO
+    # Default: warnings only (commands print their own summaries); -v: one line
+    # per epoch and shard events; -vv: debug.
+    level = logging.WARNING if (quiet or verbose == 0) else (logging.INFO if verbose == 1 else logging.DEBUG)
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     # Third-party libraries stay quiet unless -vv.
     for noisy in ("numba", "distributed", "asyncio", "fsspec", "zarr"):

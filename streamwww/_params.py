@@ -1,0 +1,84 @@
+"""Parameter validation with scikit-learn's wording, shared by the estimator and ``train``."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = ["check_params", "resolve_seed"]
+
+
+def _fail(owner: str, name: str, what: str, value) -> None:
+    raise ValueError(f"The {name!r} parameter of {owner} must be {what}. Got {value!r} instead.")
+
+
+def _real(owner, name, value, *, low=None, low_open=True, high=None, high_open=True, allow_none=False):
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+        rng = _interval(low, low_open, high, high_open)
+        _fail(owner, name, f"a float in {rng}" + (" or None" if allow_none else ""), value)
+    bad = (low is not None and (value <= low if low_open else value < low)) or \
+          (high is not None and (value >= high if high_open else value > high))
+    if bad:
+        rng = _interval(low, low_open, high, high_open)
+        _fail(owner, name, f"a float in {rng}" + (" or None" if allow_none else ""), value)
+
+
+def _interval(low, low_open, high, high_open) -> str:
+    lo = "-inf" if low is None else f"{low:g}"
+    hi = "inf" if high is None else f"{high:g}"
+    return f"{'(' if low_open or low is None else '['}{lo}, {hi}{')' if high_open or high is None else ']'}"
+
+
+def _int(owner, name, value, *, low):
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        _fail(owner, name, f"an int in [{low}, inf)", value)
+
+
+def _choice(owner, name, value, options):
+    if not isinstance(value, str) or value not in options:
+        _fail(owner, name, "a str among " + "{" + ", ".join(repr(o) for o in options) + "}", value)
+
+
+def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay,
+                 subproblem, random_state, device, verbose, inner_passes=1, eval_every=1,
+                 allow_C_list: bool = False) -> tuple[float, ...]:
+    """Validate training parameters; return ``C`` as a tuple of floats."""
+    if allow_C_list and isinstance(C, (list, tuple, np.ndarray)):
+        Cs = list(np.asarray(C, dtype=object).ravel())
+        if not Cs:
+            _fail(owner, "C", "a float in (0, inf) or a non-empty list of them", C)
+        for c in Cs:
+            _real(owner, "C", c, low=0.0)
+        Cs = tuple(float(c) for c in Cs)
+        if len(set(Cs)) != len(Cs):
+            _fail(owner, "C", "a list of distinct floats in (0, inf)", C)
+    else:
+        _real(owner, "C", C, low=0.0)
+        Cs = (float(C),)
+    _real(owner, "tol", tol, low=0.0, low_open=False)
+    _int(owner, "max_iter", max_iter, low=1)
+    if not isinstance(fit_intercept, (bool, np.bool_)):
+        _fail(owner, "fit_intercept", "an instance of 'bool'", fit_intercept)
+    _real(owner, "intercept_scaling", intercept_scaling, low=0.0)
+    _real(owner, "gap_decay", gap_decay, low=0.0, high=1.0, allow_none=True)
+    _choice(owner, "subproblem", subproblem, ("walrus", "shark"))
+    _choice(owner, "device", device, ("auto", "cpu", "cuda"))
+    _int(owner, "verbose", verbose, low=0)
+    _int(owner, "inner_passes", inner_passes, low=1)
+    _int(owner, "eval_every", eval_every, low=1)
+    if not (random_state is None or isinstance(random_state, (numbers.Integral, np.random.RandomState))) \
+            or isinstance(random_state, bool):
+        _fail(owner, "random_state", "an int, a numpy.random.RandomState instance or None", random_state)
+    return Cs
+
+
+def resolve_seed(random_state) -> int:
+    """A concrete non-negative integer seed for ``random_state`` (fresh entropy for None)."""
+    if random_state is None:
+        return int(np.random.SeedSequence().entropy % (2**63))
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**31 - 1))
+    return int(random_state) % (2**63)

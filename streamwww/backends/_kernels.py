@@ -1,0 +1,262 @@
+r"""Numba CPU kernels: one exact block-coordinate-descent pass, and the hinge loss.
+
+Notation (DESIGN.md §2, 0-based): ``W`` has shape ``(D, k)`` with one row per
+feature (row ``d`` holds the intercept weights when ``bias != 0``); ``beta_i`` has
+length ``m = k - 1`` and ``c(t) = t + 1`` if ``t + 1 != y`` else ``0``.  One inner
+step on row ``i`` (Algorithm 1 of Wang & Scott, ICML 2021):
+
+1. ``s = W^T x_i``;
+2. ``v_t = (1 - (s_y - s_c(t))) / ||x_i||^2 + beta_it + sum_u beta_iu``;
+3. ``b = walrus(v, C)`` (or Shark's iterative solver);
+4. ``W[:, y] += x_i sum_t (b_t - beta_it)``, ``W[:, c(t)] -= x_i (b_t - beta_it)``;
+   ``beta_i <- b``.
+
+A row with ``||x_i|| = 0`` cannot move ``W``; its exact block minimizer is
+``beta_i = C`` (the dual gains ``C (k-1)`` for free, matching the constant hinge
+loss ``k - 1`` such a row has in the primal), so the duality gap stays exact.
+
+All kernels handle several models at once (``W[M, D, k]``, ``beta[M, n, m]``,
+one ``C`` per model) and update only the models listed in ``models``; models
+are independent, so they run in parallel without changing any result.  The
+row gather (``_scores_*``) and scatter (``_scatter_*``) are the only parts that
+differ between dense and CSR rows; the per-row step is shared.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from streamwww.solvers.shark import shark_kernel
+from streamwww.solvers.walrus import walrus_kernel
+
+WALRUS = 0
+SHARK = 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scores_csr(Wm, data, indices, lo, hi, bias, s):
+    k = s.shape[0]
+    for j in range(k):
+        s[j] = 0.0
+    for p in range(lo, hi):
+        a = data[p]
+        row = Wm[indices[p]]
+        for j in range(k):
+            s[j] += a * row[j]
+    if bias != 0.0:
+        row = Wm[Wm.shape[0] - 1]
+        for j in range(k):
+            s[j] += bias * row[j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scatter_csr(Wm, data, indices, lo, hi, bias, dk):
+    k = dk.shape[0]
+    for p in range(lo, hi):
+        a = data[p]
+        row = Wm[indices[p]]
+        for j in range(k):
+            row[j] += a * dk[j]
+    if bias != 0.0:
+        row = Wm[Wm.shape[0] - 1]
+        for j in range(k):
+            row[j] += bias * dk[j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scores_dense(Wm, x, bias, s):
+    k = s.shape[0]
+    for j in range(k):
+        s[j] = 0.0
+    for f in range(x.shape[0]):
+        a = x[f]
+        if a != 0.0:
+            row = Wm[f]
+            for j in range(k):
+                s[j] += a * row[j]
+    if bias != 0.0:
+        row = Wm[Wm.shape[0] - 1]
+        for j in range(k):
+            s[j] += bias * row[j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scatter_dense(Wm, x, bias, dk):
+    k = dk.shape[0]
+    for f in range(x.shape[0]):
+        a = x[f]
+        if a != 0.0:
+            row = Wm[f]
+            for j in range(k):
+                row[j] += a * dk[j]
+    if bias != 0.0:
+        row = Wm[Wm.shape[0] - 1]
+        for j in range(k):
+            row[j] += bias * dk[j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_step(s, y, sq, brow, C, solver, eps, v, bnew, dk, idx, grad):
+    """Steps 2-4 of the inner iteration; returns True if ``beta_i`` changed.
+
+    On return ``dk`` (length k) holds the change of ``W^T``'s row multiplier:
+    ``W[f, :] += x_f * dk`` applies step 4.
+    """
+    m = brow.shape[0]
+    sy = s[y]
+    bsum = 0.0
+    for t in range(m):
+        bsum += brow[t]
+    for t in range(m):
+        c = t + 1 if t + 1 != y else 0
+        v[t] = (1.0 - (sy - s[c])) / sq + brow[t] + bsum
+    if solver == WALRUS:
+        walrus_kernel(v, C, bnew, idx)
+    else:
+        shark_kernel(v, brow, C, sq, eps, bnew, grad)
+    changed = False
+    total = 0.0
+    for t in range(m):
+        d = bnew[t] - brow[t]
+        if d != 0.0:
+            changed = True
+        c = t + 1 if t + 1 != y else 0
+        dk[c] = -d
+        total += d
+        brow[t] = bnew[t]
+    dk[y] = total
+    return changed
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _zero_row(brow, C):
+    for t in range(brow.shape[0]):
+        brow[t] = C
+
+
+def _bcd_pass_csr(W, data, indices, indptr, y, sqnorms, beta, Cs, models, order, bias, solver, eps):
+    """One exact BCD pass over the CSR rows ``order`` for each model in ``models``."""
+    k = W.shape[2]
+    m = k - 1
+    for mi in prange(models.shape[0]):
+        mdl = models[mi]
+        Wm = W[mdl]
+        bm = beta[mdl]
+        C = Cs[mdl]
+        s = np.empty(k)
+        dk = np.empty(k)
+        v = np.empty(m)
+        bnew = np.empty(m)
+        grad = np.empty(m)
+        idx = np.empty(m, dtype=np.int64)
+        for p in range(order.shape[0]):
+            i = order[p]
+            sq = sqnorms[i]
+            if sq == 0.0:
+                _zero_row(bm[i], C)
+                continue
+            lo = indptr[i]
+            hi = indptr[i + 1]
+            _scores_csr(Wm, data, indices, lo, hi, bias, s)
+            if _row_step(s, y[i], sq, bm[i], C, solver, eps, v, bnew, dk, idx, grad):
+                _scatter_csr(Wm, data, indices, lo, hi, bias, dk)
+
+
+def _bcd_pass_dense(W, X, y, sqnorms, beta, Cs, models, order, bias, solver, eps):
+    """One exact BCD pass over the dense rows ``order`` for each model in ``models``."""
+    k = W.shape[2]
+    m = k - 1
+    for mi in prange(models.shape[0]):
+        mdl = models[mi]
+        Wm = W[mdl]
+        bm = beta[mdl]
+        C = Cs[mdl]
+        s = np.empty(k)
+        dk = np.empty(k)
+        v = np.empty(m)
+        bnew = np.empty(m)
+        grad = np.empty(m)
+        idx = np.empty(m, dtype=np.int64)
+        for p in range(order.shape[0]):
+            i = order[p]
+            sq = sqnorms[i]
+            if sq == 0.0:
+                _zero_row(bm[i], C)
+                continue
+            x = X[i]
+            _scores_dense(Wm, x, bias, s)
+            if _row_step(s, y[i], sq, bm[i], C, solver, eps, v, bnew, dk, idx, grad):
+                _scatter_dense(Wm, x, bias, dk)
+
+
+# One implementation, two compilations: the parallel build runs models on
+# separate threads; the serial build (prange acts as range) avoids opening a
+# thread-pool region per pass when there is a single model.
+bcd_pass_csr = njit(cache=True, parallel=True)(_bcd_pass_csr)
+bcd_pass_csr_serial = njit(cache=True, nogil=True)(_bcd_pass_csr)
+bcd_pass_dense = njit(cache=True, parallel=True)(_bcd_pass_dense)
+bcd_pass_dense_serial = njit(cache=True, nogil=True)(_bcd_pass_dense)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_hinge(s, y):
+    sy = s[y]
+    loss = 0.0
+    for j in range(s.shape[0]):
+        if j != y:
+            h = 1.0 - (sy - s[j])
+            if h > 0.0:
+                loss += h
+    return loss
+
+
+@njit(cache=True, parallel=True)
+def hinge_sum_csr(W, data, indices, indptr, y, bias, models, out):
+    """``out[mi] = sum_i sum_{j != y_i} max(0, 1 - (s_y - s_j))`` for model ``models[mi]``."""
+    k = W.shape[2]
+    n = indptr.shape[0] - 1
+    for mi in prange(models.shape[0]):
+        Wm = W[models[mi]]
+        s = np.empty(k)
+        total = 0.0
+        for i in range(n):
+            _scores_csr(Wm, data, indices, indptr[i], indptr[i + 1], bias, s)
+            total += _row_hinge(s, y[i])
+        out[mi] = total
+
+
+@njit(cache=True, parallel=True)
+def hinge_sum_dense(W, X, y, bias, models, out):
+    """Dense counterpart of :func:`hinge_sum_csr`."""
+    k = W.shape[2]
+    for mi in prange(models.shape[0]):
+        Wm = W[models[mi]]
+        s = np.empty(k)
+        total = 0.0
+        for i in range(X.shape[0]):
+            _scores_dense(Wm, X[i], bias, s)
+            total += _row_hinge(s, y[i])
+        out[mi] = total
+
+
+@njit(cache=True, parallel=True)
+def row_sqnorms_csr(data, indptr, bias, out):
+    """Squared row norms of a CSR matrix (plus ``bias**2``), accumulated in float64."""
+    for i in prange(indptr.shape[0] - 1):
+        acc = bias * bias
+        for p in range(indptr[i], indptr[i + 1]):
+            a = np.float64(data[p])
+            acc += a * a
+        out[i] = acc
+
+
+@njit(cache=True, parallel=True)
+def row_sqnorms_dense(X, bias, out):
+    """Squared row norms of a dense matrix (plus ``bias**2``), accumulated in float64."""
+    for i in prange(X.shape[0]):
+        acc = bias * bias
+        for f in range(X.shape[1]):
+            a = np.float64(X[i, f])
+            acc += a * a
+        out[i] = acc

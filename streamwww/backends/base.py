@@ -1,0 +1,139 @@
+"""The interface every compute backend implements, and backend selection.
+
+The training driver (:mod:`streamwww.train`) only talks to a :class:`Backend`;
+it never branches on the device except to pick one here.  Arrays a backend
+returns from ``allocate_W``/``put_*`` are opaque to the driver (NumPy arrays on
+the CPU, device arrays on a GPU) and come back to the host only through
+``to_host``/``get_beta``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+import scipy.sparse as sp
+
+from streamwww.errors import DeviceUnavailableError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Block", "Backend", "get_backend", "make_block"]
+
+
+@dataclass
+class Block:
+    """One shard of training rows as a backend consumes it.
+
+    Attributes
+    ----------
+    X : scipy.sparse.csr_matrix or ndarray of shape (n, d)
+        Rows, float32 or float64; CSR with sorted indices or C-contiguous dense.
+    y : ndarray of shape (n,), int32
+        Class indices in ``[0, k)``.
+    sqnorms : ndarray of shape (n,), float64
+        ``||x_i||^2 + bias**2`` (the intercept feature included).
+    """
+
+    X: Any
+    y: np.ndarray
+    sqnorms: np.ndarray
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.y.shape[0])
+
+    @property
+    def is_sparse(self) -> bool:
+        return sp.issparse(self.X)
+
+
+def make_block(X, y, bias: float) -> Block:
+    """Normalize ``(X, y)`` into a :class:`Block` (no copy when already in shape)."""
+    from streamwww.backends import _kernels as K
+
+    if sp.issparse(X):
+        X = sp.csr_matrix(X) if not isinstance(X, sp.csr_matrix) else X
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        if not X.has_sorted_indices:
+            X = X.sorted_indices()
+        sq = np.empty(X.shape[0], dtype=np.float64)
+        K.row_sqnorms_csr(X.data, X.indptr, float(bias), sq)
+    else:
+        X = np.asarray(X)
+        if X.dtype not in (np.float32, np.float64):
+            X = X.astype(np.float64)
+        X = np.ascontiguousarray(X)
+        sq = np.empty(X.shape[0], dtype=np.float64)
+        K.row_sqnorms_dense(X, float(bias), sq)
+    y = np.ascontiguousarray(y, dtype=np.int32)
+    return Block(X=X, y=y, sqnorms=sq)
+
+
+class Backend(Protocol):
+    """Operations the driver needs; CPU and CUDA implement the same signatures."""
+
+    name: str
+
+    def allocate_W(self, n_models: int, n_weight_rows: int, n_classes: int) -> Any:
+        """Zero-initialised weights ``W[n_models, n_weight_rows, n_classes]`` (float64)."""
+
+    def put_W(self, W: np.ndarray) -> Any:
+        """Copy host weights (e.g. from a checkpoint) to the device."""
+
+    def put_block(self, block: Block) -> Any:
+        """Make a shard resident on the device for the coming passes."""
+
+    def put_beta(self, beta: np.ndarray) -> Any:
+        """Copy a shard's ``beta[n_models, n, k-1]`` (float64) to the device."""
+
+    def get_beta(self, beta: Any) -> np.ndarray:
+        """Copy a shard's ``beta`` back to the host."""
+
+    def bcd_pass(self, W: Any, block: Any, beta: Any, Cs: np.ndarray, models: np.ndarray,
+                 order: np.ndarray, bias: float, solver: int, eps: float) -> None:
+        """One exact sequential BCD pass over ``order`` for each listed model, in place."""
+
+    def hinge_sums(self, W: Any, block: Any, bias: float, models: np.ndarray) -> np.ndarray:
+        """Per model, the summed WW hinge loss of the block's rows (float64, host)."""
+
+    def sq_frobenius(self, W: Any) -> np.ndarray:
+        """``||W_m||_F^2`` per model (float64, host)."""
+
+    def to_host(self, W: Any) -> np.ndarray:
+        """Copy the weights back to the host."""
+
+
+_BACKENDS = {"cpu": "streamwww.backends.cpu", "cuda": "streamwww.backends.cuda"}
+
+
+def get_backend(device: str = "auto") -> Backend:
+    """Return the backend for ``device`` ('auto', 'cpu' or 'cuda').
+
+    'auto' picks CUDA when a usable GPU and its libraries are present, else CPU.
+    'cuda' without a usable GPU raises :class:`~streamwww.errors.DeviceUnavailableError`.
+    """
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"The 'device' parameter must be one of 'auto', 'cpu', 'cuda'. Got {device!r} instead.")
+    if device in ("auto", "cuda"):
+        reason = None
+        try:
+            cuda = importlib.import_module(_BACKENDS["cuda"])
+        except ModuleNotFoundError as exc:
+            if exc.name != _BACKENDS["cuda"]:
+                raise
+            reason = "this build of streamwww has no CUDA backend"
+        else:
+            reason = cuda.unavailable_reason()
+            if reason is None:
+                return cuda.CUDABackend()
+        if device == "cuda":
+            raise DeviceUnavailableError(f"device='cuda' was requested but cannot be used: {reason}.")
+        logger.debug("device='auto': using the CPU (%s)", reason)
+    from streamwww.backends.cpu import CPUBackend
+
+    return CPUBackend()

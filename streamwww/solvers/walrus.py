@@ -1,0 +1,220 @@
+r"""Walrus: the exact solver of the Weston-Watkins block subproblem.
+
+Problem (Wang & Scott, ICML 2021, eq. (4), Theorem 3.4)::
+
+    minimize_b   1/2 b^T (I + 1 1^T) b - v^T b     subject to  0 <= b <= C,
+
+with ``b, v`` of length ``m = k - 1``.  The minimizer is ``b = clip(v - gamma, 0, C)``
+where ``gamma = sum(b)``.  Algorithm 2 sweeps ``gamma`` down through the
+breakpoints ``{v_i} U {v_i - C}`` (Subroutine 3: descending, and at equal
+``gamma`` every "up" event before every "dn" event), maintaining the number of
+entries at the upper bound ``n_u``, strictly inside ``n_m`` and the sum ``S`` of
+the inside entries (Subroutine 4), and stops at the first state whose candidate
+``gamma_hat = (C n_u + S) / (n_m + 1)`` satisfies the KKT conditions
+(Subroutine 5).  Both event lists are already sorted once ``v`` is, so the
+sweep is a two-pointer merge: one sort, O(k log k) in all.
+
+Notes on the paper's pseudo-code: in Subroutine 4 the "up" event removes the
+*first* inside entry, ``v_<n_u^{t-1}+1>`` (1-based), from ``S``; the printed
+index ``v_<n_u^{t-1}>`` is off by one.  Rounding can make every KKT test fail by
+an ulp when two breakpoints nearly coincide; the sweep therefore remembers the
+state with the smallest KKT violation and falls back to it (the candidates on
+both sides of a breakpoint give the same ``b`` up to rounding, as ``b(gamma)`` is
+continuous).  ``S`` is kept with Neumaier-compensated summation and recomputed
+once for the chosen state: with many tied entries ``b = v - gamma`` is a small
+difference of large numbers, and a plain running sum puts ``m`` roundings into
+``gamma`` (seen: KKT violation 5e-10 at k = 1248 with 420 ties).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+__all__ = ["solve_subproblem", "solve_subproblem_batch", "walrus_kernel"]
+
+# Below this length an insertion sort beats np.argsort (no allocation).
+_INSERTION_SORT_MAX = 48
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _argsort_desc(v, idx):
+    """Fill ``idx[:m]`` with indices that sort ``v`` in descending order."""
+    m = v.shape[0]
+    if m <= _INSERTION_SORT_MAX:
+        for i in range(m):
+            idx[i] = i
+        for i in range(1, m):
+            j = idx[i]
+            key = v[j]
+            p = i - 1
+            while p >= 0 and v[idx[p]] < key:
+                idx[p + 1] = idx[p]
+                p -= 1
+            idx[p + 1] = j
+    else:
+        asc = np.argsort(v)
+        for i in range(m):
+            idx[i] = asc[m - 1 - i]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _add(s, c, x):
+    """Neumaier-compensated ``s + x``; the running error term is ``c``."""
+    t = s + x
+    if abs(s) >= abs(x):
+        c += (s - t) + x
+    else:
+        c += (x - t) + s
+    return t, c
+
+
+@njit(cache=True, nogil=True)
+def walrus_kernel(v, C, out, idx):
+    """Solve the subproblem for ``v`` (length m) into ``out``; return gamma.
+
+    ``idx`` is an int64 workspace of length >= m.  No input validation: this is
+    the per-row kernel called from the BCD passes.
+    """
+    m = v.shape[0]
+    _argsort_desc(v, idx)
+    if v[idx[0]] <= 0.0:
+        for i in range(m):
+            out[i] = 0.0
+        return 0.0
+
+    n_u = 0
+    n_m = 0
+    S = 0.0
+    Sc = 0.0  # compensation term of S
+    best_viol = np.inf
+    best_u = 0
+    best_m = 0
+    while True:
+        # Next "up" event: the first inside entry reaches C at gamma = v - C.
+        has_up = n_m > 0 and v[idx[n_u]] > C
+        # Next "dn" event: the next outside entry becomes positive at gamma = v.
+        has_dn = n_u + n_m < m and v[idx[n_u + n_m]] > 0.0
+        if not has_up and not has_dn:
+            break
+        if has_up and ((not has_dn) or v[idx[n_u]] - C >= v[idx[n_u + n_m]]):
+            S, Sc = _add(S, Sc, -v[idx[n_u]])
+            n_u += 1
+            n_m -= 1
+        else:
+            S, Sc = _add(S, Sc, v[idx[n_u + n_m]])
+            n_m += 1
+        gamma = (C * n_u + (S + Sc)) / (n_m + 1)
+
+        # Subroutine 5, as a violation (<= 0 means the KKT conditions hold).
+        viol = -np.inf
+        if n_u > 0:
+            viol = max(viol, C + gamma - v[idx[n_u - 1]])
+        if n_m > 0:
+            viol = max(viol, v[idx[n_u]] - C - gamma)
+            viol = max(viol, gamma - v[idx[n_u + n_m - 1]])
+        if n_u + n_m < m:
+            viol = max(viol, v[idx[n_u + n_m]] - gamma)
+        if viol < best_viol:
+            best_viol = viol
+            best_u = n_u
+            best_m = n_m
+        if viol <= 0.0:
+            break
+
+    # S was updated incrementally (up to 2m additions and subtractions); recompute
+    # it once for the chosen state so gamma carries only the rounding of one sum.
+    S = 0.0
+    Sc = 0.0
+    for p in range(best_u, best_u + best_m):
+        S, Sc = _add(S, Sc, v[idx[p]])
+    gamma = (C * best_u + (S + Sc)) / (best_m + 1)
+    for p in range(m):
+        i = idx[p]
+        if p < best_u:
+            out[i] = C
+        elif p < best_u + best_m:
+            b = v[i] - gamma
+            out[i] = min(max(b, 0.0), C)
+        else:
+            out[i] = 0.0
+    return gamma
+
+
+@njit(cache=True, nogil=True)
+def _walrus_rows(V, Cs, out):
+    m = V.shape[1]
+    idx = np.empty(max(m, 1), dtype=np.int64)
+    for r in range(V.shape[0]):
+        walrus_kernel(V[r], Cs[r], out[r], idx)
+
+
+def _check_C(C) -> np.ndarray:
+    Cs = np.asarray(C, dtype=np.float64)
+    if not np.all(np.isfinite(Cs)) or np.any(Cs <= 0):
+        raise ValueError(f"C must be a finite float in (0, inf). Got {C!r} instead.")
+    return Cs
+
+
+def solve_subproblem(v, C: float) -> np.ndarray:
+    """Exact minimizer of the Weston-Watkins subproblem (Walrus).
+
+    Solves ``min_b 1/2 b^T (I + 11^T) b - v^T b`` subject to ``0 <= b <= C``.
+
+    Parameters
+    ----------
+    v : array_like of shape (k - 1,)
+        Linear term; must be finite.
+    C : float
+        Upper bound, ``C > 0``.
+
+    Returns
+    -------
+    b : ndarray of shape (k - 1,), float64
+        The unique minimizer.
+
+    Raises
+    ------
+    ValueError
+        If ``v`` is not a finite 1-D vector or ``C`` is not a finite positive float.
+    """
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    if v.ndim != 1:
+        raise ValueError(f"v must be a 1-D array. Got an array of shape {v.shape} instead.")
+    if not np.all(np.isfinite(v)):
+        raise ValueError("v must be finite; it contains NaN or infinity.")
+    Cs = _check_C(C)
+    if Cs.ndim != 0:
+        raise ValueError(f"C must be a scalar. Got an array of shape {Cs.shape} instead.")
+    out = np.empty_like(v)
+    if v.size:
+        walrus_kernel(v, float(Cs), out, np.empty(v.size, dtype=np.int64))
+    return out
+
+
+def solve_subproblem_batch(V, C) -> np.ndarray:
+    """Solve many subproblems at once, one per row of ``V``.
+
+    Parameters
+    ----------
+    V : array_like of shape (n, k - 1)
+        One linear term per row; must be finite.
+    C : float or array_like of shape (n,)
+        Upper bound(s), all ``> 0``.
+
+    Returns
+    -------
+    B : ndarray of shape (n, k - 1), float64
+        Row ``r`` is ``solve_subproblem(V[r], C[r])``.
+    """
+    V = np.ascontiguousarray(V, dtype=np.float64)
+    if V.ndim != 2:
+        raise ValueError(f"V must be a 2-D array. Got an array of shape {V.shape} instead.")
+    if not np.all(np.isfinite(V)):
+        raise ValueError("V must be finite; it contains NaN or infinity.")
+    Cs = _check_C(C)
+    Cs = np.ascontiguousarray(np.broadcast_to(Cs, (V.shape[0],)), dtype=np.float64)
+    out = np.empty_like(V)
+    if V.size:
+        _walrus_rows(V, Cs, out)
+    return out
