@@ -118,12 +118,15 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
                             random_state=self.random_state, device=self.device,
                             verbose=self.verbose, allow_C_list=allow_C_list)
 
-    def fit(self, X, y):
-        """Fit the model to ``X`` (dense or sparse) and labels ``y``.
+    def fit(self, X, y=None):
+        """Fit the model to ``X`` (dense or sparse) and labels ``y``, or to a shard store.
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), or str, Path, ShardStore
+            Training rows; or a shard store (with ``y=None``), streamed from disk
+            with ``beta`` kept in a temporary directory.  For checkpoints and
+            several values of ``C`` use :func:`streamwww.train`.
         y : array-like of shape (n_samples,)
             Labels of any type (ints, floats, strings); at least two classes.
 
@@ -131,9 +134,14 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         -------
         self : WWClassifier
         """
-        from streamwww.train import fit_arrays
+        from streamwww.train import _fit_source, _open_store, _StoreSource, fit_arrays
 
         self._check_params()
+        store = _open_store(X) if y is None else None
+        if store is not None:  # a shard store (or its path): streamed shard by shard
+            fitted = _fit_source(self, _StoreSource(store))
+            self._set_fitted({**fitted[0], "n_features_in_": int(store.n_features)})
+            return self
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
                              order="C", y_numeric=False, multi_output=False, reset=True)
         fitted = fit_arrays(self, X, y)

@@ -240,10 +240,11 @@ def hinge_sum_dense(W, X, y, bias, models, out):
         out[mi] = total
 
 
-@njit(cache=True, parallel=True)
+# Serial and GIL-free: shards are prepared on loader threads while a pass runs.
+@njit(cache=True, nogil=True)
 def row_sqnorms_csr(data, indptr, bias, out):
     """Squared row norms of a CSR matrix (plus ``bias**2``), accumulated in float64."""
-    for i in prange(indptr.shape[0] - 1):
+    for i in range(indptr.shape[0] - 1):
         acc = bias * bias
         for p in range(indptr[i], indptr[i + 1]):
             a = np.float64(data[p])
@@ -251,10 +252,10 @@ def row_sqnorms_csr(data, indptr, bias, out):
         out[i] = acc
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True, nogil=True)
 def row_sqnorms_dense(X, bias, out):
     """Squared row norms of a dense matrix (plus ``bias**2``), accumulated in float64."""
-    for i in prange(X.shape[0]):
+    for i in range(X.shape[0]):
         acc = bias * bias
         for f in range(X.shape[1]):
             a = np.float64(X[i, f])

@@ -38,24 +38,32 @@ _INSERTION_SORT_MAX = 48
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _argsort_desc(v, idx):
-    """Fill ``idx[:m]`` with indices that sort ``v`` in descending order."""
-    m = v.shape[0]
-    if m <= _INSERTION_SORT_MAX:
-        for i in range(m):
-            idx[i] = i
-        for i in range(1, m):
+def _positive_argsort_desc(v, idx):
+    """Fill ``idx[:p]`` with the indices of the ``p`` positive entries of ``v``,
+    sorted by decreasing value; return ``p``."""
+    p = 0
+    for i in range(v.shape[0]):
+        if v[i] > 0.0:
+            idx[p] = i
+            p += 1
+    if p <= _INSERTION_SORT_MAX:
+        for i in range(1, p):
             j = idx[i]
             key = v[j]
-            p = i - 1
-            while p >= 0 and v[idx[p]] < key:
-                idx[p + 1] = idx[p]
-                p -= 1
-            idx[p + 1] = j
+            q = i - 1
+            while q >= 0 and v[idx[q]] < key:
+                idx[q + 1] = idx[q]
+                q -= 1
+            idx[q + 1] = j
     else:
-        asc = np.argsort(v)
-        for i in range(m):
-            idx[i] = asc[m - 1 - i]
+        vals = np.empty(p)
+        for i in range(p):
+            vals[i] = -v[idx[i]]
+        perm = np.argsort(vals)
+        chosen = idx[:p].copy()
+        for i in range(p):
+            idx[i] = chosen[perm[i]]
+    return p
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -77,10 +85,13 @@ def walrus_kernel(v, C, out, idx):
     the per-row kernel called from the BCD passes.
     """
     m = v.shape[0]
-    _argsort_desc(v, idx)
-    if v[idx[0]] <= 0.0:
-        for i in range(m):
-            out[i] = 0.0
+    for i in range(m):
+        out[i] = 0.0
+    # gamma = sum(b) > 0 as soon as some v_i > 0, so entries with v_i <= 0 end at
+    # b_i = 0 and create no event (Subroutine 3 keeps only positive breakpoints):
+    # only the p positive entries need sorting.
+    p = _positive_argsort_desc(v, idx)
+    if p == 0:
         return 0.0
 
     n_u = 0
@@ -94,7 +105,7 @@ def walrus_kernel(v, C, out, idx):
         # Next "up" event: the first inside entry reaches C at gamma = v - C.
         has_up = n_m > 0 and v[idx[n_u]] > C
         # Next "dn" event: the next outside entry becomes positive at gamma = v.
-        has_dn = n_u + n_m < m and v[idx[n_u + n_m]] > 0.0
+        has_dn = n_u + n_m < p
         if not has_up and not has_dn:
             break
         if has_up and ((not has_dn) or v[idx[n_u]] - C >= v[idx[n_u + n_m]]):
@@ -113,7 +124,7 @@ def walrus_kernel(v, C, out, idx):
         if n_m > 0:
             viol = max(viol, v[idx[n_u]] - C - gamma)
             viol = max(viol, gamma - v[idx[n_u + n_m - 1]])
-        if n_u + n_m < m:
+        if n_u + n_m < p:  # the largest entry at 0; non-positive ones are < gamma
             viol = max(viol, v[idx[n_u + n_m]] - gamma)
         if viol < best_viol:
             best_viol = viol
@@ -126,18 +137,15 @@ def walrus_kernel(v, C, out, idx):
     # it once for the chosen state so gamma carries only the rounding of one sum.
     S = 0.0
     Sc = 0.0
-    for p in range(best_u, best_u + best_m):
-        S, Sc = _add(S, Sc, v[idx[p]])
+    for q in range(best_u, best_u + best_m):
+        S, Sc = _add(S, Sc, v[idx[q]])
     gamma = (C * best_u + (S + Sc)) / (best_m + 1)
-    for p in range(m):
-        i = idx[p]
-        if p < best_u:
+    for q in range(best_u + best_m):
+        i = idx[q]
+        if q < best_u:
             out[i] = C
-        elif p < best_u + best_m:
-            b = v[i] - gamma
-            out[i] = min(max(b, 0.0), C)
         else:
-            out[i] = 0.0
+            out[i] = min(max(v[i] - gamma, 0.0), C)
     return gamma
 
 

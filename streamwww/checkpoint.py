@@ -1,0 +1,280 @@
+"""Crash-safe, versioned checkpoints: ``W``, per-shard ``beta``, cursor, history, config.
+
+Layout of a checkpoint directory::
+
+    LOCK                    held (flock) by the one trainer using the directory
+    manifest.json           the commit record, replaced atomically; written last
+    W-000012.npy            weights of step 12, float64 (n_models, D, k)
+    beta.zarr/s000003-v000007   Zarr v3 array: shard 3's beta, version 7, (n_models, rows, k-1)
+
+A shard's ``beta`` is never overwritten: each pass writes a new version, and
+the manifest names the version of every shard that belongs with the ``W`` it
+names.  A commit (1) waits for pending ``beta`` writes and fsyncs them, (2)
+writes and fsyncs ``W``, (3) writes ``manifest.json.tmp``, fsyncs it, renames
+it over ``manifest.json`` and fsyncs the directory, then (4) deletes files no
+manifest names.  A process killed at any instant therefore leaves the previous
+manifest and everything it names intact; stray files from the killed step are
+ignored and collected by the next commit.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamwww.errors import CheckpointError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CheckpointDir", "DiskBetas", "FORMAT", "VERSION"]
+
+FORMAT = "streamwww-checkpoint"
+VERSION = 1
+_MANIFEST = "manifest.json"
+_BETA_NAME = re.compile(r"^s(\d{6})-v(\d{6})$")
+_W_NAME = re.compile(r"^W-(\d{6})\.npy$")
+
+
+def _fsync_path(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(path: Path) -> None:
+    for root, dirs, files in os.walk(path):
+        for name in files:
+            _fsync_path(Path(root) / name)
+        _fsync_path(Path(root))
+
+
+class CheckpointDir:
+    """A checkpoint directory: lock, commit and load.
+
+    Parameters
+    ----------
+    path : str or Path
+        Directory (created if missing).
+    lock : bool, default=True
+        Take the exclusive lock; a second trainer on the same directory gets a
+        :class:`~streamwww.errors.CheckpointError`.
+    """
+
+    def __init__(self, path, lock: bool = True):
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = None
+        if lock:
+            fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                raise CheckpointError(f"{self.path}: another trainer holds this checkpoint directory "
+                                      f"(LOCK is taken); stop it or use another --checkpoint-dir") from None
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            self._lock_fd = fd
+
+    def close(self) -> None:
+        """Release the lock."""
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- reading ---------------------------------------------------------------
+    def has_checkpoint(self) -> bool:
+        return (self.path / _MANIFEST).exists()
+
+    def load_manifest(self) -> dict[str, Any]:
+        """The committed manifest, validated; raises CheckpointError when unusable."""
+        mpath = self.path / _MANIFEST
+        try:
+            manifest = json.loads(mpath.read_text())
+        except FileNotFoundError:
+            raise CheckpointError(f"{self.path}: no checkpoint here (missing {_MANIFEST})") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CheckpointError(f"{mpath}: corrupt manifest ({exc})") from None
+        if manifest.get("format") != FORMAT:
+            raise CheckpointError(f"{mpath}: not a streamwww checkpoint")
+        if manifest.get("version") != VERSION:
+            raise CheckpointError(f"{mpath}: checkpoint format version {manifest.get('version')} "
+                                  f"is not supported (this streamwww reads version {VERSION})")
+        return manifest
+
+    def load_W(self, manifest: dict[str, Any]) -> np.ndarray:
+        path = self.path / manifest["W"]
+        try:
+            W = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise CheckpointError(f"{path}: missing weights named by {_MANIFEST}") from None
+        except ValueError as exc:
+            raise CheckpointError(f"{path}: corrupt weights ({exc})") from None
+        if list(W.shape) != manifest["W_shape"] or W.dtype != np.float64:
+            raise CheckpointError(f"{path}: weights of shape {W.shape}/{W.dtype}, expected "
+                                  f"{tuple(manifest['W_shape'])}/float64")
+        if manifest.get("W_sum") is not None and float(W.sum()) != manifest["W_sum"]:
+            raise CheckpointError(f"{path}: weights do not match the checksum in {_MANIFEST}")
+        return W
+
+    # -- writing ---------------------------------------------------------------
+    def commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas") -> None:
+        """Atomically make ``(W, betas' current versions, state)`` the checkpoint."""
+        t0 = time.perf_counter()
+        betas.flush()
+        wname = f"W-{step:06d}.npy"
+        wpath = self.path / wname
+        tmp = self.path / (wname + ".tmp")
+        with open(tmp, "wb") as f:
+            np.save(f, np.ascontiguousarray(W, dtype=np.float64), allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, wpath)
+        manifest = {"format": FORMAT, "version": VERSION, "step": int(step), "W": wname,
+                    "W_shape": list(W.shape), "W_sum": float(W.sum()),
+                    "beta": betas.snapshot(), "created": time.time(), **state}
+        mtmp = self.path / (_MANIFEST + ".tmp")
+        with open(mtmp, "w") as f:
+            json.dump(manifest, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(mtmp, self.path / _MANIFEST)
+        _fsync_path(self.path)
+        self.collect_garbage(manifest)
+        logger.debug("checkpoint step %d committed in %.3fs", step, time.perf_counter() - t0)
+
+    def collect_garbage(self, manifest: dict[str, Any]) -> None:
+        """Delete weights and beta versions the manifest does not name."""
+        for p in self.path.iterdir():
+            if (_W_NAME.match(p.name) and p.name != manifest["W"]) or p.name.endswith(".tmp"):
+                p.unlink(missing_ok=True)
+        bdir = self.path / "beta.zarr"
+        if bdir.exists():
+            keep = {f"s{int(s):06d}-v{int(v):06d}" for s, v in manifest["beta"]["versions"].items() if v > 0}
+            for p in bdir.iterdir():
+                if _BETA_NAME.match(p.name) and p.name not in keep:
+                    shutil.rmtree(p, ignore_errors=True)
+
+
+class DiskBetas:
+    """Per-shard dual variables in Zarr v3 arrays under ``<checkpoint>/beta.zarr``.
+
+    Version 0 of every shard is implicit (all zeros).  ``put`` writes a new
+    version, in the background when an executor (:class:`streamwww.feed.DaskExecutor`) is given.
+    """
+
+    def __init__(self, root, n_models: int, shard_rows, n_classes: int, executor=None,
+                 versions: dict[int, int] | None = None, sums=None, max_pending: int = 2):
+        import zarr
+
+        self.root = Path(root) / "beta.zarr"
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not (self.root / "zarr.json").exists():
+            zarr.open_group(str(self.root), mode="w", zarr_format=3)
+        self.n_models = int(n_models)
+        self.shard_rows = [int(r) for r in shard_rows]
+        self.m = int(n_classes) - 1
+        self.executor = executor
+        self.versions = {s: 0 for s in range(len(self.shard_rows))}
+        if versions:
+            self.versions.update({int(s): int(v) for s, v in versions.items()})
+        self._sums = (np.zeros((len(self.shard_rows), self.n_models)) if sums is None
+                      else np.asarray(sums, dtype=np.float64).reshape(len(self.shard_rows), self.n_models))
+        self._pending: dict[int, Any] = {}
+        self._dirty: set[tuple[int, int]] = set()
+        self.max_pending = max(1, int(max_pending))
+
+    def _name(self, s: int, v: int) -> str:
+        return f"s{s:06d}-v{v:06d}"
+
+    def read(self, s: int, v: int) -> np.ndarray:
+        """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros)."""
+        shape = (self.n_models, self.shard_rows[s], self.m)
+        if v == 0:
+            return np.zeros(shape, dtype=np.float64)
+        import zarr
+
+        try:
+            arr = zarr.open_array(str(self.root / self._name(s, v)), mode="r")
+            beta = np.ascontiguousarray(arr[...], dtype=np.float64)
+        except Exception as exc:  # zarr raises several types for missing/corrupt arrays
+            raise CheckpointError(f"{self.root / self._name(s, v)}: cannot read beta of shard {s} "
+                                  f"version {v} ({type(exc).__name__}: {exc})") from None
+        if beta.shape != shape:
+            raise CheckpointError(f"{self.root / self._name(s, v)}: beta of shape {beta.shape}, "
+                                  f"expected {shape}")
+        return beta
+
+    def _write(self, s: int, v: int, beta: np.ndarray) -> None:
+        import zarr
+
+        path = self.root / self._name(s, v)
+        if path.exists():  # left by a killed run; never part of a committed step
+            shutil.rmtree(path)
+        rows_per_chunk = max(1, (64 << 20) // max(1, 8 * self.n_models * max(self.m, 1)))
+        arr = zarr.create_array(store=str(path), shape=beta.shape, dtype="float64",
+                                chunks=(self.n_models, min(beta.shape[1], rows_per_chunk) or 1, self.m),
+                                zarr_format=3, overwrite=True)
+        arr[...] = beta
+
+    def get(self, s: int) -> np.ndarray:
+        """The current ``beta`` of shard ``s`` (waits for its pending write)."""
+        fut = self._pending.get(s)
+        if fut is not None:
+            fut.result()
+        return self.read(s, self.versions[s])
+
+    def current(self, s: int):
+        """``(version, pending write future or None)`` of shard ``s``: what a prefetch must read and wait for."""
+        return self.versions[s], self._pending.get(s)
+
+    def put(self, s: int, beta: np.ndarray) -> None:
+        """Store a new version of shard ``s``'s ``beta`` (in the background with a client)."""
+        v = self.versions[s] + 1
+        self.versions[s] = v
+        self._sums[s] = beta.sum(axis=(1, 2))
+        self._dirty.add((s, v))
+        if self.executor is None:
+            self._write(s, v, beta)
+            return
+        # Bound the memory held by writes in flight.
+        while sum(1 for f in self._pending.values() if not f.done()) >= self.max_pending:
+            next(f for f in self._pending.values() if not f.done()).result()
+        self._pending[s] = self.executor.submit(self, "_write", s, v, beta)
+
+    def sums(self, s: int, models: np.ndarray) -> np.ndarray:
+        return self._sums[s][models]
+
+    def flush(self) -> None:
+        """Wait for every pending write and fsync the written versions."""
+        for fut in list(self._pending.values()):
+            fut.result()
+        self._pending.clear()
+        for s, v in sorted(self._dirty):
+            if self.versions[s] == v:  # superseded versions are never committed
+                _fsync_tree(self.root / self._name(s, v))
+        self._dirty.clear()
+        _fsync_path(self.root)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"versions": {str(s): int(v) for s, v in self.versions.items()},
+                "sums": self._sums.tolist()}
+

@@ -1,0 +1,80 @@
+"""Storage backends: how one shard is laid out in one on-disk format.
+
+A backend only writes and reads single shards; everything else (cutting rows
+into shards, metadata, the commit marker, atomic rename, validation) is shared
+by every format in :mod:`streamwww.io.store`. New formats register here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+from streamwww.io._format import ShardData
+
+__all__ = ["ShardBackend", "available_formats", "get_backend"]
+
+
+class ShardBackend(ABC):
+    """Write and read the shards of one on-disk format."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def shard_relpath(self, i: int) -> str:
+        """Path of shard ``i`` relative to the store root (file or directory)."""
+
+    def init_root(self, root: Path) -> None:  # noqa: B027 - optional hook
+        """Prepare a new (temporary) store directory before any shard."""
+
+    @abstractmethod
+    def write_shard(self, root: Path, i: int, shard: ShardData, *, n_features: int,
+                    row_offset: int) -> None:
+        """Write shard ``i`` under ``root``."""
+
+    @abstractmethod
+    def read_shard(self, root: Path, i: int, *, layout: str, n_features: int,
+                   index_dtype: np.dtype) -> tuple[sp.csr_matrix | np.ndarray, np.ndarray]:
+        """Read shard ``i``: return ``(X, y)`` with only that shard's files read.
+
+        Sparse ``X`` is a CSR matrix with ``index_dtype`` indices; dense ``X`` a
+        C-contiguous array. The store validates shapes and ranges afterwards.
+        """
+
+
+_BUILTIN = {
+    "zarr": "streamwww.io._zarr:ZarrBackend",
+    "parquet": "streamwww.io._parquet:ParquetBackend",
+}
+_LOADED: dict[str, ShardBackend] = {}
+
+
+def available_formats() -> tuple[str, ...]:
+    """Names of the registered formats."""
+    return tuple(_BUILTIN)
+
+
+def get_backend(name: str) -> ShardBackend:
+    """Return the backend of format ``name`` (imported on first use)."""
+    if name not in _BUILTIN:
+        raise ValueError(f"The 'format' parameter must be one of {list(_BUILTIN)}. "
+                         f"Got {name!r} instead.")
+    if name not in _LOADED:
+        module, cls = _BUILTIN[name].split(":")
+        _LOADED[name] = getattr(importlib.import_module(module), cls)()
+    return _LOADED[name]
+
+
+def make_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, rows: int,
+             n_features: int, index_dtype: np.dtype) -> sp.csr_matrix:
+    """CSR matrix from stored arrays, with sorted-index flag set (no copies when
+    dtypes already match)."""
+    X = sp.csr_matrix((data, indices.astype(index_dtype, copy=False),
+                       indptr.astype(index_dtype, copy=False)), shape=(rows, n_features))
+    X.has_sorted_indices = True
+    return X

@@ -1,0 +1,108 @@
+"""Pieces of the shard-store format shared by every backend (docs/FORMAT.md).
+
+A store is a directory. ``streamwww.json`` in it holds the metadata and is the
+commit marker: it is written last, and a directory without it (or with
+``"complete": false``) is not a store. Each shard is one Zarr group or one
+Parquet file, named by :func:`shard_name`, written by a backend of
+:mod:`streamwww.io._backend`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+FORMAT_NAME = "streamwww-shards"
+FORMAT_VERSION = 1
+MARKER = "streamwww.json"
+LAYOUTS = ("sparse", "dense")
+DTYPES = ("float32", "float64")
+MAX_SHARD_NNZ = 2**31 - 1  # Parquet list offsets and CSR indices stay int32
+# Fields of the metadata that the fingerprint covers: everything that changes
+# what read_shard returns, and nothing else (not the format, not provenance).
+_FINGERPRINT_FIELDS = ("format_version", "layout", "dtype", "n_rows", "n_features",
+                       "nnz", "classes", "label_type")
+
+
+def shard_name(i: int) -> str:
+    """Return the base name of shard ``i`` (``shard-00000``, ...)."""
+    return f"shard-{i:05d}"
+
+
+def index_dtype(nnz: int, n_features: int) -> np.dtype:
+    """Return the dtype of CSR ``indices``/``indptr`` that ``read_shard`` returns."""
+    return np.dtype(np.int32 if max(nnz, n_features) < 2**31 else np.int64)
+
+
+def shard_nbytes(layout: str, rows: int, nnz: int, n_features: int, dtype) -> int:
+    """Return the bytes of a shard once read: X (CSR or dense) plus ``y`` (int32)."""
+    itemsize = np.dtype(dtype).itemsize
+    if layout == "dense":
+        return rows * n_features * itemsize + rows * 4
+    isize = index_dtype(nnz, n_features).itemsize
+    return nnz * (itemsize + isize) + (rows + 1) * isize + rows * 4
+
+
+@dataclass
+class ShardData:
+    """The content of one shard: ``X`` (CSR with sorted indices, or a
+    C-contiguous 2-D array) and ``y`` (int32 class indices)."""
+
+    X: sp.csr_matrix | np.ndarray
+    y: np.ndarray
+
+    @property
+    def layout(self) -> str:
+        return "sparse" if sp.issparse(self.X) else "dense"
+
+    @property
+    def rows(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def nnz(self) -> int:
+        return int(self.X.nnz) if sp.issparse(self.X) else int(self.X.size)
+
+    def content_hash(self) -> str:
+        """SHA-256 of the shard's arrays in a canonical little-endian form."""
+        h = hashlib.sha256()
+        h.update(f"{self.layout}:{self.X.shape[0]}x{self.X.shape[1]}:{self.X.dtype.str}".encode())
+        if sp.issparse(self.X):
+            arrays = (self.X.indptr.astype("<i8"), self.X.indices.astype("<i4"), self.X.data)
+        else:
+            arrays = (self.X,)
+        for a in (*arrays, self.y.astype("<i4")):
+            h.update(np.ascontiguousarray(a).view(np.uint8).data)
+        return h.hexdigest()
+
+
+def labels_to_json(classes: np.ndarray) -> tuple[list, str]:
+    """Return ``(list, label_type)`` for the ``classes`` field."""
+    if classes.dtype.kind in "US":
+        return [str(c) for c in classes], "str"
+    return [float(c) for c in classes], "float64"
+
+
+def labels_from_json(values: list, label_type: str) -> np.ndarray:
+    """Inverse of :func:`labels_to_json`."""
+    if label_type == "str":
+        return np.asarray(values, dtype=str)
+    return np.asarray(values, dtype=np.float64)
+
+
+def fingerprint(meta: dict) -> str:
+    """Stable SHA-256 identifying the data a store returns.
+
+    Covers the fields that change what ``read_shard`` returns (shapes, dtype,
+    layout, classes) and each shard's rows, nnz and content hash. Two
+    conversions of the same text with the same options have the same
+    fingerprint, whatever the format (Zarr or Parquet) or compression.
+    """
+    payload = {k: meta[k] for k in _FINGERPRINT_FIELDS}
+    payload["shards"] = [[s["rows"], s["nnz"], s["sha256"]] for s in meta["shards"]]
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()

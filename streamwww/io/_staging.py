@@ -1,0 +1,183 @@
+"""On-disk staging of parsed rows between the two passes of a conversion.
+
+Class indices are only known once the whole file has been read, and a global
+shuffle needs every row before the first shard. So pass 1 appends parsed rows
+(raw labels, CSR parts) to append-only *bucket* files; pass 2 reads them back
+as row blocks. Without shuffling there is one bucket, read back in order. With
+shuffling, rows go to uniformly random buckets and each bucket is permuted in
+memory in pass 2 -- a uniformly random permutation overall, with memory
+bounded by one bucket. A bucket that came out larger than planned is split
+again the same way before it is loaded.
+
+A bucket file is a sequence of records::
+
+    int64 n_rows, int64 nnz
+    float64 labels[n_rows]
+    VALUE   data[nnz]          (float32 or float64)
+    int32   row_nnz[n_rows]
+    int32   indices[nnz]
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from streamwww.errors import ShardFormatError
+
+
+class Rows(NamedTuple):
+    """A block of rows with raw labels (CSR parts)."""
+
+    labels: np.ndarray  # float64 (n,)
+    indptr: np.ndarray  # int64 (n + 1,)
+    indices: np.ndarray  # int32 (nnz,)
+    data: np.ndarray  # value dtype (nnz,)
+
+    @property
+    def nbytes(self) -> int:
+        return self.labels.nbytes + self.indptr.nbytes + self.indices.nbytes + self.data.nbytes
+
+
+@njit(cache=True, nogil=True)
+def take_rows(indptr, indices, data, order):
+    """CSR rows ``order`` of (indptr, indices, data), in that order."""
+    n = len(order)
+    new_indptr = np.empty(n + 1, dtype=np.int64)
+    new_indptr[0] = 0
+    for r in range(n):
+        i = order[r]
+        new_indptr[r + 1] = new_indptr[r] + indptr[i + 1] - indptr[i]
+    new_indices = np.empty(new_indptr[n], dtype=indices.dtype)
+    new_data = np.empty(new_indptr[n], dtype=data.dtype)
+    for r in range(n):
+        i = order[r]
+        s = indptr[i]
+        length = indptr[i + 1] - s
+        o = new_indptr[r]
+        new_indices[o:o + length] = indices[s:s + length]
+        new_data[o:o + length] = data[s:s + length]
+    return new_indptr, new_indices, new_data
+
+
+def _permute(rows: Rows, order: np.ndarray) -> Rows:
+    indptr, indices, data = take_rows(rows.indptr, rows.indices, rows.data, order)
+    return Rows(rows.labels[order], indptr, indices, data)
+
+
+def concat_rows(parts: list[Rows]) -> Rows:
+    """Concatenate row blocks."""
+    if len(parts) == 1:
+        return parts[0]
+    sizes = np.array([p.indptr[-1] for p in parts], dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    indptr = np.concatenate([[0]] + [p.indptr[1:] + s for p, s in zip(parts, starts)])
+    return Rows(np.concatenate([p.labels for p in parts]), indptr.astype(np.int64),
+                np.concatenate([p.indices for p in parts]),
+                np.concatenate([p.data for p in parts]))
+
+
+class Bucket:
+    """An append-only file of row records."""
+
+    def __init__(self, path: Path, dtype: np.dtype):
+        self.path = path
+        self.dtype = np.dtype(dtype)
+
+    @property
+    def nbytes(self) -> int:
+        return self.path.stat().st_size if self.path.exists() else 0
+
+    def append(self, rows: Rows, start: int = 0, stop: int | None = None) -> None:
+        """Append rows ``start:stop`` of ``rows``."""
+        stop = len(rows.labels) if stop is None else stop
+        if stop <= start:
+            return
+        a, b = int(rows.indptr[start]), int(rows.indptr[stop])
+        header = np.array([stop - start, b - a], dtype="<i8")
+        row_nnz = np.diff(rows.indptr[start:stop + 1]).astype("<i4")
+        with open(self.path, "ab") as f:
+            for part in (header, rows.labels[start:stop], rows.data[a:b], row_nnz,
+                         rows.indices[a:b]):
+                f.write(np.ascontiguousarray(part).data)
+
+    def records(self) -> Iterator[Rows]:
+        """Yield the records in the order they were appended."""
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            while True:
+                head = f.read(16)
+                if not head:
+                    return
+                n, nnz = (int(v) for v in np.frombuffer(head, dtype="<i8"))
+                labels = self._read(f, np.float64, n)
+                data = self._read(f, self.dtype, nnz)
+                row_nnz = self._read(f, np.int32, n)
+                indices = self._read(f, np.int32, nnz)
+                indptr = np.zeros(n + 1, dtype=np.int64)
+                np.cumsum(row_nnz, out=indptr[1:])
+                yield Rows(labels, indptr, indices, data)
+
+    def _read(self, f, dtype, count: int) -> np.ndarray:
+        out = np.empty(count, dtype=dtype)
+        got = f.readinto(memoryview(out).cast("B"))
+        if got != out.nbytes:
+            raise ShardFormatError(f"{self.path}: staging file is truncated")
+        return out
+
+    def read_all(self) -> Rows | None:
+        parts = list(self.records())
+        return concat_rows(parts) if parts else None
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+class Scatter:
+    """Distribute rows over ``n`` buckets uniformly at random."""
+
+    def __init__(self, directory: Path, n: int, dtype: np.dtype, rng: np.random.Generator):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.buckets = [Bucket(directory / f"{k:05d}.bin", dtype) for k in range(n)]
+        self.rng = rng
+
+    def add(self, rows: Rows) -> None:
+        n = len(self.buckets)
+        target = self.rng.integers(0, n, size=len(rows.labels))
+        order = np.argsort(target, kind="stable")
+        bounds = np.concatenate([[0], np.cumsum(np.bincount(target, minlength=n))])
+        grouped = _permute(rows, order)
+        for k, bucket in enumerate(self.buckets):
+            bucket.append(grouped, int(bounds[k]), int(bounds[k + 1]))
+
+
+def shuffled_blocks(buckets: list[Bucket], rng: np.random.Generator,
+                    max_bucket_bytes: int, _depth: int = 0) -> Iterator[Rows]:
+    """Yield every row of ``buckets`` in uniformly random order.
+
+    Each bucket is loaded and permuted in memory; one larger than
+    ``max_bucket_bytes`` is first split into random sub-buckets (recursively,
+    a few levels at most: a single row larger than the limit stays whole).
+    Buckets are deleted once consumed.
+    """
+    for bucket in buckets:
+        size = bucket.nbytes
+        if size > max_bucket_bytes and _depth < 6:
+            parts = -(-size // (max_bucket_bytes // 2))
+            sub = Scatter(bucket.path.with_suffix(".split"), parts, bucket.dtype, rng)
+            for rows in bucket.records():
+                sub.add(rows)
+            bucket.remove()
+            yield from shuffled_blocks(sub.buckets, rng, max_bucket_bytes, _depth + 1)
+            os.rmdir(bucket.path.with_suffix(".split"))
+            continue
+        rows = bucket.read_all()
+        bucket.remove()
+        if rows is not None:
+            yield _permute(rows, rng.permutation(len(rows.labels)))

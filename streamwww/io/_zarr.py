@@ -1,0 +1,82 @@
+"""Zarr v3 backend: each shard is a group of 1-D/2-D arrays.
+
+Layout (docs/FORMAT.md)::
+
+    STORE/zarr.json                   root group
+    STORE/shard-00000/zarr.json       group; attributes["streamwww"] describes the shard
+    STORE/shard-00000/indptr          int64  (rows + 1,)     sparse layout
+    STORE/shard-00000/indices         int32  (nnz,)          sparse layout
+    STORE/shard-00000/data            float32|float64 (nnz,) sparse layout
+    STORE/shard-00000/X               float32|float64 (rows, n_features)  dense layout
+    STORE/shard-00000/y               int32  (rows,)         class indices
+
+Chunks are compressed with Blosc(zstd, byte shuffle).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import BloscCodec
+
+from streamwww.io._backend import ShardBackend, make_csr
+from streamwww.io._format import FORMAT_VERSION, ShardData, shard_name
+
+_CHUNK_ELEMENTS = 4 * 2**20
+
+
+def _compressors():
+    return [BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")]
+
+
+def _chunks(shape: tuple[int, ...]) -> tuple[int, ...]:
+    if len(shape) == 1:
+        return (max(1, min(shape[0], _CHUNK_ELEMENTS)),)
+    rows = max(1, _CHUNK_ELEMENTS // max(1, shape[1]))
+    return (max(1, min(shape[0], rows)), max(1, shape[1]))
+
+
+class ZarrBackend(ShardBackend):
+    """Shards as Zarr v3 groups."""
+
+    name = "zarr"
+
+    def shard_relpath(self, i: int) -> str:
+        return shard_name(i)
+
+    def init_root(self, root: Path) -> None:
+        zarr.open_group(str(root), mode="w-", zarr_format=3,
+                        attributes={"streamwww": {"format_version": FORMAT_VERSION,
+                                                  "metadata": "streamwww.json"}})
+
+    def write_shard(self, root: Path, i: int, shard: ShardData, *, n_features: int,
+                    row_offset: int) -> None:
+        attrs = {"streamwww": {"format_version": FORMAT_VERSION, "shard": i,
+                               "row_offset": row_offset, "layout": shard.layout,
+                               "n_features": n_features}}
+        group = zarr.open_group(str(root / self.shard_relpath(i)), mode="w-", zarr_format=3,
+                                attributes=attrs)
+        if shard.layout == "sparse":
+            X = shard.X
+            arrays = {"indptr": X.indptr.astype(np.int64, copy=False),
+                      "indices": X.indices.astype(np.int32, copy=False),
+                      "data": X.data}
+        else:
+            arrays = {"X": shard.X}
+        arrays["y"] = shard.y
+        for name, a in arrays.items():
+            group.create_array(name, data=a, chunks=_chunks(a.shape),
+                               compressors=_compressors())
+
+    def read_shard(self, root: Path, i: int, *, layout: str, n_features: int,
+                   index_dtype: np.dtype):
+        group = zarr.open_group(str(root / self.shard_relpath(i)), mode="r", zarr_format=3)
+        y = group["y"][...]
+        if layout == "dense":
+            return np.ascontiguousarray(group["X"][...]), y
+        indptr = group["indptr"][...]
+        X = make_csr(group["data"][...], group["indices"][...], indptr, len(indptr) - 1,
+                     n_features, index_dtype)
+        return X, y

@@ -1,0 +1,197 @@
+"""Subcommands ``convert``, ``info`` and ``make-data`` of the ``streamwww`` CLI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+
+from streamwww.io._progress import ProgressEvent
+
+logger = logging.getLogger(__name__)
+
+
+def register(subparsers) -> None:
+    """Add the I/O subcommands to the top-level parser's ``subparsers``."""
+    p = subparsers.add_parser(
+        "convert", help="convert a LIBSVM text file into a shard store",
+        description="Convert a LIBSVM/SVMlight text file (optionally .gz/.bz2/.xz) into a "
+                    "Zarr or Parquet shard store, in two streaming passes with bounded memory.")
+    p.add_argument("input", metavar="INPUT", help="LIBSVM text file")
+    p.add_argument("output", metavar="OUTPUT", help="store directory to create")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--shard-rows", type=int, metavar="N", help="rows per shard")
+    size.add_argument("--shard-mb", type=float, metavar="M",
+                      help="maximum in-memory MiB per shard (default 128)")
+    p.add_argument("--format", choices=("zarr", "parquet"),
+                   help="on-disk format (default zarr, or that of --like)")
+    p.add_argument("--layout", choices=("auto", "sparse", "dense"), default="auto",
+                   help="dense or CSR shards (auto: dense when >= 50%% of values present)")
+    p.add_argument("--dtype", choices=("float32", "float64"),
+                   help="value type (default float32, or that of --like)")
+    p.add_argument("--shuffle", action="store_true",
+                   help="globally permute the rows (external shuffle, bounded memory)")
+    p.add_argument("--seed", type=int, metavar="S", help="seed of --shuffle")
+    p.add_argument("--n-features", type=int, metavar="D",
+                   help="number of features (an index beyond it is an error)")
+    p.add_argument("--like", metavar="STORE",
+                   help="use the classes and number of features of STORE (e.g. for a test set)")
+    p.add_argument("--zero-based", action="store_true", help="indices start at 0")
+    p.add_argument("--skip-bad-lines", action="store_true",
+                   help="skip and count malformed lines instead of stopping")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    p.set_defaults(func=_convert)
+
+    p = subparsers.add_parser("info", help="print a store's metadata and shards",
+                              description="Print a shard store's metadata and a per-shard "
+                                          "summary.")
+    p.add_argument("store", metavar="STORE")
+    p.add_argument("--json", action="store_true", help="print the whole metadata as JSON")
+    p.add_argument("--max-shards", type=int, default=50, metavar="N",
+                   help="list at most N shards (default 50; 0 for all)")
+    p.set_defaults(func=_info)
+
+    p = subparsers.add_parser(
+        "make-data", help="write synthetic LIBSVM data for tests and benchmarks",
+        description="Write a synthetic LIBSVM file whose classes a linear model can learn "
+                    "(class prototypes on class-dependent sparse support, plus noise).")
+    p.add_argument("output", metavar="OUTPUT", help="file to write (.gz/.bz2/.xz compress)")
+    p.add_argument("--rows", type=int, required=True, metavar="N")
+    p.add_argument("--features", type=int, required=True, metavar="D")
+    p.add_argument("--nnz-per-row", type=int, required=True, metavar="Z",
+                   help="values per row (dense when equal to --features)")
+    p.add_argument("--classes", type=int, required=True, metavar="K")
+    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--noise", type=float, default=0.5, help="noise level (default 0.5)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    p.set_defaults(func=_make_data)
+
+
+class _Bars:
+    """tqdm bars for ProgressEvents: one bar per stage, the previous one closed."""
+
+    _UNITS = {"read": ("reading", "B", True), "write": ("writing shards", " rows", False),
+              "generate": ("generating", " rows", False)}
+
+    def __init__(self):
+        self._bar = None
+        self._stage = None
+        self._start = time.monotonic()
+
+    def __call__(self, event: ProgressEvent) -> None:
+        from tqdm import tqdm
+
+        if event.stage != self._stage:
+            self.close()
+            desc, unit, scale = self._UNITS.get(event.stage, (event.stage, "", False))
+            self._bar = tqdm(total=event.total, desc=desc, unit=unit, unit_scale=scale,
+                             unit_divisor=1024 if scale else 1000, leave=True)
+            self._stage = event.stage
+            self._start = time.monotonic()
+        self._bar.update(event.done - self._bar.n)
+        if event.stage == "read":
+            elapsed = max(time.monotonic() - self._start, 1e-9)
+            self._bar.set_postfix(rows=event.rows, rows_s=f"{event.rows / elapsed:,.0f}",
+                                  refresh=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def _convert(args: argparse.Namespace) -> int:
+    from streamwww.io.convert import convert_libsvm
+
+    if args.seed is not None and not args.shuffle:
+        raise ValueError("--seed only applies with --shuffle.")
+    bars = _Bars() if args.show_progress else None
+    start = time.monotonic()
+    try:
+        store = convert_libsvm(
+            args.input, args.output, shard_rows=args.shard_rows, shard_mb=args.shard_mb,
+            format=args.format, layout=args.layout, dtype=args.dtype, shuffle=args.shuffle,
+            seed=args.seed, n_features=args.n_features, like=args.like,
+            zero_based=args.zero_based, skip_bad_lines=args.skip_bad_lines,
+            overwrite=args.overwrite, progress=bars)
+    finally:
+        if bars is not None:
+            bars.close()
+    elapsed = time.monotonic() - start
+    source = store.metadata["provenance"]["source"]
+    skipped = source["skipped_lines"]
+    print(f"{store.path}: {store.n_rows} rows, {store.n_features} features, "
+          f"{store.n_classes} classes, {store.n_shards} {store.layout} {store.format} shard(s) "
+          f"in {elapsed:.1f} s ({source['text_bytes'] / 2**20 / max(elapsed, 1e-9):.1f} MiB/s "
+          f"of text)" + (f"; skipped {skipped} malformed line(s)" if skipped else ""))
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from streamwww.io.store import format_label, open_store, summarize_classes
+
+    store = open_store(args.store)
+    meta = store.metadata
+    if args.json:
+        print(json.dumps(meta, indent=1))
+        return 0
+    cells = store.n_rows * store.n_features
+    density = store.nnz / cells if cells else 0.0
+    print(f"store        {store.path}")
+    print(f"format       {store.format}, {store.layout}, {store.dtype.name}, "
+          f"format version {meta['format_version']}")
+    print(f"rows         {store.n_rows}")
+    print(f"features     {store.n_features}")
+    print(f"nnz          {store.nnz} (density {density:.4g})")
+    counts = meta.get("class_counts", [])
+    print(f"classes      {store.n_classes}: {summarize_classes(store.classes)}")
+    if counts:
+        pairs = ", ".join(f"{format_label(c)}: {n}" for c, n in zip(store.classes[:8], counts))
+        print(f"class rows   {pairs}{', ...' if len(counts) > 8 else ''}")
+    print(f"shards       {store.n_shards}, "
+          f"{int(store.shard_rows.min())}..{int(store.shard_rows.max())} rows, up to "
+          f"{max(store.shard_nbytes(i) for i in range(store.n_shards)) / 2**20:.2f} MiB in "
+          f"memory")
+    print(f"fingerprint  {store.fingerprint}")
+    prov = meta.get("provenance", {})
+    source = prov.get("source", {})
+    if source.get("path"):
+        print(f"source       {source['path']} ({source['size']} bytes"
+              f"{', ' + source['compression'] if source.get('compression') else ''}; "
+              f"text sha256 {source['sha256']})")
+        if source.get("skipped_lines"):
+            print(f"skipped      {source['skipped_lines']} malformed line(s)")
+    options = prov.get("options", {})
+    if options:
+        print("options      " + ", ".join(f"{k}={v}" for k, v in options.items()
+                                          if k != "like") +
+              (f", like={options['like']['path']}" if options.get("like") else ""))
+    print(f"created      {meta.get('created')} by streamwww {meta.get('streamwww_version')}")
+    print()
+    print(f"{'shard':>6} {'rows':>10} {'offset':>12} {'nnz':>12} {'MiB':>8} {'classes':>8}  name")
+    limit = store.n_shards if args.max_shards <= 0 else min(args.max_shards, store.n_shards)
+    for i, s in enumerate(meta["shards"][:limit]):
+        print(f"{i:>6} {s['rows']:>10} {s['offset']:>12} {s['nnz']:>12} "
+              f"{store.shard_nbytes(i) / 2**20:>8.2f} {s['classes_present']:>8}  {s['name']}")
+    if limit < store.n_shards:
+        print(f"... {store.n_shards - limit} more shard(s) (--max-shards 0 lists all)")
+    return 0
+
+
+def _make_data(args: argparse.Namespace) -> int:
+    from streamwww.io.datagen import make_data
+
+    bars = _Bars() if args.show_progress else None
+    start = time.monotonic()
+    try:
+        result = make_data(args.output, rows=args.rows, features=args.features,
+                           nnz_per_row=args.nnz_per_row, classes=args.classes, seed=args.seed,
+                           noise=args.noise, overwrite=args.overwrite, progress=bars)
+    finally:
+        if bars is not None:
+            bars.close()
+    elapsed = time.monotonic() - start
+    print(f"{result['path']}: {result['rows']} rows, {result['bytes'] / 2**20:.1f} MiB of text "
+          f"in {elapsed:.1f} s ({result['bytes'] / 2**20 / max(elapsed, 1e-9):.0f} MiB/s)")
+    return 0

@@ -1,0 +1,236 @@
+"""LIBSVM text -> shard store, in two streaming passes.
+
+Pass 1 parses the text block by block (:class:`~streamwww.io.LibsvmReader`),
+collects the label values and stages the rows on disk (``_staging``), in order
+or scattered over random buckets when shuffling. Pass 2 reads the staged rows
+back (each bucket permuted in memory when shuffling), maps labels to class
+indices -- now that every label is known -- and cuts the rows into shards.
+Everything happens inside the store's temporary directory, so an error or a
+kill leaves no store behind. Memory is bounded by a few parse blocks, one
+bucket and one shard, whatever the input size; the staging area needs about as
+much disk as the uncompressed arrays.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from streamwww.errors import DataFormatError, LibsvmFormatError
+from streamwww.io._backend import get_backend
+from streamwww.io._progress import ProgressCallback
+from streamwww.io._staging import Bucket, Rows, Scatter, shuffled_blocks
+from streamwww.io.libsvm import DEFAULT_BLOCK_BYTES, LibsvmReader
+from streamwww.io.store import (
+    ShardStore,
+    ShardWriter,
+    StoreTransaction,
+    build_metadata,
+    format_label,
+    open_store,
+    resolve_dtype,
+    resolve_layout,
+    resolve_shard_size,
+    summarize_classes,
+)
+
+__all__ = ["convert_libsvm"]
+
+logger = logging.getLogger(__name__)
+
+_MIN_BUCKET_BYTES = 4 * 2**20
+_MAX_BUCKET_BYTES = 256 * 2**20
+_MAX_BUCKETS = 4096
+
+
+def _staged_nbytes(rows: Rows) -> int:
+    return 16 + rows.nbytes - 4 * len(rows.labels)
+
+
+def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
+                   shard_rows: int | None = None, shard_mb: float | None = None,
+                   format: str | None = None, layout: str = "auto", dtype=None,
+                   shuffle: bool = False, seed: int | None = None,
+                   n_features: int | None = None, like: str | os.PathLike | None = None,
+                   zero_based: bool = False, skip_bad_lines: bool = False,
+                   overwrite: bool = False, progress: ProgressCallback | None = None,
+                   block_bytes: int = DEFAULT_BLOCK_BYTES) -> ShardStore:
+    """Convert a LIBSVM text file into a shard store.
+
+    Parameters
+    ----------
+    input : str or path-like
+        LIBSVM text, optionally gzip, bz2 or xz compressed.
+    output : str or path-like
+        The store directory to create (atomically).
+    shard_rows, shard_mb : optional
+        Shard size in rows, or maximum in-memory MiB per shard (default 128
+        MiB). At most one of them.
+    format : {"zarr", "parquet"}, optional
+        Default "zarr", or the format of ``like``.
+    layout : {"auto", "sparse", "dense"}, default="auto"
+        ``"auto"``: dense when at least half of the values are present (or
+        the layout of ``like``).
+    dtype : {numpy.float32, numpy.float64}, optional
+        Value type; default float32, or the dtype of ``like``.
+    shuffle : bool, default=False
+        Globally permute the rows (external shuffle; memory stays bounded).
+        Label-sorted files need it for block coordinate descent.
+    seed : int, optional
+        Seed of the shuffle; drawn at random (and recorded in the
+        provenance) when not given. Same input, options and seed give the
+        same store.
+    n_features : int, optional
+        Number of features; an index beyond it is an error. Default: the
+        largest index in the file (or that of ``like``).
+    like : str or path-like, optional
+        A store (usually the training set's) whose classes and number of
+        features this conversion uses, e.g. for a test set. A label it does
+        not know is an error naming the label and line.
+    zero_based : bool, default=False
+        The file's indices start at 0.
+    skip_bad_lines : bool, default=False
+        Skip malformed lines (counted in the provenance and logged) instead
+        of stopping at the first.
+    overwrite : bool, default=False
+        Replace an existing store at ``output``.
+    progress : callable, optional
+        Receives :class:`~streamwww.io.ProgressEvent` at block and shard
+        boundaries (stages ``"read"`` then ``"write"``).
+    block_bytes : int, default=32 MiB
+        Text parsed at a time.
+
+    Returns
+    -------
+    ShardStore
+        The committed store.
+
+    Raises
+    ------
+    LibsvmFormatError
+        A malformed line (file and line number in the message).
+    StoreExistsError
+        ``output`` exists and ``overwrite`` is False.
+    """
+    who = "convert_libsvm"
+    rows_per_shard, shard_bytes = resolve_shard_size(shard_rows, shard_mb, who)
+    like_store = open_store(like) if like is not None else None
+    if like_store is not None:
+        if n_features is not None and n_features != like_store.n_features:
+            raise ValueError(f"{who}: n_features={n_features} contradicts like={like_store.path} "
+                             f"which has {like_store.n_features} features.")
+        n_features = like_store.n_features
+        format = format or like_store.format
+        layout = like_store.layout if layout == "auto" else layout
+        dtype = like_store.dtype if dtype is None else dtype
+    backend = get_backend(format or "zarr")
+    dt = resolve_dtype(np.float32 if dtype is None else dtype, who)
+    resolve_layout(layout, 0, 0, 0, who)  # validate early
+    if shuffle and seed is None:
+        seed = int(np.random.SeedSequence().entropy)
+    scatter_rng, perm_rng = (np.random.default_rng(s)
+                             for s in np.random.SeedSequence(seed if shuffle else 0).spawn(2))
+    reader = LibsvmReader(input, zero_based=zero_based, dtype=dt, n_features=n_features,
+                          skip_bad_lines=skip_bad_lines, block_bytes=block_bytes,
+                          progress=progress)
+
+    with StoreTransaction(output, overwrite) as tx:
+        backend.init_root(tx.tmp)
+        staging = tx.tmp / "_staging"
+        staging.mkdir()
+        # ---- pass 1: parse, collect labels, stage rows
+        seen = np.empty(0, dtype=np.float64)
+        ordered = Bucket(staging / "rows.bin", dt)
+        scatter = None
+        target_bytes = None
+        for block in reader:
+            rows = Rows(block.labels, block.indptr, block.indices, block.data)
+            if like_store is not None:
+                _check_known_labels(block, like_store, reader.path)
+            else:
+                seen = np.union1d(seen, block.labels)
+            if not shuffle:
+                ordered.append(rows)
+                continue
+            if scatter is None:  # plan the buckets from the first block
+                staged = _staged_nbytes(rows)
+                per_row = staged / len(rows.labels)
+                shard_equiv = shard_bytes if shard_bytes else rows_per_shard * per_row
+                target_bytes = int(min(max(shard_equiv, _MIN_BUCKET_BYTES), _MAX_BUCKET_BYTES))
+                consumed = max(block.input_offset, 1)
+                estimate = reader.stats.size / consumed * staged
+                n_buckets = int(min(max(np.ceil(estimate / target_bytes), 1), _MAX_BUCKETS))
+                logger.debug("shuffle: %d bucket(s) of ~%d bytes", n_buckets, target_bytes)
+                scatter = Scatter(staging / "buckets", n_buckets, dt, scatter_rng)
+            scatter.add(rows)
+        stats = reader.stats
+        if stats.n_rows == 0:
+            raise DataFormatError(f"{reader.path}: no data rows (only blank or comment lines).")
+        if like_store is not None:
+            classes = like_store.classes
+        else:
+            classes = seen
+            n_features = stats.max_column + 1 if n_features is None else n_features
+        layout = resolve_layout(layout, stats.n_rows, n_features, stats.nnz, who)
+
+        # ---- pass 2: staged rows -> class indices -> shards
+        writer = ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
+                              n_classes=len(classes), shard_rows=rows_per_shard,
+                              shard_bytes=shard_bytes, progress=progress,
+                              total_rows=stats.n_rows)
+        if scatter is None:
+            blocks = ordered.records()
+        else:
+            blocks = shuffled_blocks(scatter.buckets, perm_rng, 2 * target_bytes)
+        for rows in blocks:
+            y = np.searchsorted(classes, rows.labels).astype(np.int32)
+            X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
+                              shape=(len(rows.labels), n_features))
+            X.has_sorted_indices = True
+            writer.push(X, y)
+        writer.finish()
+        shutil.rmtree(staging)
+
+        provenance = {
+            "source": {
+                "path": stats.path, "size": stats.size, "compression": stats.compression,
+                "text_bytes": stats.text_bytes, "sha256": stats.sha256,
+                "lines": stats.n_lines, "skipped_lines": stats.skipped_lines,
+                "skipped_examples": stats.skipped_examples,
+            },
+            "options": {
+                "zero_based": bool(zero_based), "shuffle": bool(shuffle),
+                "seed": seed if shuffle else None, "shard_rows": shard_rows,
+                "shard_mb": shard_mb, "layout": layout, "dtype": dt.name,
+                "n_features": n_features, "skip_bad_lines": bool(skip_bad_lines),
+                "like": None if like_store is None else {
+                    "path": str(like_store.path), "fingerprint": like_store.fingerprint},
+            },
+        }
+        meta = build_metadata(format=backend.name, layout=layout, n_features=n_features,
+                              dtype=dt, classes=classes, writer=writer, provenance=provenance)
+        tx.commit(meta)
+    logger.debug("converted %s: %d rows, %d features, %d classes, %d shard(s) -> %s",
+                stats.path, meta["n_rows"], n_features, len(classes), meta["n_shards"],
+                Path(output).absolute())
+    return open_store(output)
+
+
+def _check_known_labels(block, store: ShardStore, path: str) -> None:
+    classes = store.classes
+    if classes.dtype.kind != "f":
+        known = np.zeros(len(block.labels), dtype=bool)
+    else:
+        idx = np.minimum(np.searchsorted(classes, block.labels), len(classes) - 1)
+        known = classes[idx] == block.labels
+    if not known.all():
+        first = int(np.argmin(known))
+        raise LibsvmFormatError(path, int(block.lines[first]),
+                                f"label {format_label(block.labels[first])} is not one of the "
+                                f"{len(classes)} classes of {store.path} "
+                                f"{summarize_classes(classes)}")

@@ -1,0 +1,667 @@
+"""Shard stores: one reader and one writer over every on-disk format.
+
+:func:`open_store` returns a :class:`ShardStore` whatever the format (Zarr v3 or
+Parquet, see docs/FORMAT.md); :func:`write_store` writes in-memory arrays as a
+store. Writing goes through :class:`StoreTransaction` (a temporary sibling
+directory, the ``streamwww.json`` commit marker written last, fsync, then a
+rename) so that a failed or killed write leaves nothing that opens as a store.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from streamwww import __version__
+from streamwww.errors import DataFormatError, ShardFormatError, StoreExistsError
+from streamwww.io._backend import available_formats, get_backend
+from streamwww.io._format import (
+    DTYPES,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    LAYOUTS,
+    MARKER,
+    MAX_SHARD_NNZ,
+    ShardData,
+    fingerprint,
+    index_dtype,
+    labels_from_json,
+    labels_to_json,
+    shard_nbytes,
+)
+from streamwww.io._progress import ProgressCallback, ProgressEvent
+
+__all__ = ["ShardStore", "open_store", "write_store"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SHARD_MB = 128.0
+DENSE_THRESHOLD = 0.5  # layout="auto" stores dense at or above this density
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class ShardStore:
+    """A read-only view of a complete shard store.
+
+    Use :func:`open_store` to get one. Reading shard ``i`` reads only that
+    shard's files.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The store directory.
+    format : {"zarr", "parquet"}
+    layout : {"sparse", "dense"}
+    n_rows, n_features, nnz : int
+        Shape of the whole data set and its stored values (dense: rows * features).
+    dtype : numpy.dtype
+        Type of the values of ``X`` (float32 unless converted otherwise).
+    classes : ndarray
+        Original label values, sorted (float64 for numeric labels, str otherwise);
+        ``y`` from :meth:`read_shard` indexes into it.
+    n_classes, n_shards : int
+    shard_rows : ndarray of int64, shape (n_shards,)
+    shard_offsets : ndarray of int64, shape (n_shards + 1,)
+        Global index of each shard's first row, then ``n_rows``.
+    metadata : dict
+        The whole ``streamwww.json`` (JSON-able), provenance included.
+    fingerprint : str
+        SHA-256 identifying what the store returns (shapes, dtype, layout,
+        classes, shard boundaries and each shard's content hash).
+    """
+
+    def __init__(self, path: Path, metadata: dict):
+        self.path = path
+        self.metadata = metadata
+        self._backend = get_backend(metadata["format"])
+        self.format: str = metadata["format"]
+        self.layout: str = metadata["layout"]
+        self.n_rows: int = metadata["n_rows"]
+        self.n_features: int = metadata["n_features"]
+        self.nnz: int = metadata["nnz"]
+        self.dtype = np.dtype(metadata["dtype"])
+        self.classes = labels_from_json(metadata["classes"], metadata["label_type"])
+        self.n_classes = len(self.classes)
+        shards = metadata["shards"]
+        self.n_shards = len(shards)
+        self.shard_rows = np.array([s["rows"] for s in shards], dtype=np.int64)
+        self.shard_offsets = np.concatenate([[0], np.cumsum(self.shard_rows)]).astype(np.int64)
+        self._shard_nnz = np.array([s["nnz"] for s in shards], dtype=np.int64)
+        self.fingerprint: str = metadata["fingerprint"]
+
+    def __len__(self) -> int:
+        return self.n_shards
+
+    def __repr__(self) -> str:
+        return (f"ShardStore({str(self.path)!r}, format={self.format!r}, layout={self.layout!r}, "
+                f"n_rows={self.n_rows}, n_features={self.n_features}, "
+                f"n_classes={self.n_classes}, n_shards={self.n_shards})")
+
+    def _check_index(self, i) -> int:
+        if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer)):
+            raise TypeError(f"{self.path}: shard index must be an int. Got {i!r} instead.")
+        if not 0 <= i < self.n_shards:
+            raise ShardFormatError(f"{self.path}: shard {i} does not exist; the store has "
+                                   f"{self.n_shards} shard(s) (0..{self.n_shards - 1}).")
+        return int(i)
+
+    def shard_nbytes(self, i: int) -> int:
+        """Bytes of shard ``i`` once read (``X`` plus ``y``)."""
+        i = self._check_index(i)
+        return shard_nbytes(self.layout, int(self.shard_rows[i]), int(self._shard_nnz[i]),
+                            self.n_features, self.dtype)
+
+    def read_shard(self, i: int) -> tuple[sp.csr_matrix | np.ndarray, np.ndarray]:
+        """Read shard ``i``.
+
+        Returns
+        -------
+        X : scipy.sparse.csr_matrix or ndarray of shape (shard_rows[i], n_features)
+            CSR with sorted indices (int32 indices unless the shard needs
+            int64) or a C-contiguous array, of type :attr:`dtype`.
+        y : ndarray of int32 of shape (shard_rows[i],)
+            Class indices into :attr:`classes`.
+
+        Raises
+        ------
+        ShardFormatError
+            For a bad index, or a shard that is missing or does not match the
+            store's metadata.
+        """
+        i = self._check_index(i)
+        where = f"{self.path}: shard {i} ({self._backend.shard_relpath(i)})"
+        nnz = int(self._shard_nnz[i])
+        try:
+            X, y = self._backend.read_shard(self.path, i, layout=self.layout,
+                                            n_features=self.n_features,
+                                            index_dtype=index_dtype(nnz, self.n_features))
+        except Exception as exc:  # any backend failure is a broken store
+            raise ShardFormatError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
+        problem = self._check_shard(i, X, y)
+        if problem:
+            raise ShardFormatError(f"{where}: {problem}")
+        return X, y
+
+    def _check_shard(self, i: int, X, y) -> str | None:
+        rows = int(self.shard_rows[i])
+        if y.dtype != np.int32 or y.shape != (rows,):
+            return f"y has dtype {y.dtype} and shape {y.shape}; expected int32 ({rows},)"
+        if rows and (y.min() < 0 or y.max() >= self.n_classes):
+            return f"class index out of range [0, {self.n_classes})"
+        if X.shape != (rows, self.n_features) or X.dtype != self.dtype:
+            return (f"X has shape {X.shape} and dtype {X.dtype}; expected "
+                    f"({rows}, {self.n_features}) and {self.dtype}")
+        if sp.issparse(X):
+            if X.nnz != self._shard_nnz[i] or X.indptr[0] != 0:
+                return f"X has {X.nnz} stored values; expected {self._shard_nnz[i]}"
+            if X.nnz and (X.indices.min() < 0 or X.indices.max() >= self.n_features):
+                return f"column index out of range [0, {self.n_features})"
+        return None
+
+    def iter_shards(self) -> Iterator[tuple[sp.csr_matrix | np.ndarray, np.ndarray]]:
+        """Yield ``read_shard(i)`` for every shard in order."""
+        for i in range(self.n_shards):
+            yield self.read_shard(i)
+
+
+def _require(cond: bool, path: Path, what: str) -> None:
+    if not cond:
+        raise ShardFormatError(f"{path}: invalid {MARKER}: {what}")
+
+
+def _validate_metadata(path: Path, meta) -> None:
+    _require(isinstance(meta, dict) and meta.get("streamwww_format") == FORMAT_NAME, path,
+             f"not a {FORMAT_NAME} metadata file")
+    version = meta.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ShardFormatError(f"{path}: format version {version!r} is not supported; this "
+                               f"streamwww ({__version__}) reads version {FORMAT_VERSION}.")
+    _require(meta.get("complete") is True, path, "the store is marked incomplete")
+    for key, kind in (("format", str), ("layout", str), ("dtype", str), ("n_rows", int),
+                      ("n_features", int), ("nnz", int), ("classes", list),
+                      ("label_type", str), ("shards", list), ("fingerprint", str)):
+        _require(isinstance(meta.get(key), kind), path, f"field {key!r} is missing or not {kind.__name__}")
+    _require(meta["format"] in available_formats(), path, f"unknown format {meta['format']!r}")
+    _require(meta["layout"] in LAYOUTS, path, f"unknown layout {meta['layout']!r}")
+    _require(meta["dtype"] in DTYPES, path, f"unsupported dtype {meta['dtype']!r}")
+    for s in meta["shards"]:
+        _require(isinstance(s, dict) and all(isinstance(s.get(k), int) for k in ("rows", "nnz"))
+                 and isinstance(s.get("sha256"), str), path, "bad shard record")
+    _require(sum(s["rows"] for s in meta["shards"]) == meta["n_rows"], path,
+             "shard rows do not add up to n_rows")
+    _require(sum(s["nnz"] for s in meta["shards"]) == meta["nnz"], path,
+             "shard nnz do not add up to nnz")
+    _require(fingerprint(meta) == meta["fingerprint"], path,
+             "fingerprint does not match the metadata (edited or corrupt)")
+
+
+def open_store(path: str | os.PathLike) -> ShardStore:
+    """Open a complete shard store (Zarr or Parquet).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The store directory written by ``streamwww convert``, :func:`convert_libsvm`
+        or :func:`write_store`.
+
+    Returns
+    -------
+    ShardStore
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ShardFormatError
+        If ``path`` is not a complete store (no ``streamwww.json`` commit
+        marker, e.g. an interrupted conversion), or its metadata is invalid or
+        of an unsupported version.
+    """
+    path = Path(path).absolute()
+    if not path.exists():
+        raise FileNotFoundError(f"shard store {path} does not exist.")
+    marker = path / MARKER
+    if not marker.is_file():
+        raise ShardFormatError(f"{path} is not a complete streamwww store: {MARKER} (written "
+                               f"last, when a conversion commits) is missing.")
+    try:
+        meta = json.loads(marker.read_text())
+    except (OSError, ValueError) as exc:
+        raise ShardFormatError(f"{path}: cannot read {MARKER}: {exc}") from exc
+    _validate_metadata(path, meta)
+    return ShardStore(path, meta)
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, filenames in os.walk(root):
+        for name in filenames:
+            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class StoreTransaction:
+    """Write a store (or any output directory) atomically.
+
+    Everything is written into a hidden sibling ``.NAME.streamwww-tmp-PID-XXXX``;
+    :meth:`commit` writes the marker, fsyncs, and renames it to ``path``
+    (replacing an old store only when ``overwrite``). An exception inside the
+    ``with`` block removes the temporary directory; a killed process leaves it
+    behind, where it never opens as a store and the next write to the same
+    path removes it.
+    """
+
+    _STALE = re.compile(r"^\.(?P<name>.+)\.streamwww-(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]+$")
+
+    def __init__(self, path: str | os.PathLike, overwrite: bool):
+        self.path = Path(path).absolute()
+        self.overwrite = bool(overwrite)
+        self._check_target()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._clean_stale()
+        self.tmp = self._sibling("tmp")
+        self.tmp.mkdir()
+
+    def _sibling(self, kind: str) -> Path:
+        return self.path.parent / f".{self.path.name}.streamwww-{kind}-{os.getpid()}-{secrets.token_hex(4)}"
+
+    def _check_target(self) -> None:
+        if not (self.path.exists() or self.path.is_symlink()):
+            return
+        if not self.overwrite:
+            raise StoreExistsError(f"{self.path} already exists; pass overwrite=True "
+                                   f"(--overwrite) to replace it.")
+        replaceable = self.path.is_dir() and not self.path.is_symlink() and (
+            (self.path / MARKER).is_file() or not any(self.path.iterdir()))
+        if not replaceable:
+            raise StoreExistsError(f"{self.path} exists and is not a streamwww store; "
+                                   f"refusing to replace it even with overwrite=True.")
+
+    def _clean_stale(self) -> None:
+        for entry in self.path.parent.iterdir():
+            m = self._STALE.match(entry.name)
+            if m and m["name"] == self.path.name and not _pid_alive(int(m["pid"])):
+                logger.info("removing %s left by an interrupted write", entry)
+                shutil.rmtree(entry, ignore_errors=True)
+
+    def __enter__(self) -> StoreTransaction:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+
+    def abort(self) -> None:
+        """Remove the temporary directory."""
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def commit(self, metadata: dict | None) -> None:
+        """Write ``metadata`` as the marker (if given), fsync, rename into place."""
+        if metadata is not None:
+            part = self.tmp / (MARKER + ".part")
+            part.write_text(json.dumps(metadata, indent=1))
+            os.replace(part, self.tmp / MARKER)
+        _fsync_tree(self.tmp)
+        self._check_target()
+        if self.path.exists() or self.path.is_symlink():
+            old = self._sibling("old")
+            os.rename(self.path, old)
+            os.rename(self.tmp, self.path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.rename(self.tmp, self.path)
+        _fsync_dir(self.path.parent)
+
+
+def resolve_shard_size(shard_rows: int | None, shard_mb: float | None,
+                       who: str) -> tuple[int | None, int | None]:
+    """Validate the shard size options; return ``(shard_rows, shard_bytes)``."""
+    if shard_rows is not None and shard_mb is not None:
+        raise ValueError(f"{who}: give 'shard_rows' or 'shard_mb', not both.")
+    if shard_rows is not None:
+        if isinstance(shard_rows, bool) or not isinstance(shard_rows, (int, np.integer)) \
+                or shard_rows < 1:
+            raise ValueError(f"The 'shard_rows' parameter of {who} must be an int >= 1. "
+                             f"Got {shard_rows!r} instead.")
+        return int(shard_rows), None
+    mb = DEFAULT_SHARD_MB if shard_mb is None else shard_mb
+    if isinstance(mb, bool) or not isinstance(mb, (int, float, np.number)) or not mb > 0:
+        raise ValueError(f"The 'shard_mb' parameter of {who} must be a float in (0, inf). "
+                         f"Got {shard_mb!r} instead.")
+    return None, max(1, int(mb * 2**20))
+
+
+def resolve_layout(layout: str, n_rows: int, n_features: int, nnz: int, who: str) -> str:
+    """Return ``"sparse"`` or ``"dense"`` for ``layout`` in auto/sparse/dense."""
+    if layout not in ("auto", *LAYOUTS):
+        raise ValueError(f"The 'layout' parameter of {who} must be one of "
+                         f"['auto', 'sparse', 'dense']. Got {layout!r} instead.")
+    if layout != "auto":
+        return layout
+    cells = n_rows * n_features
+    return "dense" if cells and nnz / cells >= DENSE_THRESHOLD else "sparse"
+
+
+def resolve_dtype(dtype, who: str) -> np.dtype:
+    """Validate a value dtype (float32 or float64)."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        dt = None
+    if dt is None or dt.name not in DTYPES:
+        raise ValueError(f"The 'dtype' parameter of {who} must be float32 or float64. "
+                         f"Got {dtype!r} instead.")
+    return dt
+
+
+class ShardWriter:
+    """Cut a stream of row blocks into shards and write them with a backend.
+
+    ``push(X, y)`` takes CSR or dense rows with ``n_features`` columns and
+    int32 class indices; shards are cut by rows or by their in-memory bytes in
+    the target layout (always at least one row, at most ``MAX_SHARD_NNZ``
+    values) and written as soon as they are full. Holds at most one shard.
+    """
+
+    def __init__(self, root: Path, backend, *, layout: str, n_features: int, dtype: np.dtype,
+                 n_classes: int, shard_rows: int | None, shard_bytes: int | None,
+                 progress: ProgressCallback | None = None, total_rows: int | None = None):
+        self.root, self.backend = root, backend
+        self.layout, self.n_features, self.dtype = layout, n_features, dtype
+        self.shard_rows, self.shard_bytes = shard_rows, shard_bytes
+        self.progress, self.total_rows = progress, total_rows
+        self.shards: list[dict] = []
+        self.class_counts = np.zeros(n_classes, dtype=np.int64)
+        # Bytes once read (see shard_nbytes): per row, y and the row's values
+        # (+ one indptr entry); per shard, indptr's extra entry.
+        self._isize = index_dtype(0, n_features).itemsize
+        self._base = self._isize if layout == "sparse" else 0
+        self._pending: list[tuple] = []
+        self._rows = self._nnz = 0
+        self._bytes = self._base
+        self._written_rows = 0
+
+    def _row_costs(self, X) -> tuple[np.ndarray, np.ndarray]:
+        """Per-row (bytes once read, stored values) in the target layout."""
+        n = X.shape[0]
+        if self.layout == "dense":
+            width = np.full(n, self.n_features, dtype=np.int64)
+            return width * self.dtype.itemsize + 4, width
+        nnz = np.diff(X.indptr) if sp.issparse(X) else np.count_nonzero(X, axis=1)
+        nnz = nnz.astype(np.int64)
+        return nnz * (self.dtype.itemsize + self._isize) + self._isize + 4, nnz
+
+    def push(self, X, y: np.ndarray) -> None:
+        n = X.shape[0]
+        if X.shape[1] != self.n_features:
+            raise ValueError(f"ShardWriter.push: rows have {X.shape[1]} columns; "
+                             f"expected {self.n_features}")
+        cost, nnz = self._row_costs(X)
+        cum_bytes = np.concatenate([[0], np.cumsum(cost)])
+        cum_nnz = np.concatenate([[0], np.cumsum(nnz)])
+        start = 0
+        while start < n:
+            if self.shard_rows is not None:
+                room = min(n - start, self.shard_rows - self._rows)
+            else:
+                room = int(np.searchsorted(cum_bytes, cum_bytes[start] + self.shard_bytes
+                                           - self._bytes, side="right")) - 1 - start
+            room = min(room, int(np.searchsorted(cum_nnz, cum_nnz[start] + MAX_SHARD_NNZ
+                                                 - self._nnz, side="right")) - 1 - start)
+            if room <= 0:
+                if self._rows:
+                    self._flush()
+                    continue
+                room = 1  # one row larger than a whole shard
+            stop = start + room
+            self._pending.append((X[start:stop], y[start:stop]))
+            self._rows += room
+            self._bytes += int(cum_bytes[stop] - cum_bytes[start])
+            self._nnz += int(cum_nnz[stop] - cum_nnz[start])
+            start = stop
+            if start < n or self._rows == self.shard_rows:
+                self._flush()
+
+    def _flush(self) -> None:
+        if not self._rows:
+            return
+        parts = [p[0] for p in self._pending]
+        y = np.concatenate([p[1] for p in self._pending]).astype(np.int32, copy=False)
+        if self.layout == "sparse":
+            parts = [p if sp.issparse(p) else sp.csr_matrix(p) for p in parts]
+            X = parts[0] if len(parts) == 1 else sp.vstack(parts, format="csr")
+            X = sp.csr_matrix(X, dtype=self.dtype)
+            if not X.has_sorted_indices:
+                X.sort_indices()
+        else:
+            parts = [p.toarray() if sp.issparse(p) else p for p in parts]
+            X = np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0],
+                                     dtype=self.dtype)
+        shard = ShardData(X, y)
+        i = len(self.shards)
+        self.backend.write_shard(self.root, i, shard, n_features=self.n_features,
+                                 row_offset=self._written_rows)
+        counts = np.bincount(y, minlength=len(self.class_counts))
+        self.class_counts += counts
+        self.shards.append({"name": self.backend.shard_relpath(i), "rows": shard.rows,
+                            "offset": self._written_rows, "nnz": shard.nnz,
+                            "sha256": shard.content_hash(),
+                            "classes_present": int(np.count_nonzero(counts))})
+        self._written_rows += shard.rows
+        self._pending, self._rows, self._bytes, self._nnz = [], 0, self._base, 0
+        logger.debug("wrote shard %d: %d rows", i, shard.rows)
+        if self.progress is not None:
+            self.progress(ProgressEvent("write", self._written_rows, self.total_rows,
+                                        self._written_rows))
+
+    def finish(self) -> list[dict]:
+        """Write the last partial shard; return the shard records."""
+        self._flush()
+        return self.shards
+
+
+def build_metadata(*, format: str, layout: str, n_features: int, dtype: np.dtype,
+                   classes: np.ndarray, writer: ShardWriter, provenance: dict) -> dict:
+    """Assemble ``streamwww.json`` for a finished writer."""
+    class_list, label_type = labels_to_json(classes)
+    shards = writer.shards
+    meta = {
+        "streamwww_format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "complete": True,
+        "format": format,
+        "layout": layout,
+        "dtype": dtype.name,
+        "n_rows": sum(s["rows"] for s in shards),
+        "n_features": int(n_features),
+        "nnz": sum(s["nnz"] for s in shards),
+        "n_classes": len(class_list),
+        "classes": class_list,
+        "label_type": label_type,
+        "class_counts": [int(c) for c in writer.class_counts],
+        "n_shards": len(shards),
+        "shards": shards,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "streamwww_version": __version__,
+        "provenance": provenance,
+    }
+    meta["fingerprint"] = fingerprint(meta)
+    return meta
+
+
+def encode_labels(y, classes=None, who: str = "write_store") -> tuple[np.ndarray, np.ndarray]:
+    """Map label values to class indices.
+
+    Returns ``(classes, y_index)``: the sorted unique classes (float64 for
+    numeric labels, str otherwise) and int32 indices into them. With
+    ``classes`` given, a label outside it is an error that names it.
+    """
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise DataFormatError(f"{who}: y must be 1-D. Got an array of shape {y.shape} instead.")
+
+    def as_labels(a, name):
+        a = np.asarray(a)
+        if a.dtype.kind in "biuf":
+            a = a.astype(np.float64)
+            if not np.all(np.isfinite(a)):
+                raise DataFormatError(f"{who}: {name} contains NaN or infinite labels.")
+            return a
+        if a.dtype.kind in "USO":
+            try:
+                return a.astype(str)
+            except (TypeError, ValueError) as exc:
+                raise DataFormatError(f"{who}: {name} must hold numbers or strings.") from exc
+        raise DataFormatError(f"{who}: {name} must hold numbers or strings. "
+                              f"Got dtype {a.dtype} instead.")
+
+    values = as_labels(y, "y")
+    if classes is None:
+        cls = np.unique(values)
+    else:
+        cls = as_labels(classes, "classes")
+        if cls.ndim != 1 or len(np.unique(cls)) != len(cls):
+            raise DataFormatError(f"{who}: classes must be 1-D without repeated values.")
+        if cls.dtype.kind != values.dtype.kind and len(values):
+            raise DataFormatError(f"{who}: y holds {values.dtype.kind!r}-kind labels but "
+                                  f"classes holds {cls.dtype.kind!r}-kind ones.")
+        cls = np.sort(cls)
+    idx = np.searchsorted(cls, values)
+    bad = (idx >= len(cls)) | (cls[np.minimum(idx, len(cls) - 1)] != values) if len(cls) \
+        else np.ones(len(values), dtype=bool)
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise DataFormatError(f"{who}: label {format_label(values[first])} (row {first}) is not "
+                              f"one of the classes {summarize_classes(cls)}.")
+    return cls, idx.astype(np.int32)
+
+
+def format_label(value) -> str:
+    """Label as a user wrote it: ``3`` rather than ``3.0``."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
+def summarize_classes(classes: np.ndarray, limit: int = 8) -> str:
+    """``[1, 2, 3, ... 26]``-style summary of a class list."""
+    shown = [format_label(c) for c in classes[:limit]]
+    if len(classes) > limit:
+        shown.append(f"... {format_label(classes[-1])}")
+    return "[" + ", ".join(shown) + "]"
+
+
+def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
+                shard_mb: float | None = None, format: str = "zarr", layout: str = "auto",
+                classes=None, dtype=np.float32, overwrite: bool = False) -> ShardStore:
+    """Write in-memory data as a shard store.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Output directory; written atomically (see docs/FORMAT.md).
+    X : array-like or scipy sparse matrix of shape (n_rows, n_features)
+        Finite values.
+    y : array-like of shape (n_rows,)
+        Labels: numbers (stored as float64 classes) or strings.
+    shard_rows : int, optional
+        Rows per shard (the last shard may be shorter).
+    shard_mb : float, optional
+        Maximum in-memory size of a shard once read, in MiB (default 128).
+        Give at most one of ``shard_rows`` and ``shard_mb``.
+    format : {"zarr", "parquet"}, default="zarr"
+    layout : {"auto", "sparse", "dense"}, default="auto"
+        ``"auto"`` stores dense when at least half of the values are nonzero.
+    classes : array-like, optional
+        All class labels (sorted on the way in); defaults to the labels in
+        ``y``. A label of ``y`` outside ``classes`` is an error.
+    dtype : {numpy.float32, numpy.float64}, default=numpy.float32
+    overwrite : bool, default=False
+        Replace an existing store at ``path``.
+
+    Returns
+    -------
+    ShardStore
+        The committed store.
+
+    Raises
+    ------
+    StoreExistsError
+        If ``path`` exists and ``overwrite`` is False.
+    DataFormatError
+        For non-finite values, mismatched lengths or unknown labels.
+    """
+    who = "write_store"
+    rows_per_shard, shard_bytes = resolve_shard_size(shard_rows, shard_mb, who)
+    backend = get_backend(format)
+    dt = resolve_dtype(dtype, who)
+    if sp.issparse(X):
+        X = sp.csr_matrix(X)
+        X.sum_duplicates()  # also sorts the indices
+        values = X.data
+    else:
+        X = np.asarray(X)
+        if X.ndim != 2 or X.dtype.kind not in "biuf":
+            raise DataFormatError(f"{who}: X must be a 2-D numeric array or sparse matrix. "
+                                  f"Got {X.ndim}-D dtype {X.dtype} instead.")
+        values = X
+    if not np.all(np.isfinite(values)):
+        raise DataFormatError(f"{who}: X contains NaN or infinite values.")
+    n_rows, n_features = X.shape
+    if n_rows == 0:
+        raise DataFormatError(f"{who}: X has 0 rows; a store needs at least one.")
+    cls, y_index = encode_labels(y, classes, who)
+    if len(y_index) != n_rows:
+        raise DataFormatError(f"{who}: X has {n_rows} rows but y has {len(y_index)} labels.")
+    nnz = X.nnz if sp.issparse(X) else int(np.count_nonzero(X))
+    layout = resolve_layout(layout, n_rows, n_features, nnz, who)
+    with StoreTransaction(path, overwrite) as tx:
+        backend.init_root(tx.tmp)
+        writer = ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
+                              n_classes=len(cls), shard_rows=rows_per_shard,
+                              shard_bytes=shard_bytes)
+        writer.push(X, y_index)
+        writer.finish()
+        provenance = {"source": {"kind": "arrays"},
+                      "options": {"shard_rows": shard_rows, "shard_mb": shard_mb,
+                                  "layout": layout, "dtype": dt.name}}
+        meta = build_metadata(format=backend.name, layout=layout, n_features=n_features,
+                              dtype=dt, classes=cls, writer=writer, provenance=provenance)
+        tx.commit(meta)
+    return open_store(path)

@@ -1,0 +1,80 @@
+"""Saving and loading fitted models.
+
+A model file is a NumPy ``.npz`` archive (no pickle) with arrays ``coef``
+(n_classes, n_features, float64), ``intercept`` (n_classes,), ``classes``
+(n_classes,; numbers or unicode strings) and ``meta``: a JSON document
+(``format``, ``version``, estimator ``params``, ``n_iter``, ``converged``,
+``seed``, ``history``, ``n_features_in``, ``feature_names_in``).  It is written to a
+temporary name, fsynced and renamed, so a model file is complete or absent.
+See docs/MODEL.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["save_model", "load_model", "MODEL_FORMAT", "MODEL_VERSION"]
+
+MODEL_FORMAT = "streamwww-model"
+MODEL_VERSION = 1
+
+
+def save_model(model, path) -> Path:
+    """Write a fitted :class:`~streamwww.WWClassifier` to ``path`` (``.npz``) atomically."""
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(model)
+    path = Path(path)
+    meta = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "params": model.get_params(),
+            "n_iter": int(model.n_iter_), "converged": bool(getattr(model, "converged_", False)),
+            "seed": int(getattr(model, "seed_", -1)), "history": list(model.history_),
+            "n_features_in": int(model.n_features_in_),
+            "feature_names_in": (list(map(str, model.feature_names_in_))
+                                 if hasattr(model, "feature_names_in_") else None)}
+    meta["params"]["random_state"] = meta["params"]["random_state"] if isinstance(
+        meta["params"]["random_state"], (int, type(None))) else None
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, coef=model.coef_, intercept=model.intercept_, classes=np.asarray(model.classes_),
+                 meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def load_model(path):
+    """Read a model written by :func:`save_model`; returns a fitted :class:`~streamwww.WWClassifier`.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a streamwww model or has an unsupported version.
+    """
+    from streamwww.estimator import WWClassifier
+
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in ("coef", "intercept", "classes", "meta")}
+    except (KeyError, ValueError, OSError) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        raise ValueError(f"{path}: not a streamwww model file ({exc})") from None
+    meta = json.loads(arrays["meta"].tobytes().decode())
+    if meta.get("format") != MODEL_FORMAT:
+        raise ValueError(f"{path}: not a streamwww model file")
+    if meta.get("version") != MODEL_VERSION:
+        raise ValueError(f"{path}: model format version {meta.get('version')} is not supported")
+    model = WWClassifier(**meta["params"])
+    model._set_fitted({"classes_": arrays["classes"], "coef_": arrays["coef"], "intercept_": arrays["intercept"],
+                       "n_iter_": meta["n_iter"], "history_": meta["history"],
+                       "converged_": meta["converged"], "seed_": meta["seed"],
+                       "n_features_in_": meta["n_features_in"]})
+    if meta.get("feature_names_in"):
+        model.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
+    return model

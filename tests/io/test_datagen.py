@@ -1,0 +1,80 @@
+"""The synthetic data generator."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+from sklearn.linear_model import RidgeClassifier
+
+from streamwww.errors import StoreExistsError
+from streamwww.io import load_libsvm, make_data
+
+
+def digest(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_shape_and_determinism(tmp_path):
+    a = make_data(tmp_path / "a.txt", rows=500, features=200, nnz_per_row=9, classes=4, seed=5)
+    b = make_data(tmp_path / "b.txt", rows=500, features=200, nnz_per_row=9, classes=4, seed=5,
+                  n_threads=1)
+    c = make_data(tmp_path / "c.txt", rows=500, features=200, nnz_per_row=9, classes=4, seed=6)
+    assert a["bytes"] == (tmp_path / "a.txt").stat().st_size
+    assert digest(tmp_path / "a.txt") == digest(tmp_path / "b.txt")  # thread count irrelevant
+    assert digest(tmp_path / "a.txt") != digest(tmp_path / "c.txt")
+    X, y = load_libsvm(tmp_path / "a.txt", n_features=200)
+    assert X.shape == (500, 200)
+    assert np.array_equal(np.diff(X.indptr), np.full(500, 9))  # distinct, sorted indices
+    assert set(np.unique(y).tolist()) == {1.0, 2.0, 3.0, 4.0}
+
+
+def test_prefix_does_not_depend_on_row_count(tmp_path):
+    make_data(tmp_path / "small.txt", rows=10, features=50, nnz_per_row=5, classes=3, seed=1)
+    make_data(tmp_path / "large.txt", rows=20000, features=50, nnz_per_row=5, classes=3, seed=1)
+    small = (tmp_path / "small.txt").read_bytes()
+    assert (tmp_path / "large.txt").read_bytes().startswith(small)
+
+
+@pytest.mark.parametrize("nnz", [30, 40])  # dense, and more than half the features
+def test_dense_and_dense_ish(tmp_path, nnz):
+    make_data(tmp_path / "d.txt", rows=50, features=40, nnz_per_row=nnz, classes=2, seed=0)
+    X, _ = load_libsvm(tmp_path / "d.txt", n_features=40)
+    assert np.array_equal(np.diff(X.indptr), np.full(50, nnz))
+    if nnz == 40:
+        assert np.array_equal(X.indices, np.tile(np.arange(40), 50))
+
+
+def test_learnable(tmp_path):
+    """A linear model beats chance (1/5) by far on held-out rows."""
+    make_data(tmp_path / "d.txt", rows=4000, features=500, nnz_per_row=20, classes=5, seed=3)
+    X, y = load_libsvm(tmp_path / "d.txt", n_features=500)
+    clf = RidgeClassifier(alpha=1.0).fit(X[:3000], y[:3000])
+    assert clf.score(X[3000:], y[3000:]) > 0.8
+
+
+def test_compressed_output_and_overwrite(tmp_path):
+    out = tmp_path / "d.txt.xz"
+    make_data(out, rows=100, features=20, nnz_per_row=3, classes=2)
+    assert out.read_bytes()[:6] == b"\xfd7zXZ\x00"
+    assert load_libsvm(out)[0].shape[0] == 100
+    with pytest.raises(StoreExistsError, match="already exists"):
+        make_data(out, rows=100, features=20, nnz_per_row=3, classes=2)
+    make_data(out, rows=7, features=20, nnz_per_row=3, classes=2, overwrite=True)
+    assert load_libsvm(out)[0].shape[0] == 7
+    assert [p.name for p in tmp_path.iterdir()] == ["d.txt.xz"]
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"rows": 0}, "'rows' parameter"),
+    ({"nnz_per_row": 50}, "'nnz_per_row' parameter of make_data must be <= features"),
+    ({"classes": 1}, "'classes' parameter"),
+    ({"seed": -1}, "'seed' parameter"),
+    ({"noise": float("nan")}, "'noise' parameter"),
+])
+def test_parameters_are_checked(tmp_path, kwargs, match):
+    params = {"rows": 10, "features": 20, "nnz_per_row": 3, "classes": 2, **kwargs}
+    with pytest.raises(ValueError, match=match):
+        make_data(tmp_path / "x.txt", **params)
+    assert not (tmp_path / "x.txt").exists()

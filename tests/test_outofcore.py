@@ -1,0 +1,212 @@
+"""Out-of-core training: stores, Dask prefetch, beta on disk, checkpoints, exact resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import streamwww as sw
+from streamwww.checkpoint import CheckpointDir
+from streamwww.errors import CheckpointError
+from streamwww.io import write_store
+
+from .conftest import make_classification
+from .reference import W_from_beta
+from .train_worker import SETTINGS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def _data(rng, n=600, d=12, k=5, sparse=False):
+    X, y = make_classification(rng, n=n, d=d, k=k, sparse=sparse, dtype=np.float32)
+    return X, y
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("fmt", ["zarr", "parquet"])
+def test_one_shard_store_equals_in_memory_fit(tmp_path, rng, sparse, fmt):
+    X, y = _data(rng, sparse=sparse)
+    store = write_store(tmp_path / f"one.{fmt}", X, y, shard_rows=len(y), format=fmt)
+    assert store.n_shards == 1
+    a = sw.train(tmp_path / f"one.{fmt}", C=0.05, random_state=5)
+    b = sw.train((X, y), C=0.05, random_state=5)
+    assert a.n_iter_ == b.n_iter_ > 1
+    assert a.coef_.tobytes() == b.coef_.tobytes() and a.intercept_.tobytes() == b.intercept_.tobytes()
+    est = sw.WWClassifier(C=0.05, random_state=5).fit(str(tmp_path / f"one.{fmt}"))
+    assert est.coef_.tobytes() == b.coef_.tobytes()
+
+
+def test_sharded_store_trains_and_invariant_holds_on_disk(tmp_path, rng):
+    X, y = _data(rng)
+    write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    ck = tmp_path / "ck"
+    m = sw.train(tmp_path / "s.zarr", C=0.05, random_state=1, tol=1e-3, checkpoint_dir=ck,
+                 checkpoint_every=2, inner_passes=2)
+    assert m.history_[-1]["rel_gap"] <= 1e-3 and m.score(X, y) > 0.8
+    # W on disk equals sum_i x_i beta_i^T pi sigma_{y_i} for the beta versions the manifest names
+    with CheckpointDir(ck, lock=False) as cd:
+        man = cd.load_manifest()
+        W = cd.load_W(man)[0]
+    store = sw.open_store(tmp_path / "s.zarr")
+    from streamwww.checkpoint import DiskBetas
+
+    betas = DiskBetas(ck, 1, store.shard_rows, store.n_classes, versions=man["beta"]["versions"])
+    Xs, ys, Bs = [], [], []
+    for s in range(store.n_shards):
+        Xi, yi = store.read_shard(s)
+        Xs.append(Xi), ys.append(yi), Bs.append(betas.get(s)[0])
+    Xall, yall, Ball = np.vstack(Xs), np.concatenate(ys), np.vstack(Bs)
+    assert Ball.min() >= 0 and Ball.max() <= 0.05 and Ball.max() > 0
+    np.testing.assert_allclose(W, W_from_beta(Xall, yall, Ball, store.n_classes, bias=1.0), atol=1e-10)
+    assert man["finished"] is True
+
+
+def test_list_of_C_streamed_equals_single_runs(tmp_path, rng):
+    X, y = _data(rng, sparse=True)
+    write_store(tmp_path / "s.zarr", X, y, shard_rows=150)
+    models = sw.train(tmp_path / "s.zarr", C=[0.1, 2.0], random_state=4, max_iter=12)
+    for m in models:
+        single = sw.train(tmp_path / "s.zarr", C=m.C, random_state=4, max_iter=12)
+        assert m.coef_.tobytes() == single.coef_.tobytes()
+
+
+def _run_worker(store, ck, timeout=None):
+    return subprocess.Popen([sys.executable, str(ROOT / "tests" / "train_worker.py"), str(store), str(ck)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path):
+    rng = np.random.default_rng(2024)
+    X, y = _data(rng, n=900, d=20, k=6)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, y, shard_rows=100)
+    reference = sw.train(store, **SETTINGS)  # uninterrupted, no checkpoints
+    ck = tmp_path / "ck"
+    kills = 0
+    steps_seen = set()
+    for delay in rng.uniform(2.0, 6.0, size=4):
+        proc = _run_worker(store, ck)
+        time.sleep(delay)
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        if (ck / "manifest.json").exists():
+            man = json.loads((ck / "manifest.json").read_text())
+            steps_seen.add(man["step"])
+    assert kills >= 1
+    proc = _run_worker(store, ck)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    resumed = sw.resume(ck)  # already finished: changes nothing, returns the models
+    assert len(resumed) == len(reference)
+    for a, b in zip(resumed, reference):
+        assert a.n_iter_ == b.n_iter_
+        assert a.coef_.tobytes() == b.coef_.tobytes() and a.intercept_.tobytes() == b.intercept_.tobytes()
+    assert len(steps_seen) >= 1  # at least one kill landed after a committed checkpoint
+
+
+def test_resume_in_process_after_interrupt_and_finished_run_unchanged(tmp_path, rng):
+    X, y = _data(rng)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, y, shard_rows=120)
+    kw = dict(C=0.7, random_state=3, max_iter=30, tol=1e-6)
+    reference = sw.train(store, **kw)
+    ck = tmp_path / "ck"
+    stopped = sw.train(store, checkpoint_dir=ck, checkpoint_every=2, callback=lambda info: info["epoch"] >= 7, **kw)
+    assert stopped.n_iter_ == 7
+    # 'stopped' is a user decision: mark the run as running again by training with the same settings
+    man = json.loads((ck / "manifest.json").read_text())
+    man["results"][0]["status"] = "running"
+    man["finished"] = False
+    (ck / "manifest.json").write_text(json.dumps(man))
+    resumed = sw.train(store, checkpoint_dir=ck, checkpoint_every=2, **kw)
+    assert resumed.coef_.tobytes() == reference.coef_.tobytes() and resumed.n_iter_ == reference.n_iter_
+    before = sorted(os.listdir(ck))
+    again = sw.resume(ck)
+    assert again.coef_.tobytes() == reference.coef_.tobytes()
+    assert sorted(os.listdir(ck)) == before
+
+
+def test_changed_store_and_other_settings_are_refused(tmp_path, rng):
+    X, y = _data(rng)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, y, shard_rows=200)
+    ck = tmp_path / "ck"
+    sw.train(store, C=1.0, random_state=0, max_iter=3, checkpoint_dir=ck)
+    with pytest.raises(CheckpointError, match="other settings.*C"):
+        sw.train(store, C=2.0, random_state=0, max_iter=3, checkpoint_dir=ck)
+    X2 = X.copy()
+    X2[0, 0] += 1
+    write_store(tmp_path / "t.zarr", X2, y, shard_rows=200)
+    with pytest.raises(CheckpointError, match="other data|store changed"):
+        sw.train(tmp_path / "t.zarr", C=1.0, random_state=0, max_iter=3, checkpoint_dir=ck)
+    with pytest.raises(CheckpointError, match="other data|store changed"):
+        sw.resume(ck, store=tmp_path / "t.zarr")
+
+
+def test_lock_stops_a_second_trainer(tmp_path):
+    held = CheckpointDir(tmp_path / "ck")
+    try:
+        with pytest.raises(CheckpointError, match="another trainer"):
+            CheckpointDir(tmp_path / "ck")
+    finally:
+        held.close()
+    CheckpointDir(tmp_path / "ck").close()  # free again
+
+
+@pytest.mark.parametrize("damage", ["manifest", "W", "beta", "version"])
+def test_corrupt_or_missing_pieces_are_clear_errors(tmp_path, rng, damage):
+    X, y = _data(rng)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, y, shard_rows=200)
+    ck = tmp_path / "ck"
+    sw.train(store, C=1.0, random_state=0, max_iter=2, checkpoint_dir=ck, tol=0.0)
+    man = json.loads((ck / "manifest.json").read_text())
+    if damage == "manifest":
+        (ck / "manifest.json").write_text("{not json")
+        match = "corrupt manifest"
+    elif damage == "W":
+        (ck / man["W"]).unlink()
+        match = "missing weights"
+    elif damage == "beta":
+        v = man["beta"]["versions"]["1"]
+        import shutil
+
+        shutil.rmtree(ck / "beta.zarr" / f"s000001-v{v:06d}")
+        match = "cannot read beta of shard 1"
+    else:
+        man["version"] = 99
+        (ck / "manifest.json").write_text(json.dumps(man))
+        match = "version 99 is not supported"
+    with pytest.raises(CheckpointError, match=match):
+        m = sw.train(store, C=1.0, random_state=0, max_iter=4, checkpoint_dir=ck, tol=0.0)
+        m.coef_  # pragma: no cover
+
+
+def test_model_file_round_trip(tmp_path, rng):
+    X, y = _data(rng)
+    labels = np.array(["a", "b", "c", "d", "e"])[y]
+    m = sw.train((X, labels), C=0.2, random_state=0, model_out=tmp_path / "m.npz")
+    loaded = sw.load_model(tmp_path / "m.npz")
+    assert np.array_equal(loaded.predict(X), m.predict(X))
+    assert loaded.coef_.tobytes() == m.coef_.tobytes() and loaded.history_ == m.history_
+    assert loaded.get_params() == m.get_params()
+    with pytest.raises(ValueError, match="not a streamwww model"):
+        np.savez(tmp_path / "x.npz", a=np.zeros(2))
+        sw.load_model(tmp_path / "x.npz")

@@ -1,0 +1,228 @@
+"""Benchmark ``streamwww convert`` against scikit-learn's ``load_svmlight_file``.
+
+Generates LIBSVM text with ``make_data`` in a temporary directory, then runs
+every measurement in a fresh subprocess (so peak RSS is that run's own):
+
+1. throughput in MiB/s of text on one file (>= 100 MiB): ``load_svmlight_file``
+   (parse only, into memory) versus our conversion to compressed Zarr and
+   Parquet shards (parse + stage + compress + write + fsync), with and without
+   ``--shuffle``; the median of ``--repeats`` runs, page cache warm, Numba
+   caches loaded before the clock starts;
+2. peak RSS of our conversion on two inputs 10x apart with the same shard size,
+   next to scikit-learn's on the same files.
+
+Usage::
+
+    python tools/bench_convert.py [--mb 120] [--repeats 3] [--shard-mb 16]
+                                  [--workdir DIR] [--json OUT.json]
+
+Prints a Markdown report (the numbers in docs/benchmarks-convert.md come from it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+FEATURES, NNZ, CLASSES = 50_000, 40, 20
+
+
+def peak_rss_mib() -> float:
+    """This process's peak RSS. VmHWM (Linux) restarts at exec, unlike ru_maxrss,
+    which keeps the high-water mark of the parent that forked us."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def child(args: argparse.Namespace) -> None:
+    """One measurement: print JSON with seconds and peak RSS."""
+    import numpy as np
+
+    path, out = args.input, args.output
+    if args.tool == "sklearn":
+        from sklearn.datasets import load_svmlight_file
+
+        def run():
+            load_svmlight_file(path, dtype=np.float32, zero_based=False)
+    else:
+        from streamwww.io import convert_libsvm, make_data
+
+        fmt, _, shuffle = args.tool.partition("+")
+        warm = Path(out).parent / "warm.libsvm"  # load Numba caches before timing
+        make_data(warm, rows=100, features=50, nnz_per_row=5, classes=3, overwrite=True)
+        convert_libsvm(warm, str(out) + ".warm", format=fmt, overwrite=True,
+                       shuffle=bool(shuffle), seed=0)
+
+        def run():
+            convert_libsvm(path, out, format=fmt, shard_mb=args.shard_mb, shuffle=bool(shuffle),
+                           seed=0, overwrite=True)
+    before = peak_rss_mib()
+    start = time.perf_counter()
+    run()
+    seconds = time.perf_counter() - start
+    print(json.dumps({"seconds": seconds, "peak_rss_mib": peak_rss_mib(),
+                      "rss_before_mib": before}))
+
+
+def measure(tool: str, path: Path, workdir: Path, shard_mb: float) -> dict:
+    out = workdir / f"store-{tool.replace('+', '-')}"
+    cmd = [sys.executable, __file__, "--child", tool, "--input", str(path), "--output", str(out),
+           "--shard-mb", str(shard_mb)]
+    result = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(str(out) + ".warm", ignore_errors=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def generate(path: Path, mib: float) -> tuple[int, float]:
+    """Write about ``mib`` MiB of text; return (bytes, seconds of the final write)."""
+    from streamwww.io import make_data
+
+    probe = make_data(path, rows=2000, features=FEATURES, nnz_per_row=NNZ, classes=CLASSES,
+                      overwrite=True)
+    rows = int(mib * 2**20 / (probe["bytes"] / 2000)) + 1
+    start = time.perf_counter()
+    size = make_data(path, rows=rows, features=FEATURES, nnz_per_row=NNZ, classes=CLASSES,
+                     seed=0, overwrite=True)["bytes"]
+    return size, time.perf_counter() - start
+
+
+def warm_cache(path: Path) -> None:
+    with open(path, "rb") as f:
+        while f.read(64 * 2**20):
+            pass
+
+
+def versions() -> dict:
+    import numba
+    import numpy
+    import pyarrow
+    import scipy
+    import sklearn
+    import zarr
+
+    import streamwww
+
+    return {"python": platform.python_version(), "numpy": numpy.__version__,
+            "scipy": scipy.__version__, "numba": numba.__version__, "zarr": zarr.__version__,
+            "pyarrow": pyarrow.__version__, "scikit-learn": sklearn.__version__,
+            "streamwww": streamwww.__version__}
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        return next(line.split(":", 1)[1].strip() for line in out.splitlines()
+                    if line.startswith("Model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=120, help="MiB of text of the main file")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shard-mb", type=float, default=16,
+                        help="shard size of the conversions (MiB in memory)")
+    parser.add_argument("--workdir", help="where to put the files (default: a temp dir)")
+    parser.add_argument("--json", help="also write the raw results here")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--input", help=argparse.SUPPRESS)
+    parser.add_argument("--output", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        args.tool = args.child
+        child(args)
+        return
+
+    workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-convert-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    try:
+        report = run_all(args, workdir)
+    finally:
+        if not args.workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+
+
+def run_all(args: argparse.Namespace, workdir: Path) -> dict:
+    main_file = workdir / "main.libsvm"
+    big_file = workdir / "big.libsvm"
+    main_bytes, gen_seconds = generate(main_file, args.mb)
+    report = {"machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
+                          "memory_gib": round(os.sysconf("SC_PAGE_SIZE")
+                                              * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
+              "versions": versions(), "date": time.strftime("%Y-%m-%d"),
+              "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
+              "data": {"features": FEATURES, "nnz_per_row": NNZ, "classes": CLASSES,
+                       "main_mib": main_bytes / 2**20,
+                       "make_data_mib_s": main_bytes / 2**20 / gen_seconds},
+              "throughput": {}, "rss": {}}
+    mib = main_bytes / 2**20
+    tools = ["sklearn", "zarr", "parquet", "zarr+shuffle", "parquet+shuffle"]
+    for tool in tools:
+        runs = []
+        for _ in range(args.repeats):
+            warm_cache(main_file)
+            runs.append(measure(tool, main_file, workdir, args.shard_mb))
+        seconds = statistics.median(r["seconds"] for r in runs)
+        report["throughput"][tool] = {"seconds": seconds, "mib_s": mib / seconds,
+                                      "all_seconds": [r["seconds"] for r in runs]}
+        print(f"{tool}: {mib / seconds:.1f} MiB/s", file=sys.stderr)
+
+    big_bytes, _ = generate(big_file, args.mb * 10)
+    for name, path, size in (("1x", main_file, main_bytes), ("10x", big_file, big_bytes)):
+        warm_cache(path)
+        for tool in ("zarr", "zarr+shuffle", "parquet", "sklearn"):
+            r = measure(tool, path, workdir, args.shard_mb)
+            report["rss"][f"{tool} {name}"] = {"text_mib": size / 2**20, **r}
+            print(f"rss {tool} {name}: {r['peak_rss_mib']:.0f} MiB", file=sys.stderr)
+        path.unlink() if path == big_file else None
+    print(markdown(report, args))
+    return report
+
+
+def markdown(report: dict, args: argparse.Namespace) -> str:
+    m, v, d = report["machine"], report["versions"], report["data"]
+    lines = [f"- machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB RAM",
+             "- versions: " + ", ".join(f"{k} {val}" for k, val in v.items()),
+             f"- date: {report['date']}", f"- command: `{report['command']}`",
+             f"- data: `make_data` with {d['features']} features, {d['nnz_per_row']} values "
+             f"per row, {d['classes']} classes; main file {d['main_mib']:.1f} MiB of text "
+             f"(`make_data` wrote it at {d['make_data_mib_s']:.0f} MiB/s)", "",
+             f"| run (median of {args.repeats}) | seconds | MiB/s of text | vs sklearn |",
+             "|---|---:|---:|---:|"]
+    base = report["throughput"]["sklearn"]["mib_s"]
+    for tool, r in report["throughput"].items():
+        label = ("`load_svmlight_file` (parse into memory only)" if tool == "sklearn" else
+                 f"`convert --format {tool.split('+')[0]}`"
+                 + (" `--shuffle`" if "shuffle" in tool else "") + f" (`--shard-mb {args.shard_mb:g}`)")
+        lines.append(f"| {label} | {r['seconds']:.2f} | {r['mib_s']:.1f} | "
+                     f"{r['mib_s'] / base:.2f}x |")
+    lines += ["", "| run | text MiB | peak RSS MiB | RSS after imports MiB |",
+              "|---|---:|---:|---:|"]
+    for name, r in report["rss"].items():
+        lines.append(f"| {name} | {r['text_mib']:.0f} | {r['peak_rss_mib']:.0f} | "
+                     f"{r['rss_before_mib']:.0f} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
