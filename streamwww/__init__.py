@@ -10,23 +10,41 @@ open_store         open a shard store written by ``streamwww convert``
 load_model, save_model   model files
 solve_subproblem   exact Walrus solver of the block subproblem (and ``solve_subproblem_batch``)
 objective          primal, dual and duality gap
+
+Attributes are imported on first use, so ``import streamwww`` (and the CLI) stay fast.
 """
+
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-from streamwww import objective
-from streamwww.estimator import WWClassifier
-from streamwww.solvers.walrus import solve_subproblem, solve_subproblem_batch
-from streamwww.model_io import load_model, save_model
-from streamwww.train import resume, train
+# name -> (module, attribute); attribute None means the module itself.
+_LAZY = {
+    "WWClassifier": ("streamwww.estimator", "WWClassifier"),
+    "train": ("streamwww.training", "train"),
+    "resume": ("streamwww.training", "resume"),
+    "open_store": ("streamwww.io", "open_store"),
+    "load_model": ("streamwww.model_io", "load_model"),
+    "save_model": ("streamwww.model_io", "save_model"),
+    "solve_subproblem": ("streamwww.solvers.walrus", "solve_subproblem"),
+    "solve_subproblem_batch": ("streamwww.solvers.walrus", "solve_subproblem_batch"),
+    "objective": ("streamwww.objective", None),
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
 
 
-def open_store(path):
-    """Open a shard store (Zarr or Parquet); see :func:`streamwww.io.open_store`."""
-    from streamwww.io import open_store as _open
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'streamwww' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    mod = importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value
+    return value
 
-    return _open(path)
 
-
-__all__ = ["WWClassifier", "train", "resume", "open_store", "load_model", "save_model",
-           "solve_subproblem", "solve_subproblem_batch", "objective", "__version__"]
+def __dir__():
+    return __all__

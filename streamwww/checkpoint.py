@@ -230,9 +230,12 @@ class DiskBetas:
         if path.exists():  # left by a killed run; never part of a committed step
             shutil.rmtree(path)
         rows_per_chunk = max(1, (64 << 20) // max(1, 8 * self.n_models * max(self.m, 1)))
+        # Uncompressed: beta is rewritten every epoch, and zstd cost 3x the write
+        # time and 4x the read time of raw chunks (25k x 19 float64: 27 vs 8 ms,
+        # 12 vs 3 ms), which the prefetch thread could not hide.
         arr = zarr.create_array(store=str(path), shape=beta.shape, dtype="float64",
                                 chunks=(self.n_models, min(beta.shape[1], rows_per_chunk) or 1, self.m),
-                                zarr_format=3, overwrite=True)
+                                zarr_format=3, overwrite=True, compressors=None)
         arr[...] = beta
 
     def get(self, s: int) -> np.ndarray:

@@ -1,52 +1,270 @@
-"""Training-side subcommands of the ``streamwww`` CLI (``demo``).
+"""Training-side subcommands of the ``streamwww`` CLI: train, resume, predict, evaluate, demo.
 
-Data conversion commands live in :mod:`streamwww.io.commands`.
+Data conversion commands (convert, info, make-data) live in :mod:`streamwww.io.commands`.
+This module owns the progress bars and the per-epoch lines; the library only logs.
 """
 
 from __future__ import annotations
 
-import logging
+import argparse
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
-logger = logging.getLogger(__name__)
+
+def _C_list(text: str) -> list[float]:
+    try:
+        values = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--C must be a comma-separated list of numbers, got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("--C needs at least one value")
+    return values
 
 
 def register(sub) -> None:
     """Add this module's subcommands to the CLI's subparsers."""
-    p = sub.add_parser("demo", help="train and evaluate on generated data (no data of yours needed)",
-                       description="Generate a small multiclass data set, train a Weston-Watkins SVM "
-                                   "on it and report the duality gap and test accuracy.")
-    p.add_argument("--rows", type=int, default=20_000, help="training rows (default 20000)")
-    p.add_argument("--classes", type=int, default=10, help="number of classes (default 10)")
-    p.add_argument("--features", type=int, default=50, help="number of features (default 50)")
-    p.add_argument("--C", type=float, default=0.01, help="regularization (default 0.01)")
+    p = sub.add_parser("train", help="train WW-SVM(s) on a shard store, with checkpoints",
+                       description="Train Weston-Watkins linear SVM(s) on a shard store, streaming the "
+                                   "shards, with crash-safe checkpoints in --checkpoint-dir. If the directory "
+                                   "holds a checkpoint of the same data and settings, training continues.")
+    p.add_argument("store", help="shard store (from 'streamwww convert')")
+    p.add_argument("--C", type=_C_list, default=[1.0], help="regularization, or a comma-separated list "
+                   "(one model per value, all in the same passes); default 1")
+    p.add_argument("--checkpoint-dir", required=True, help="directory for beta and checkpoints")
+    p.add_argument("--model-out", required=True, help="model file (.npz); with several C values, one "
+                   "file per value named <stem>-C<value>.npz")
+    p.add_argument("--max-iter", type=int, default=1000, help="maximum epochs (default 1000)")
+    p.add_argument("--tol", type=float, default=1e-3, help="relative duality gap to stop at (default 1e-3)")
+    p.add_argument("--gap-decay", type=float, default=None,
+                   help="also stop when gap <= D x gap after epoch 1 (the paper uses 0.0009)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the shard and row orders (default 0)")
+    p.add_argument("--no-intercept", action="store_true", help="no intercept (constant) feature")
+    p.add_argument("--intercept-scaling", type=float, default=1.0, help="value of the constant feature")
+    p.add_argument("--subproblem", choices=("walrus", "shark"), default="walrus")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="also checkpoint every N shards within an epoch (default: epoch ends only)")
+    p.add_argument("--prefetch", type=int, default=2, help="shards loaded ahead (default 2)")
+    p.add_argument("--inner-passes", type=int, default=1, help="passes over each loaded shard (default 1)")
+    p.add_argument("--eval-every", type=int, default=1, help="objectives every N epochs (default 1)")
+    p.set_defaults(func=run_train)
+
+    p = sub.add_parser("resume", help="continue an interrupted training run",
+                       description="Continue the run in DIR with its recorded data and settings; it ends "
+                                   "with the model the uninterrupted run gives.")
+    p.add_argument("checkpoint_dir", metavar="DIR")
+    p.add_argument("--model-out", help="model file (.npz) to write")
+    p.add_argument("--store", help="the data store, if it moved (its fingerprint must match)")
+    p.add_argument("--max-iter", type=int, default=None, help="a new epoch limit")
+    p.set_defaults(func=run_resume)
+
+    p = sub.add_parser("predict", help="predict labels for a store or a LIBSVM file")
+    p.add_argument("model", help="model file written by 'streamwww train'")
+    p.add_argument("input", help="shard store or LIBSVM text file (gz/bz2/xz ok)")
+    p.add_argument("--output", help="write one label per line here (default: stdout)")
+    p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
+    p.set_defaults(func=run_predict)
+
+    p = sub.add_parser("evaluate", help="accuracy of a model on a test store or LIBSVM file")
+    p.add_argument("model", help="model file written by 'streamwww train'")
+    p.add_argument("test", help="test store (convert it with --like TRAIN_STORE) or LIBSVM file")
+    p.add_argument("--confusion", action="store_true", help="also print the confusion matrix")
+    p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
+    p.set_defaults(func=run_evaluate)
+
+    p = sub.add_parser("demo", help="the whole path on generated data (no data of yours needed)",
+                       description="make-data -> convert (shuffled shards) -> train with checkpoints -> "
+                                   "evaluate, on a generated data set, in about a minute.")
+    p.add_argument("--rows", type=int, default=200_000, help="training rows (default 200000)")
+    p.add_argument("--test-rows", type=int, default=50_000, help="test rows (default 50000)")
+    p.add_argument("--features", type=int, default=1000, help="features (default 1000)")
+    p.add_argument("--nnz-per-row", type=int, default=30, help="non-zeros per row (default 30)")
+    p.add_argument("--classes", type=int, default=20, help="classes (default 20)")
+    p.add_argument("--C", type=float, default=0.1, help="regularization (default 0.1)")
+    p.add_argument("--shard-rows", type=int, default=25_000, help="rows per shard (default 25000)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
     p.set_defaults(func=run_demo)
 
 
-def run_demo(args) -> int:
-    """Generate data, train, evaluate; print a short report."""
-    from sklearn.datasets import make_classification
+class _Reporter:
+    """Progress bar per epoch (on a terminal) and one line per evaluated epoch."""
 
+    def __init__(self, show_bar: bool, quiet: bool, max_iter: int):
+        self.show_bar, self.quiet, self.max_iter = show_bar, quiet, max_iter
+        self.bar = None
+        self.epoch = None
+        self.t0 = time.perf_counter()
+
+    def progress(self, epoch: int, done: int, n_shards: int, rows: int) -> None:
+        if not self.show_bar:
+            return
+        from tqdm import tqdm
+
+        if self.epoch != epoch:
+            if self.bar is not None:
+                self.bar.close()
+            self.bar = tqdm(total=n_shards, desc=f"epoch {epoch}/{self.max_iter}", unit="shard",
+                            leave=False, file=sys.stderr)
+            self.epoch = epoch
+            self.rows = 0
+            self.te = time.perf_counter()
+        self.rows += rows
+        rate = self.rows / max(1e-9, time.perf_counter() - self.te)
+        self.bar.set_postfix_str(f"{rate:,.0f} rows/s")
+        self.bar.update(1)
+
+    def epoch_done(self, info: dict) -> bool:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+            self.epoch = None
+        if not self.quiet:
+            for m, P, D, R in zip(info["models"], info["primal"], info["dual"], info["rel_gap"]):
+                print(f"epoch {info['epoch']:4d}  model {m}  primal {P:.8g}  dual {D:.8g}  "
+                      f"rel. gap {R:.3e}  solver time {info['time']:.2f}s  {info['rows_per_s']:,.0f} rows/s",
+                      file=sys.stderr, flush=True)
+        return False
+
+
+def _summary(models) -> None:
+    models = models if isinstance(models, list) else [models]
+    for m in models:
+        h = m.history_[-1]
+        state = "converged" if m.converged_ else "not converged"
+        print(f"C={m.C:g}: {m.n_iter_} epochs, {state}, primal {h['primal']:.8g}, dual {h['dual']:.8g}, "
+              f"relative gap {h['rel_gap']:.3e}")
+
+
+def run_train(args) -> int:
     import streamwww as sw
 
-    n_test = max(1, args.rows // 4)
-    X, y = make_classification(n_samples=args.rows + n_test, n_features=args.features,
-                               n_informative=min(args.features, 2 * args.classes),
-                               n_redundant=0, n_classes=args.classes, n_clusters_per_class=1,
-                               class_sep=2.0, random_state=args.seed)
-    X = X.astype(np.float32)
-    Xtr, ytr, Xte, yte = X[:args.rows], y[:args.rows], X[args.rows:], y[args.rows:]
-    print(f"demo data: {args.rows} training rows, {n_test} test rows, "
-          f"{args.features} features, {args.classes} classes (seed {args.seed})")
-    t0 = time.perf_counter()
-    model = sw.train((Xtr, ytr), C=args.C, random_state=args.seed, tol=1e-3, max_iter=1000,
-                     verbose=1 if args.verbose else 0)
-    elapsed = time.perf_counter() - t0
-    h = model.history_[-1]
-    print(f"trained in {elapsed:.2f} s: {model.n_iter_} epochs, primal {h['primal']:.6g}, "
-          f"dual {h['dual']:.6g}, relative duality gap {h['rel_gap']:.2e}")
-    print(f"accuracy: train {100 * model.score(Xtr, ytr):.2f} %, test {100 * model.score(Xte, yte):.2f} %")
+    rep = _Reporter(args.show_progress, args.quiet, args.max_iter)
+    models = sw.train(args.store, C=args.C if len(args.C) > 1 else args.C[0], tol=args.tol,
+                      max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
+                      fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
+                      subproblem=args.subproblem, device=args.device, checkpoint_dir=args.checkpoint_dir,
+                      checkpoint_every=args.checkpoint_every, prefetch=args.prefetch,
+                      inner_passes=args.inner_passes, eval_every=args.eval_every, model_out=args.model_out,
+                      callback=rep.epoch_done, progress=rep.progress)
+    _summary(models)
+    print(f"model written to {args.model_out}" + (" (one file per C)" if len(args.C) > 1 else ""))
+    return 0
+
+
+def run_resume(args) -> int:
+    import streamwww as sw
+
+    rep = _Reporter(args.show_progress, args.quiet, args.max_iter or 0)
+    models = sw.resume(args.checkpoint_dir, store=args.store, model_out=args.model_out,
+                       callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter)
+    _summary(models)
+    if args.model_out:
+        print(f"model written to {args.model_out}")
+    return 0
+
+
+def run_predict(args) -> int:
+    import streamwww as sw
+    from streamwww.predict import predict_labels
+
+    model = sw.load_model(args.model)
+    out = open(args.output, "w") if args.output else sys.stdout
+    try:
+        n = 0
+        for labels in predict_labels(model, args.input, zero_based=args.zero_based):
+            out.write("\n".join(map(_fmt_label, labels)) + ("\n" if len(labels) else ""))
+            n += len(labels)
+    finally:
+        if args.output:
+            out.close()
+    if args.output:
+        print(f"{n} predictions written to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _fmt_label(v) -> str:
+    if isinstance(v, (float, np.floating)) and float(v).is_integer():
+        return str(int(v))
+    return str(v)
+
+
+def run_evaluate(args) -> int:
+    import streamwww as sw
+    from streamwww.predict import evaluate
+
+    model = sw.load_model(args.model)
+    res = evaluate(model, args.test, confusion=args.confusion, zero_based=args.zero_based)
+    print(f"accuracy: {100 * res['accuracy']:.2f} % ({res['n_correct']} of {res['n_rows']} rows)")
+    if args.confusion:
+        labels = [_fmt_label(c) for c in res["labels"]]
+        cm = res["confusion"]
+        if cm[-1].sum() == 0:
+            cm = cm[:-1]
+        else:
+            labels_rows = labels + ["(unknown)"]
+        width = max(6, *(len(s) for s in labels)) + 1
+        print("confusion matrix (rows: true label, columns: predicted)")
+        print(" " * width + "".join(f"{s:>{width}}" for s in labels))
+        row_names = labels if cm.shape[0] == len(labels) else labels_rows
+        for name, row in zip(row_names, cm):
+            print(f"{name:>{width}}" + "".join(f"{v:>{width}d}" for v in row[:len(labels)]))
+    return 0
+
+
+def run_demo(args) -> int:
+    """make-data -> convert -> train (checkpoints) -> evaluate, in a work directory."""
+    import streamwww as sw
+    from streamwww.io import convert_libsvm, make_data
+    from streamwww.predict import evaluate
+
+    tmp = None
+    if args.workdir:
+        work = Path(args.workdir)
+        work.mkdir(parents=True, exist_ok=True)
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="streamwww-demo-")
+        work = Path(tmp.name)
+    try:
+        t_all = time.perf_counter()
+        total = args.rows + args.test_rows
+        text = work / "demo.libsvm"
+        info = make_data(text, rows=total, features=args.features, nnz_per_row=args.nnz_per_row,
+                         classes=args.classes, seed=args.seed, overwrite=True)
+        train_txt, test_txt = work / "train.libsvm", work / "test.libsvm"
+        with open(text, "rb") as src, open(train_txt, "wb") as tr, open(test_txt, "wb") as te:
+            for i, line in enumerate(src):
+                (tr if i < args.rows else te).write(line)
+        text.unlink()
+        print(f"1. make-data: {args.rows} training + {args.test_rows} test rows, {args.features} features, "
+              f"{args.nnz_per_row} non-zeros per row, {args.classes} classes ({info['bytes'] / 2**20:.0f} MiB of text)")
+
+        train_store, test_store = work / "train.zarr", work / "test.zarr"
+        t = time.perf_counter()
+        st = convert_libsvm(train_txt, train_store, shard_rows=args.shard_rows, shuffle=True, seed=args.seed,
+                            overwrite=True)
+        convert_libsvm(test_txt, test_store, like=train_store, shard_rows=args.shard_rows, overwrite=True)
+        print(f"2. convert: {st.n_shards} shuffled Zarr shards of {args.shard_rows} rows "
+              f"({time.perf_counter() - t:.1f} s)")
+
+        ckpt, model_path = work / "checkpoints", work / "model.npz"
+        rep = _Reporter(args.show_progress, not args.verbose, 1000)
+        t = time.perf_counter()
+        model = sw.train(train_store, C=args.C, random_state=args.seed, tol=1e-3, max_iter=1000,
+                         checkpoint_dir=ckpt, model_out=model_path, callback=rep.epoch_done,
+                         progress=rep.progress)
+        h = model.history_[-1]
+        print(f"3. train (streamed, checkpoints in {ckpt.name}/): {model.n_iter_} epochs in "
+              f"{time.perf_counter() - t:.1f} s, relative duality gap {h['rel_gap']:.2e}")
+
+        res = evaluate(sw.load_model(model_path), test_store)
+        print(f"4. evaluate: test accuracy {100 * res['accuracy']:.2f} % on {res['n_rows']} rows")
+        print(f"done in {time.perf_counter() - t_all:.1f} s" + (f"; files in {work}" if args.workdir else ""))
+    finally:
+        if tmp is not None:
+            tmp.cleanup()
     return 0

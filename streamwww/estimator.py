@@ -134,7 +134,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         -------
         self : WWClassifier
         """
-        from streamwww.train import _fit_source, _open_store, _StoreSource, fit_arrays
+        from streamwww.training import _fit_source, _open_store, _StoreSource, fit_arrays
 
         self._check_params()
         store = _open_store(X) if y is None else None

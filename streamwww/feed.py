@@ -28,6 +28,13 @@ def _call(token: int, method: str, *args):
     return getattr(_OBJECTS[token], method)(*args)
 
 
+def _quiet_distributed_logs() -> None:
+    """distributed sets its loggers to INFO; a training library should not print them."""
+    for name, lg in list(logging.root.manager.loggerDict.items()):
+        if name.startswith("distributed") and isinstance(lg, logging.Logger) and 0 < lg.level < logging.WARNING:
+            lg.setLevel(logging.WARNING)
+
+
 class DaskExecutor:
     """Run methods of in-process objects on an in-process Dask ``distributed`` client.
 
@@ -39,12 +46,18 @@ class DaskExecutor:
 
     def __init__(self, n_threads: int = 2):
         import dask
-        from distributed import Client
+        from distributed import Client, LocalCluster
 
+        _quiet_distributed_logs()
         with dask.config.set({"distributed.worker.daemon": False,
+                              "distributed.scheduler.http.routes": [],
                               "distributed.admin.large-graph-warning-threshold": "1TB"}):
-            self.client = Client(processes=False, n_workers=1, threads_per_worker=max(1, int(n_threads)),
-                                 dashboard_address=None, memory_limit=0, set_as_default=False)
+            # In-process scheduler and worker; the scheduler's HTTP server (always
+            # started) listens on an ephemeral loopback port, no dashboard.
+            self.cluster = LocalCluster(processes=False, n_workers=1, threads_per_worker=max(1, int(n_threads)),
+                                        dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
+                                        memory_limit=0, silence_logs=logging.WARNING)
+            self.client = Client(self.cluster, set_as_default=False)
         self._tokens: set[int] = set()
 
     def submit(self, obj, method: str, *args):
@@ -58,6 +71,7 @@ class DaskExecutor:
 
     def close(self) -> None:
         self.client.close()
+        self.cluster.close()
         for t in self._tokens:
             _OBJECTS.pop(t, None)
         self._tokens.clear()

@@ -109,6 +109,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             checkpoint: Callable[[Any, Cursor, list[ModelResult]], None] | None = None,
             checkpoint_every: int = 0,
             callback: Callable[[dict[str, Any]], Any] | None = None,
+            progress: Callable[[int, int, int, int], None] | None = None,
             estimator_name: str = "streamwww") -> list[ModelResult]:
     """Train one model per ``cfg.Cs`` by exact dual BCD over ``data``'s shards.
 
@@ -132,6 +133,8 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     callback : callable, optional
         Called after each evaluated epoch with a dict (epoch, time, and per-model
         primal, dual, rel_gap lists); a truthy return value stops training.
+    progress : callable, optional
+        ``progress(epoch, shards_done, n_shards, rows)`` after each shard (1-based epoch).
 
     Returns
     -------
@@ -166,6 +169,8 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             betas.put(s, backend.get_beta(beta))
             rows += block.n_rows
             cur.pos += 1
+            if progress is not None:
+                progress(cur.epoch + 1, cur.pos, data.n_shards, block.n_rows)
             if checkpoint is not None and checkpoint_every and cur.pos % checkpoint_every == 0 \
                     and cur.pos < data.n_shards:
                 cur.train_time += time.perf_counter() - t0
@@ -366,7 +371,7 @@ def _classes_to_json(classes) -> dict:
 
 def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: int = 0,
                 prefetch: int = 2, inner_passes: int = 1, eval_every: int = 1,
-                callback=None, C_is_list: bool = False) -> list[dict]:
+                callback=None, progress=None, C_is_list: bool = False) -> list[dict]:
     """The one fit path: arrays or stores, with or without checkpoints."""
     import tempfile
 
@@ -443,7 +448,7 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
         with _verbose_logging(int(est.verbose)):
             results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor, checkpoint=checkpoint,
                               checkpoint_every=checkpoint_every, callback=callback,
-                              estimator_name=name, **state)
+                              progress=progress, estimator_name=name, **state)
         if checkpoint is not None and not (manifest is not None and manifest.get("finished")):
             # Final statuses ('max_iter'), same W; resuming a finished run writes nothing.
             checkpoint(np.stack([r.W for r in results]), cursor, results, finished=True)
@@ -493,7 +498,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
           intercept_scaling: float = 1.0, gap_decay: float | None = None, subproblem: str = "walrus",
           random_state=None, device: str = "auto", verbose: int = 0, checkpoint_dir=None,
           checkpoint_every: int = 0, prefetch: int = 2, inner_passes: int = 1, eval_every: int = 1,
-          model_out=None, callback=None):
+          model_out=None, callback=None, progress=None):
     """Train Weston-Watkins linear SVM(s) and return fitted :class:`~streamwww.WWClassifier` (s).
 
     Parameters
@@ -522,7 +527,11 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     model_out : str or Path, optional
         Save the model (or, with a list of ``C``, ``<stem>-C<value><suffix>`` per model).
     callback : callable, optional
-        Called after each evaluated epoch with a dict; a truthy return value stops training.
+        Called after each evaluated epoch with a dict (``epoch``, ``time``,
+        ``models``, ``primal``, ``dual``, ``rel_gap``, ``rows_per_s``); a
+        truthy return value stops training (status 'stopped').
+    progress : callable, optional
+        ``progress(epoch, shards_done, n_shards, rows)`` after each shard.
 
     Returns
     -------
@@ -563,7 +572,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     fitted = _fit_source(template, source, Cs, checkpoint_dir=checkpoint_dir,
                          checkpoint_every=checkpoint_every, prefetch=prefetch,
                          inner_passes=inner_passes, eval_every=eval_every, callback=callback,
-                         C_is_list=isinstance(C, (list, tuple, np.ndarray)))
+                         progress=progress, C_is_list=isinstance(C, (list, tuple, np.ndarray)))
     models = _build_models(template, Cs, fitted, n_features_in, feature_names)
     if model_out is not None:
         _save_models(models, model_out, many=len(models) > 1 or isinstance(C, (list, tuple, np.ndarray)))
@@ -579,7 +588,8 @@ def _save_models(models, model_out, many: bool) -> list[Path]:
     return [save_model(m, out.with_name(f"{out.stem}-C{m.C:g}{out.suffix or '.npz'}")) for m in models]
 
 
-def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None):
+def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,
+           progress=None, max_iter: int | None = None):
     """Continue an interrupted run from its checkpoint directory.
 
     The run continues with its recorded settings and data; it ends with the
@@ -594,6 +604,10 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
         fingerprint must match).
     model_out : str or Path, optional
         Save the model(s) as :func:`train` does.
+    max_iter : int, optional
+        A new epoch limit; models that stopped at the old limit continue.
+    callback, progress : callable, optional
+        As in :func:`train`.
 
     Returns
     -------
@@ -611,8 +625,10 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
     store = _open_store(store if store is not None else manifest["data"]["path"])
     cfg = manifest["config"]
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
+    if max_iter is not None:
+        params["max_iter"] = max_iter
     Cs = cfg["Cs"]
     return train(store, C=Cs if manifest["run"].get("C_is_list", len(Cs) > 1) else Cs[0], **params,
                  checkpoint_dir=checkpoint_dir, checkpoint_every=manifest["run"]["checkpoint_every"],
                  prefetch=manifest["run"]["prefetch"], inner_passes=cfg["inner_passes"],
-                 eval_every=cfg["eval_every"], model_out=model_out, callback=callback)
+                 eval_every=cfg["eval_every"], model_out=model_out, callback=callback, progress=progress)

@@ -1,0 +1,87 @@
+"""The streamwww command line: demo, train, resume, predict, evaluate."""
+
+import re
+
+import numpy as np
+import pytest
+
+import streamwww as sw
+from streamwww.cli import main
+from streamwww.io import write_store
+
+from .conftest import make_classification
+
+
+def test_demo_runs_the_whole_path(capsys):
+    rc = main(["demo", "--rows", "3000", "--test-rows", "1000", "--features", "50", "--nnz-per-row", "8",
+               "--classes", "4", "--shard-rows", "1000"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "3 shuffled Zarr shards" in out
+    acc = float(re.search(r"test accuracy ([0-9.]+) %", out).group(1))
+    assert acc > 80.0
+
+
+@pytest.fixture
+def stores(tmp_path):
+    rng = np.random.default_rng(3)
+    X, y = make_classification(rng, n=900, d=10, k=4, dtype=np.float32)
+    labels = np.array([2.0, 4.0, 6.0, 8.0])[y]
+    write_store(tmp_path / "train.zarr", X[:600], labels[:600], shard_rows=200)
+    write_store(tmp_path / "test.zarr", X[600:], labels[600:], shard_rows=200,
+                classes=sw.open_store(tmp_path / "train.zarr").classes)
+    return tmp_path, X, labels
+
+
+def test_train_evaluate_predict_resume(stores, capsys):
+    tmp, X, labels = stores
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.1,1", "--checkpoint-dir", str(tmp / "ck"),
+               "--model-out", str(tmp / "m.npz"), "--seed", "1", "--max-iter", "50"])
+    assert rc == 0
+    out = capsys.readouterr()
+    assert "C=0.1:" in out.out and "C=1:" in out.out
+    assert re.search(r"epoch +1 +model 0 +primal", out.err)  # one line per epoch
+    model = sw.load_model(tmp / "m-C0.1.npz")
+    assert (tmp / "m-C1.npz").exists()
+
+    assert main(["evaluate", str(tmp / "m-C0.1.npz"), str(tmp / "test.zarr"), "--confusion"]) == 0
+    out = capsys.readouterr().out
+    acc = float(re.search(r"accuracy: ([0-9.]+) %", out).group(1))
+    expected = 100 * np.mean(model.predict(X[600:]) == labels[600:])
+    assert acc == pytest.approx(expected, abs=0.005) and acc > 80
+    assert "confusion matrix" in out and out.count("\n") >= 6
+
+    assert main(["predict", str(tmp / "m-C0.1.npz"), str(tmp / "test.zarr"), "--output", str(tmp / "p.txt")]) == 0
+    lines = (tmp / "p.txt").read_text().split()
+    assert len(lines) == 300 and set(lines) <= {"2", "4", "6", "8"}
+    assert np.array_equal(np.array(lines, dtype=float), model.predict(X[600:]))
+
+    # LIBSVM input for predict
+    libsvm = tmp / "test.libsvm"
+    with open(libsvm, "w") as f:
+        for row, lab in zip(X[600:610], labels[600:610]):
+            f.write(f"{lab:g} " + " ".join(f"{j + 1}:{v:.9g}" for j, v in enumerate(row) if v != 0) + "\n")
+    assert main(["predict", str(tmp / "m-C0.1.npz"), str(libsvm)]) == 0
+    pred = capsys.readouterr().out.split()
+    assert np.array_equal(np.array(pred, dtype=float), model.predict(X[600:610]))
+
+    # resuming the finished run changes nothing
+    assert main(["resume", str(tmp / "ck"), "--model-out", str(tmp / "r.npz")]) == 0
+    capsys.readouterr()
+    again = sw.load_model(tmp / "r-C0.1.npz")
+    assert again.coef_.tobytes() == model.coef_.tobytes()
+
+
+def test_bad_input_is_a_clear_error(stores, capsys):
+    tmp, _, _ = stores
+    with pytest.raises(SystemExit) as exc:
+        main(["train", str(tmp / "train.zarr"), "--C", "abc", "--checkpoint-dir", "x", "--model-out", "m"])
+    assert exc.value.code == 2
+    assert "--C must be a comma-separated list" in capsys.readouterr().err
+    rc = main(["train", str(tmp / "nope.zarr"), "--checkpoint-dir", str(tmp / "c2"), "--model-out", str(tmp / "m")])
+    assert rc == 1
+    err = capsys.readouterr().err
+    assert "streamwww train: error:" in err and "nope.zarr" in err
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "-1", "--checkpoint-dir", str(tmp / "c3"),
+               "--model-out", str(tmp / "m")])
+    assert rc == 1 and "'C' parameter of train must be a float in (0, inf)" in capsys.readouterr().err
