@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from streamwww._fsutil import fsync_path, fsync_tree
 from streamwww.errors import CheckpointError
 
 logger = logging.getLogger(__name__)
@@ -42,21 +43,6 @@ VERSION = 1
 _MANIFEST = "manifest.json"
 _BETA_NAME = re.compile(r"^s(\d{6})-v(\d{6})$")
 _W_NAME = re.compile(r"^W-(\d{6})\.npy$")
-
-
-def _fsync_path(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _fsync_tree(path: Path) -> None:
-    for root, dirs, files in os.walk(path):
-        for name in files:
-            _fsync_path(Path(root) / name)
-        _fsync_path(Path(root))
 
 
 class CheckpointDir:
@@ -157,7 +143,7 @@ class CheckpointDir:
             f.flush()
             os.fsync(f.fileno())
         os.replace(mtmp, self.path / _MANIFEST)
-        _fsync_path(self.path)
+        fsync_path(self.path)
         self.collect_garbage(manifest)
         logger.debug("checkpoint step %d committed in %.3fs", step, time.perf_counter() - t0)
 
@@ -273,9 +259,9 @@ class DiskBetas:
         self._pending.clear()
         for s, v in sorted(self._dirty):
             if self.versions[s] == v:  # superseded versions are never committed
-                _fsync_tree(self.root / self._name(s, v))
+                fsync_tree(self.root / self._name(s, v))
         self._dirty.clear()
-        _fsync_path(self.root)
+        fsync_path(self.root)
 
     def snapshot(self) -> dict[str, Any]:
         return {"versions": {str(s): int(v) for s, v in self.versions.items()},

@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamwww import __version__
+from streamwww._fsutil import fsync_path, fsync_tree
 from streamwww.errors import DataFormatError, ShardFormatError, StoreExistsError
 from streamwww.io._backend import available_formats, get_backend
 from streamwww.io._format import (
@@ -247,25 +248,6 @@ def open_store(path: str | os.PathLike) -> ShardStore:
 # --------------------------------------------------------------------------- writing
 
 
-def _fsync_tree(root: Path) -> None:
-    for dirpath, _, filenames in os.walk(root):
-        for name in filenames:
-            fd = os.open(os.path.join(dirpath, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        _fsync_dir(Path(dirpath))
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -337,7 +319,7 @@ class StoreTransaction:
             part = self.tmp / (MARKER + ".part")
             part.write_text(json.dumps(metadata, indent=1))
             os.replace(part, self.tmp / MARKER)
-        _fsync_tree(self.tmp)
+        fsync_tree(self.tmp)
         self._check_target()
         if self.path.exists() or self.path.is_symlink():
             old = self._sibling("old")
@@ -346,7 +328,7 @@ class StoreTransaction:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(self.tmp, self.path)
-        _fsync_dir(self.path.parent)
+        fsync_path(self.path.parent)
 
 
 def resolve_shard_size(shard_rows: int | None, shard_mb: float | None,

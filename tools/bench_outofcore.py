@@ -1,0 +1,186 @@
+"""Out-of-core training benchmark (issue 4): streamed vs in-memory, peak memory, throughput.
+
+    python tools/bench_outofcore.py [--rows 400000] [--scale 10] [--shard-rows 50000]
+                                    [--big-gib 0] [--workdir DIR] [--out docs/benchmarks.md] [--quick]
+
+(a) Epoch time (the training pass; the objective evaluation is excluded, as in
+    ``history_['time']``) of ``train(store)`` vs ``train((X, y))`` on the same
+    rows, CPU, same seed; the models are checked to be bitwise equal first.
+(b) Peak RSS of a training process on two generated stores ``--scale`` times
+    apart with the same shard size, against the bound
+    ``(prefetch + 2) x shard bytes + W + fixed overhead`` (fixed overhead: the
+    RSS of the same process after imports and JIT loading, before training).
+(c) Rows/s and MB/s (uncompressed shard bytes per second of training pass).
+(d) ``--big-gib G``: also generate, convert and train (2 epochs) a store whose
+    shards take more than G GiB in memory (use more than half of the RAM).
+
+Each training run happens in a fresh subprocess so that peak RSS is its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _benchenv import header, replace_section  # noqa: E402
+
+CHILD = r'''
+import json, os, sys, time, warnings, resource, threading
+warnings.simplefilter("ignore")
+import numpy as np, psutil
+import streamwww as sw
+from streamwww.io import open_store
+args = json.loads(sys.argv[1])
+proc = psutil.Process()
+peak = [0]
+def watch():
+    while True:
+        peak[0] = max(peak[0], proc.memory_info().rss)
+        time.sleep(0.02)
+threading.Thread(target=watch, daemon=True).start()
+store = open_store(args["store"])
+# load compiled kernels and libraries first: that is the fixed overhead
+sw.train((np.eye(4, 3, dtype=np.float32), np.array([0, 1, 2, 0])), C=1.0, max_iter=2, random_state=0)
+import scipy.sparse as sp
+X, y = store.read_shard(0)
+sw.train((X[:50], y[:50]), C=1.0, max_iter=2, random_state=0)
+del X, y
+time.sleep(0.1)
+base = proc.memory_info().rss
+peak[0] = base
+kw = dict(C=args["C"], random_state=0, max_iter=args["epochs"], tol=0.0, eval_every=args["eval_every"],
+          prefetch=args["prefetch"], checkpoint_dir=args.get("ckpt"))
+if args["mode"] == "memory":
+    parts = [store.read_shard(i) for i in range(store.n_shards)]
+    X = sp.vstack([p[0] for p in parts]).tocsr() if sp.issparse(parts[0][0]) else np.vstack([p[0] for p in parts])
+    y = np.concatenate([p[1] for p in parts]); del parts
+    kw.pop("checkpoint_dir"); kw.pop("prefetch")
+    t0 = time.perf_counter(); m = sw.train((X, y), **kw); wall = time.perf_counter() - t0
+else:
+    t0 = time.perf_counter(); m = sw.train(args["store"], **kw); wall = time.perf_counter() - t0
+times = np.diff([0.0] + [h["time"] for h in m.history_])
+shard_bytes = [store.shard_nbytes(i) for i in range(store.n_shards)]
+print(json.dumps({"epoch_times": times.tolist(), "wall": wall, "base_rss": base, "peak_rss": peak[0],
+                  "coef_hash": __import__("hashlib").sha256(m.coef_.tobytes()).hexdigest(), "n_rows": store.n_rows,
+                  "max_shard_bytes": max(shard_bytes), "total_bytes": sum(shard_bytes),
+                  "W_bytes": int(m.coef_.nbytes + m.intercept_.nbytes), "n_shards": store.n_shards}))
+'''
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+
+def make_store(work: str, name: str, rows: int, features: int, nnz: int, classes: int, shard_rows: int) -> str:
+    store = os.path.join(work, name + ".zarr")
+    if os.path.exists(os.path.join(store, "streamwww.json")):
+        return store
+    text = os.path.join(work, name + ".libsvm")
+    sh([sys.executable, "-m", "streamwww.cli", "-q", "make-data", text, "--rows", str(rows), "--features",
+        str(features), "--nnz-per-row", str(nnz), "--classes", str(classes), "--seed", "0", "--overwrite"])
+    sh([sys.executable, "-m", "streamwww.cli", "-q", "convert", text, store, "--shard-rows", str(shard_rows),
+        "--shuffle", "--seed", "0", "--overwrite"])
+    os.unlink(text)
+    return store
+
+
+def run_child(store: str, mode: str, epochs: int, prefetch: int = 2, eval_every: int = 1000,
+              ckpt: str | None = None, C: float = 0.1) -> dict:
+    args = {"store": store, "mode": mode, "epochs": epochs, "prefetch": prefetch, "eval_every": eval_every,
+            "ckpt": ckpt, "C": C}
+    out = sh([sys.executable, "-c", CHILD, json.dumps(args)]).stdout.strip().splitlines()[-1]
+    return json.loads(out)
+
+
+def median(xs):
+    xs = sorted(xs)
+    return xs[len(xs) // 2]
+
+
+def main(argv=None) -> int:
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rows", type=int, default=400_000)
+    p.add_argument("--scale", type=int, default=10)
+    p.add_argument("--features", type=int, default=1000)
+    p.add_argument("--nnz-per-row", type=int, default=30)
+    p.add_argument("--classes", type=int, default=20)
+    p.add_argument("--shard-rows", type=int, default=50_000)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--big-gib", type=float, default=0.0)
+    p.add_argument("--workdir")
+    p.add_argument("--out", default=os.path.join(here, "..", "docs", "benchmarks.md"))
+    p.add_argument("--quick", action="store_true")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rows, args.scale, args.shard_rows, args.epochs, args.features = 4000, 2, 1000, 2, 100
+    work = args.workdir or tempfile.mkdtemp(prefix="streamwww-bench-")
+    os.makedirs(work, exist_ok=True)
+    lines = []
+    try:
+        small = make_store(work, f"small{args.rows}", args.rows, args.features, args.nnz_per_row, args.classes,
+                           args.shard_rows)
+        # (a) streamed vs in memory, same data and seed
+        mem = run_child(small, "memory", args.epochs)
+        st = run_child(small, "stream", args.epochs)
+        ck = run_child(small, "stream", args.epochs, ckpt=os.path.join(work, "ck-small"))
+        shutil.rmtree(os.path.join(work, "ck-small"), ignore_errors=True)
+        same = st["coef_hash"] == ck["coef_hash"]
+        tm, ts, tc = (median(r["epoch_times"]) for r in (mem, st, ck))
+        mb = st["total_bytes"] / 2**20
+        lines.append(f"### (a) Streamed vs in-memory epoch, {st['n_rows']:,} rows in {st['n_shards']} shards "
+                     f"({mb:.0f} MiB in memory), k = {args.classes}, {args.nnz_per_row} non-zeros per row\n")
+        lines.append("| run | epoch time (median of epochs) | ratio to in-memory | rows/s | MB/s |\n|---|---|---|---|---|")
+        for name, t in (("in memory", tm), ("streamed (prefetch 2)", ts), ("streamed + checkpoint each epoch", tc)):
+            lines.append(f"| {name} | {t:.3f} s | {t / tm:.2f} | {st['n_rows'] / t:,.0f} | {mb * 1.048576 / t:.0f} |")
+        lines.append(f"\nStreamed with and without checkpoints give the bitwise-same model: {'yes' if same else 'NO'}. "
+                     "(The in-memory run is one shard, so its row orders differ by design; a one-shard "
+                     "store equals it bitwise, see tests/test_outofcore.py.)\n")
+        # (b) peak RSS, two stores args.scale apart
+        big = make_store(work, f"big{args.rows * args.scale}", args.rows * args.scale, args.features,
+                         args.nnz_per_row, args.classes, args.shard_rows)
+        rs = run_child(small, "stream", 2, ckpt=os.path.join(work, "ck-a"))
+        rb = run_child(big, "stream", 2, ckpt=os.path.join(work, "ck-b"))
+        for d in ("ck-a", "ck-b"):
+            shutil.rmtree(os.path.join(work, d), ignore_errors=True)
+        lines.append(f"### (b) Peak RSS, streamed with checkpoints, stores {args.scale}x apart, same shard size\n")
+        lines.append("| store | rows | shard bytes (max) | data bytes | peak RSS above fixed | bound (prefetch+2)·shard + W | fixed overhead |\n|---|---|---|---|---|---|---|")
+        for name, r in (("small", rs), ("large", rb)):
+            bound = 4 * r["max_shard_bytes"] + r["W_bytes"]
+            lines.append(f"| {name} | {r['n_rows']:,} | {r['max_shard_bytes'] / 2**20:.1f} MiB | "
+                         f"{r['total_bytes'] / 2**20:.0f} MiB | {(r['peak_rss'] - r['base_rss']) / 2**20:.0f} MiB | "
+                         f"{bound / 2**20:.0f} MiB | {r['base_rss'] / 2**20:.0f} MiB |")
+        lines.append(f"\nPeak RSS ratio large/small: {rb['peak_rss'] / rs['peak_rss']:.2f} (goal ≤ 1.2); "
+                     f"large run {rb['n_rows'] / median(rb['epoch_times']):,.0f} rows/s.\n")
+        if args.big_gib > 0:
+            rows = int(args.big_gib * 2**30 / (args.nnz_per_row * 8 + 12)) + 1
+            huge = make_store(work, f"huge{rows}", rows, args.features, args.nnz_per_row, args.classes,
+                              args.shard_rows * 4)
+            rh = run_child(huge, "stream", 2, ckpt=os.path.join(work, "ck-huge"))
+            shutil.rmtree(os.path.join(work, "ck-huge"), ignore_errors=True)
+            lines.append(f"### (d) A store larger than half the RAM\n\n{rh['n_rows']:,} rows, "
+                         f"{rh['total_bytes'] / 2**30:.1f} GiB of shards in memory; 2 epochs streamed with checkpoints: "
+                         f"peak RSS {rh['peak_rss'] / 2**30:.2f} GiB, epoch {median(rh['epoch_times']):.0f} s, "
+                         f"{rh['n_rows'] / median(rh['epoch_times']):,.0f} rows/s.\n")
+    finally:
+        if not args.workdir:
+            shutil.rmtree(work, ignore_errors=True)
+    text = header("Out-of-core training (issue 4)") + "\n" + "\n".join(lines)
+    if args.quick:
+        print(text)
+    else:
+        replace_section(args.out, "bench-outofcore", text)
+        print(text)
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
