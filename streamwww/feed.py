@@ -70,8 +70,10 @@ class DaskExecutor:
             return self.client.submit(_call, token, method, *args, pure=False)
 
     def close(self) -> None:
-        self.client.close()
-        self.cluster.close()
+        # Generous timeouts: on a saturated machine distributed's defaults can expire
+        # during shutdown (harmless, but it prints an unretrieved TimeoutError).
+        self.client.close(timeout=60)
+        self.cluster.close(timeout=60)
         for t in self._tokens:
             _OBJECTS.pop(t, None)
         self._tokens.clear()
