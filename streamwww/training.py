@@ -160,12 +160,16 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         order = shard_order(cfg.seed, cur.epoch, data.n_shards)
         t0 = time.perf_counter()
         rows = 0
-        for s, block, beta in feed.train_stream(order[cur.pos:]):
-            block = backend.put_block(block)
-            beta = backend.put_beta(beta)
+        stream = feed.train_stream(order[cur.pos:])
+        nxt = _to_device(backend, next(stream, None))
+        while nxt is not None:
+            s, block, beta = nxt
             for p in range(cfg.inner_passes):
                 rows_order = row_order(cfg.seed, cur.epoch, s, p, block.n_rows)
                 backend.bcd_pass(W, block, beta, Cs, active, rows_order, bias, solver, cfg.shark_eps)
+            # Start the next shard's copy to the device before fetching this
+            # shard's beta back, so that a GPU overlaps the two transfers.
+            nxt = _to_device(backend, next(stream, None))
             betas.put(s, backend.get_beta(beta))
             rows += block.n_rows
             cur.pos += 1
@@ -199,6 +203,13 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             res.status = "max_iter"
             _warn_not_converged(res, cfg, estimator_name)
     return results
+
+
+def _to_device(backend, item):
+    if item is None:
+        return None
+    s, block, beta = item
+    return s, backend.put_block(block), backend.put_beta(beta)
 
 
 def _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, *, wall, rows, epoch_time,

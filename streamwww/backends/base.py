@@ -1,6 +1,6 @@
 """The interface every compute backend implements, and backend selection.
 
-The training driver (:mod:`streamwww.train`) only talks to a :class:`Backend`;
+The training driver (:mod:`streamwww.training`) only talks to a :class:`Backend`;
 it never branches on the device except to pick one here.  Arrays a backend
 returns from ``allocate_W``/``put_*`` are opaque to the driver (NumPy arrays on
 the CPU, device arrays on a GPU) and come back to the host only through
@@ -128,9 +128,15 @@ def get_backend(device: str = "auto") -> Backend:
                 raise
             reason = "this build of streamwww has no CUDA backend"
         else:
-            reason = cuda.unavailable_reason()
+            # 'auto' asks the stricter question (e.g. it never picks the CUDA simulator).
+            reason = cuda.unavailable_reason(auto=device == "auto")
             if reason is None:
-                return cuda.CUDABackend()
+                try:
+                    return cuda.CUDABackend()
+                except DeviceUnavailableError as exc:
+                    if device == "cuda":
+                        raise
+                    reason = str(exc)
         if device == "cuda":
             raise DeviceUnavailableError(f"device='cuda' was requested but cannot be used: {reason}.")
         logger.debug("device='auto': using the CPU (%s)", reason)

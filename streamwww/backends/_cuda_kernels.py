@@ -1,0 +1,681 @@
+r"""numba-cuda kernels: exact BCD passes, hinge loss, predictions.
+
+Imported only by :class:`streamwww.backends.cuda.CUDABackend` (never by
+``import streamwww``).  Kernels are built by small factories, one compilation
+per (dense/CSR, threads per block, shared capacity), and compiled lazily by
+numba-cuda at their first launch for the argument types it sees (float32 or
+float64 rows, int32 or int64 indices).  Every kernel also runs under Numba's
+CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``): only shared memory, ``syncthreads``
+and atomics are used, no warp intrinsics.
+
+Exact pass (:func:`bcd_kernel`) — DESIGN.md §2, Algorithm 1 of Wang & Scott
+(ICML 2021), 0-based: ``W[M, D, k]``, ``beta[M, n, m]`` with ``m = k - 1``.
+One thread block per listed model (``blockIdx.x`` indexes ``models``) walks
+the rows of ``order`` one after another, exactly as the CPU kernel does; the
+``T`` threads of the block cooperate on each row:
+
+1. scores ``s = W^T x`` — thread ``j`` owns class ``j`` (coalesced reads of a
+   row of ``W``) and sums over the row's nonzeros, four independent loads in
+   flight; when ``2k <= T`` the nonzeros are split among ``G = T // k`` groups
+   whose partial sums are added in group order.  At the same time the block sums
+   ``beta_i``;
+2. ``v_t`` for all ``t`` in parallel (:func:`._cuda_rowmath.v_entry`); the
+   indices of positive ``v_t`` are appended to a candidate list with a
+   shared-memory atomic counter (order arbitrary);
+3. the candidates are sorted by decreasing ``v``, ties by increasing index — a
+   total order, so the result does not depend on the arbitrary append order.
+   ``p <= T`` candidates: rank sort (each thread counts the entries before its
+   own: ``O(p)`` time, one barrier).  ``p > T``: bitonic sort of the
+   ``next_pow2(p)`` padded list, ``O(log^2 p)`` barriers, ``p / T``
+   compare-exchanges per thread per stage;
+4. thread 0 runs the Walrus event sweep (:func:`._cuda_rowmath.walrus_sweep`,
+   the CPU kernel's sweep: ``O(n_u + n_m)`` steps, usually far fewer than
+   ``k``); the block writes ``b`` in parallel;
+5. ``Delta = b - beta_i`` in parallel; ``dk[c(t)] = -Delta_t`` and
+   ``dk[y] = sum Delta`` (block reduction); ``beta_i <- b``;
+6. ``W[f, :] += x_f dk`` for the row's nonzeros ``f`` (and the intercept row),
+   skipping classes with ``dk[j] == 0`` and the whole update when ``beta_i`` did
+   not change (as on the CPU).
+
+Results equal the CPU kernels' up to rounding (summation order, FMA contraction).
+
+Per-class vectors (scores/``dk``, ``v``, ``b``, candidate and sorted lists) live
+in shared memory when ``k`` and ``next_pow2(k - 1)`` fit the compile-time
+capacity ``KC`` (default 1024 classes, about 34 KiB), otherwise in a per-model
+global scratch array — the same code on both.  Shark's iterative block solver
+(``solver=1``, a baseline) runs serially in thread 0.
+
+The kernels read ``W`` and update it in place; results are exact per model
+(no atomics, no cross-block communication), so several models — a grid of
+``C`` values, folds — run as independent blocks of one launch and share every
+read of a shard.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from numba import cuda, float64, int32, int64
+
+from streamwww.backends._cuda_rowmath import c_index, v_entry, walrus_sweep
+from streamwww.backends._kernels import SHARK, WALRUS
+from streamwww.solvers.shark import shark_kernel
+
+__all__ = ["bcd_kernel", "parallel_bcd_kernel", "hinge_kernel", "scores_kernel", "predict_kernel",
+           "sum_kernel", "fill_kernel", "next_pow2", "WALRUS", "SHARK"]
+
+_sweep = cuda.jit(device=True)(walrus_sweep)
+_shark = cuda.jit(device=True)(shark_kernel.py_func)
+
+
+def _simulated() -> bool:
+    try:
+        from numba.cuda.core import config
+    except ImportError:  # older numba-cuda
+        from numba.core import config
+    return bool(config.ENABLE_CUDASIM)
+
+
+def _jit_block(tpb: int):
+    """``cuda.jit`` for a kernel always launched with ``tpb`` threads per block.
+
+    The launch bound lets ptxas fit the registers to the block size (the exact
+    kernels need about 250 registers per thread unbounded: one 256-thread block per
+    SM).  The simulator's ``cuda.jit`` has no ``launch_bounds``.
+    """
+    if _simulated():
+        return cuda.jit
+    try:
+        return cuda.jit(launch_bounds=(int(tpb),))
+    except TypeError:  # numba-cuda without launch_bounds
+        return cuda.jit
+
+
+def next_pow2(n: int) -> int:
+    """Smallest power of two ``>= max(n, 1)``."""
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+@cuda.jit(device=True)
+def _block_sum(red, val, tid, nthreads):
+    """Sum of ``val`` over the block (tree in shared ``red``); every thread gets it.
+
+    ``nthreads`` must be a power of two.  The caller must pass a barrier before
+    writing ``red`` again.
+    """
+    red[tid] = val
+    cuda.syncthreads()
+    stride = nthreads // 2
+    while stride > 0:
+        if tid < stride:
+            red[tid] += red[tid + stride]
+        cuda.syncthreads()
+        stride //= 2
+    return red[0]
+
+
+@cuda.jit(device=True)
+def _before(v, a, b):
+    """Whether entry ``a`` precedes ``b``: larger ``v`` first, then smaller index; ``-1`` pads."""
+    if a < 0:
+        return False
+    if b < 0:
+        return True
+    va = v[a]
+    vb = v[b]
+    return va > vb or (va == vb and a < b)
+
+
+@cuda.jit(device=True)
+def _rank_sort(cand, out, v, p, tid):
+    """``out[:p]`` = ``cand[:p]`` sorted by :func:`_before`; needs ``p <= nthreads``."""
+    if tid < p:
+        e = cand[tid]
+        r = 0
+        for u in range(p):
+            if _before(v, cand[u], e):
+                r += 1
+        out[r] = e
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def _bitonic_sort(lst, v, p, tid, nthreads):
+    """Sort ``lst[:p]`` in place by :func:`_before` (bitonic network on ``next_pow2(p)`` slots)."""
+    n = 1
+    while n < p:
+        n *= 2
+    for q in range(p + tid, n, nthreads):
+        lst[q] = -1
+    cuda.syncthreads()
+    size = 2
+    while size <= n:
+        stride = size // 2
+        while stride > 0:
+            for a in range(tid, n // 2, nthreads):
+                lo = (a // stride) * 2 * stride + a % stride
+                hi = lo + stride
+                x = lst[lo]
+                z = lst[hi]
+                if (lo & size) == 0:
+                    swap = _before(v, z, x)
+                else:
+                    swap = _before(v, x, z)
+                if swap:
+                    lst[lo] = z
+                    lst[hi] = x
+            cuda.syncthreads()
+            stride //= 2
+        size *= 2
+
+
+@functools.lru_cache(maxsize=None)
+def _row_access(dense: bool):
+    """Device functions that read a row: its nonzero range, the feature of nonzero ``q``, and
+    the two column operations of a pass (``x^T W[:, j]`` and ``W[:, j] += x * d``).
+
+    Both column operations visit nonzeros ``start, start + step, ... < hi`` four at a
+    time with independent loads (four memory requests in flight per thread: a row's
+    gather is latency-bound, not bandwidth-bound).  ``base`` is the row's first
+    nonzero (dense rows: the feature of ``q`` is ``q - base``).  ``axpy_col`` loads
+    four entries of ``W`` before storing any: correct because a row's features are
+    distinct (CSR rows are made canonical before upload).
+    """
+    if dense:
+        @cuda.jit(device=True)
+        def row_range(indptr, ncols, i):
+            lo = i * ncols
+            return lo, lo + ncols
+
+        @cuda.jit(device=True)
+        def feature(indices, base, q):
+            return q - base
+    else:
+        @cuda.jit(device=True)
+        def row_range(indptr, ncols, i):
+            return indptr[i], indptr[i + 1]
+
+        @cuda.jit(device=True)
+        def feature(indices, base, q):
+            return indices[q]
+
+    @cuda.jit(device=True)
+    def dot_col(W, mdl, data, indices, base, start, hi, step, j):
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        q = start
+        while q + 3 * step < hi:
+            a0 += data[q] * W[mdl, feature(indices, base, q), j]
+            a1 += data[q + step] * W[mdl, feature(indices, base, q + step), j]
+            a2 += data[q + 2 * step] * W[mdl, feature(indices, base, q + 2 * step), j]
+            a3 += data[q + 3 * step] * W[mdl, feature(indices, base, q + 3 * step), j]
+            q += 4 * step
+        while q < hi:
+            a0 += data[q] * W[mdl, feature(indices, base, q), j]
+            q += step
+        return (a0 + a1) + (a2 + a3)
+
+    @cuda.jit(device=True)
+    def axpy_col(W, mdl, data, indices, base, start, hi, step, j, d):
+        q = start
+        while q + 3 * step < hi:
+            f0 = feature(indices, base, q)
+            f1 = feature(indices, base, q + step)
+            f2 = feature(indices, base, q + 2 * step)
+            f3 = feature(indices, base, q + 3 * step)
+            w0 = W[mdl, f0, j]
+            w1 = W[mdl, f1, j]
+            w2 = W[mdl, f2, j]
+            w3 = W[mdl, f3, j]
+            W[mdl, f0, j] = w0 + data[q] * d
+            W[mdl, f1, j] = w1 + data[q + step] * d
+            W[mdl, f2, j] = w2 + data[q + 2 * step] * d
+            W[mdl, f3, j] = w3 + data[q + 3 * step] * d
+            q += 4 * step
+        while q < hi:
+            f0 = feature(indices, base, q)
+            W[mdl, f0, j] += data[q] * d
+            q += step
+
+    return row_range, feature, dot_col, axpy_col
+
+
+@functools.lru_cache(maxsize=None)
+def bcd_kernel(dense: bool, tpb: int, kc: int):
+    """The exact pass kernel for dense or CSR rows, ``tpb`` threads, shared capacity ``kc``.
+
+    Launch as ``kernel[len(models), tpb, stream](W, data, indices, indptr, ncols, y, sqnorms,
+    beta, Cs, models, order, bias, solver, eps, scr_f, scr_i, use_shared)``; dense rows pass
+    ``X.ravel()`` as ``data`` and their width as ``ncols``, CSR rows their three arrays.
+    ``scr_f[len(models), 4, kk]`` / ``scr_i[len(models), 2, kk]`` (``kk >= max(k, next_pow2(k-1))``)
+    hold the per-class vectors when ``use_shared`` is false, and Shark's gradient always.
+    """
+    TPB = tpb
+    KC = kc
+    row_range, feature, dot_col, axpy_col = _row_access(dense)
+
+    @_jit_block(tpb)
+    def kernel(W, data, indices, indptr, ncols, y, sqnorms, beta, Cs, models, order, bias, solver,
+               eps, scr_f, scr_i, use_shared):
+        tid = cuda.threadIdx.x
+        mi = cuda.blockIdx.x
+        mdl = models[mi]
+        C = Cs[mdl]
+        k = W.shape[2]
+        m = k - 1
+        D = W.shape[1]
+        sh_s = cuda.shared.array(KC, float64)
+        sh_v = cuda.shared.array(KC, float64)
+        sh_b = cuda.shared.array(KC, float64)
+        sh_c = cuda.shared.array(KC, int32)
+        sh_o = cuda.shared.array(KC, int32)
+        part = cuda.shared.array(TPB, float64)
+        red = cuda.shared.array(TPB, float64)
+        ist = cuda.shared.array(4, int64)
+        fst = cuda.shared.array(1, float64)
+        if use_shared:
+            s = sh_s
+            v = sh_v
+            bn = sh_b
+            cand = sh_c
+            srt = sh_o
+        else:
+            s = scr_f[mi, 0]
+            v = scr_f[mi, 1]
+            bn = scr_f[mi, 2]
+            cand = scr_i[mi, 0]
+            srt = scr_i[mi, 1]
+        grad = scr_f[mi, 3]
+        G = TPB // k
+        if G < 2:
+            G = 1
+
+        for pp in range(order.shape[0]):
+            i = order[pp]
+            sq = sqnorms[i]
+            brow = beta[mdl, i]
+            if sq == 0.0:
+                # ||x_i|| = 0: W cannot move; the exact block minimizer is beta_i = C.
+                for t in range(tid, m, TPB):
+                    brow[t] = C
+                cuda.syncthreads()
+                continue
+            yi = y[i]
+            lo, hi = row_range(indptr, ncols, i)
+
+            # 1. scores s = W^T x (and the partial sums of beta_i)
+            if tid == 0:
+                ist[0] = 0
+                ist[3] = 0
+            if G == 1:
+                for j in range(tid, k, TPB):
+                    acc = dot_col(W, mdl, data, indices, lo, lo, hi, 1, j)
+                    if bias != 0.0:
+                        acc += bias * W[mdl, D - 1, j]
+                    s[j] = acc
+            elif tid < G * k:
+                g = tid // k
+                part[tid] = dot_col(W, mdl, data, indices, lo, lo + g, hi, G, tid - g * k)
+            bp = 0.0
+            for t in range(tid, m, TPB):
+                bp += brow[t]
+            bsum = _block_sum(red, bp, tid, TPB)
+            if G > 1:
+                for j in range(tid, k, TPB):
+                    acc = 0.0
+                    for g in range(G):
+                        acc += part[g * k + j]
+                    if bias != 0.0:
+                        acc += bias * W[mdl, D - 1, j]
+                    s[j] = acc
+                cuda.syncthreads()
+
+            # 2. v and the list of its positive entries
+            sy = s[yi]
+            for t in range(tid, m, TPB):
+                vt = v_entry(sy, s[c_index(t, yi)], sq, brow[t], bsum)
+                v[t] = vt
+                bn[t] = 0.0
+                if vt > 0.0:
+                    cand[cuda.atomic.add(ist, 0, 1)] = t
+            cuda.syncthreads()
+            p = ist[0]
+
+            # 3-4. the block subproblem: b -> bn
+            if solver == WALRUS:
+                if p > 0:
+                    if p <= TPB:
+                        _rank_sort(cand, srt, v, p, tid)
+                        lst = srt
+                    else:
+                        _bitonic_sort(cand, v, p, tid, TPB)
+                        lst = cand
+                    if tid == 0:
+                        nu, nm, gamma = _sweep(v, lst, p, C)
+                        ist[1] = nu
+                        ist[2] = nm
+                        fst[0] = gamma
+                    cuda.syncthreads()
+                    nu = ist[1]
+                    nm = ist[2]
+                    gamma = fst[0]
+                    for q in range(tid, nu + nm, TPB):
+                        t = lst[q]
+                        if q < nu:
+                            bn[t] = C
+                        else:
+                            bn[t] = min(max(v[t] - gamma, 0.0), C)
+                    cuda.syncthreads()
+            else:
+                if tid == 0:
+                    _shark(v[:m], brow, C, sq, eps, bn[:m], grad[:m])
+                cuda.syncthreads()
+
+            # 5. Delta = b - beta_i; dk (in s): dk[c(t)] = -Delta_t, dk[y] = sum(Delta)
+            dp = 0.0
+            for t in range(tid, m, TPB):
+                d = bn[t] - brow[t]
+                if d != 0.0:
+                    ist[3] = 1
+                brow[t] = bn[t]
+                s[c_index(t, yi)] = -d
+                dp += d
+            total = _block_sum(red, dp, tid, TPB)
+            if tid == 0:
+                s[yi] = total
+            cuda.syncthreads()
+
+            # 6. W[f, :] += x_f * dk over the row's nonzeros (and the intercept row); columns
+            #    with dk[j] == 0 (most of them once beta_i sits at its bounds) are skipped.
+            if ist[3] != 0:
+                if G == 1:
+                    for j in range(tid, k, TPB):
+                        dj = s[j]
+                        if dj != 0.0:
+                            axpy_col(W, mdl, data, indices, lo, lo, hi, 1, j, dj)
+                elif tid < G * k:
+                    g = tid // k
+                    j = tid - g * k
+                    dj = s[j]
+                    if dj != 0.0:
+                        axpy_col(W, mdl, data, indices, lo, lo + g, hi, G, j, dj)
+                if bias != 0.0:
+                    for j in range(tid, k, TPB):
+                        W[mdl, D - 1, j] += bias * s[j]
+            cuda.syncthreads()
+
+    return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def parallel_bcd_kernel(dense: bool, tpb: int, kc: int):
+    """Row-parallel (PASSCoDe-style) pass: many blocks on different rows, atomic ``W`` updates.
+
+    Launch as ``kernel[(n_blocks, len(models)), tpb, stream](W, data, indices, indptr, ncols, y,
+    sqnorms, beta, Cs, models, order, bias, scr_f, scr_i, use_shared)``; block ``b`` takes the
+    rows ``order[b], order[b + n_blocks], ...``.  Each row is solved exactly (Walrus) from the
+    scores it reads, which other blocks may be changing at the same time; its update is added
+    with atomics, so ``W == W(beta)`` holds up to rounding whatever the interleaving, and the
+    duality gap stays a true certificate.  ``scr_*`` are indexed by ``blockIdx.x`` then model.
+    """
+    TPB = tpb
+    KC = kc
+    row_range, feature, dot_col, axpy_col = _row_access(dense)
+
+    @_jit_block(tpb)
+    def kernel(W, data, indices, indptr, ncols, y, sqnorms, beta, Cs, models, order, bias,
+               scr_f, scr_i, use_shared):
+        tid = cuda.threadIdx.x
+        blk = cuda.blockIdx.x
+        nblk = cuda.gridDim.x
+        mi = cuda.blockIdx.y
+        mdl = models[mi]
+        C = Cs[mdl]
+        k = W.shape[2]
+        m = k - 1
+        D = W.shape[1]
+        sh_s = cuda.shared.array(KC, float64)
+        sh_v = cuda.shared.array(KC, float64)
+        sh_b = cuda.shared.array(KC, float64)
+        sh_c = cuda.shared.array(KC, int32)
+        sh_o = cuda.shared.array(KC, int32)
+        red = cuda.shared.array(TPB, float64)
+        ist = cuda.shared.array(4, int64)
+        fst = cuda.shared.array(1, float64)
+        slot = mi * nblk + blk
+        if use_shared:
+            s = sh_s
+            v = sh_v
+            bn = sh_b
+            cand = sh_c
+            srt = sh_o
+        else:
+            s = scr_f[slot, 0]
+            v = scr_f[slot, 1]
+            bn = scr_f[slot, 2]
+            cand = scr_i[slot, 0]
+            srt = scr_i[slot, 1]
+
+        for pp in range(blk, order.shape[0], nblk):
+            i = order[pp]
+            sq = sqnorms[i]
+            brow = beta[mdl, i]
+            if sq == 0.0:
+                for t in range(tid, m, TPB):
+                    brow[t] = C
+                cuda.syncthreads()
+                continue
+            yi = y[i]
+            lo, hi = row_range(indptr, ncols, i)
+            if tid == 0:
+                ist[0] = 0
+                ist[3] = 0
+            for j in range(tid, k, TPB):
+                acc = dot_col(W, mdl, data, indices, lo, lo, hi, 1, j)
+                if bias != 0.0:
+                    acc += bias * W[mdl, D - 1, j]
+                s[j] = acc
+            bp = 0.0
+            for t in range(tid, m, TPB):
+                bp += brow[t]
+            bsum = _block_sum(red, bp, tid, TPB)
+            sy = s[yi]
+            for t in range(tid, m, TPB):
+                vt = v_entry(sy, s[c_index(t, yi)], sq, brow[t], bsum)
+                v[t] = vt
+                bn[t] = 0.0
+                if vt > 0.0:
+                    cand[cuda.atomic.add(ist, 0, 1)] = t
+            cuda.syncthreads()
+            p = ist[0]
+            if p > 0:
+                if p <= TPB:
+                    _rank_sort(cand, srt, v, p, tid)
+                    lst = srt
+                else:
+                    _bitonic_sort(cand, v, p, tid, TPB)
+                    lst = cand
+                if tid == 0:
+                    nu, nm, gamma = _sweep(v, lst, p, C)
+                    ist[1] = nu
+                    ist[2] = nm
+                    fst[0] = gamma
+                cuda.syncthreads()
+                nu = ist[1]
+                nm = ist[2]
+                gamma = fst[0]
+                for q in range(tid, nu + nm, TPB):
+                    t = lst[q]
+                    if q < nu:
+                        bn[t] = C
+                    else:
+                        bn[t] = min(max(v[t] - gamma, 0.0), C)
+                cuda.syncthreads()
+            dp = 0.0
+            for t in range(tid, m, TPB):
+                d = bn[t] - brow[t]
+                if d != 0.0:
+                    ist[3] = 1
+                brow[t] = bn[t]
+                s[c_index(t, yi)] = -d
+                dp += d
+            total = _block_sum(red, dp, tid, TPB)
+            if tid == 0:
+                s[yi] = total
+            cuda.syncthreads()
+            if ist[3] != 0:
+                for j in range(tid, k, TPB):
+                    dj = s[j]
+                    if dj != 0.0:
+                        for q in range(lo, hi):
+                            a = data[q]
+                            if a != 0:
+                                cuda.atomic.add(W, (mdl, feature(indices, lo, q), j), a * dj)
+                if bias != 0.0:
+                    for j in range(tid, k, TPB):
+                        cuda.atomic.add(W, (mdl, D - 1, j), bias * s[j])
+            cuda.syncthreads()
+
+    return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def _row_score(dense: bool):
+    row_range, feature, dot_col, axpy_col = _row_access(dense)
+
+    @cuda.jit(device=True)
+    def score(W, mdl, data, indices, lo, hi, bias, j):
+        """``s_j = W[:, j]^T x`` (plus the intercept term)."""
+        acc = dot_col(W, mdl, data, indices, lo, lo, hi, 1, j)
+        if bias != 0.0:
+            acc += bias * W[mdl, W.shape[1] - 1, j]
+        return acc
+
+    return row_range, score
+
+
+@functools.lru_cache(maxsize=None)
+def hinge_kernel(dense: bool, tpb: int):
+    """Per-block partial sums of the WW hinge loss: ``out[mi, blk]``; grid ``(ceil(n / tpb), L)``.
+
+    One thread per row: ``s_y`` first, then ``sum_{j != y} max(0, 1 - (s_y - s_j))`` one class at
+    a time (no per-row storage, any ``k``).  Deterministic: fixed tree per block, host sums blocks.
+    """
+    TPB = tpb
+    row_range, score = _row_score(dense)
+
+    @cuda.jit
+    def kernel(W, data, indices, indptr, ncols, y, n, bias, models, out):
+        tid = cuda.threadIdx.x
+        blk = cuda.blockIdx.x
+        mi = cuda.blockIdx.y
+        red = cuda.shared.array(TPB, float64)
+        mdl = models[mi]
+        k = W.shape[2]
+        i = blk * TPB + tid
+        loss = 0.0
+        if i < n:
+            lo, hi = row_range(indptr, ncols, i)
+            yi = y[i]
+            sy = score(W, mdl, data, indices, lo, hi, bias, yi)
+            for j in range(k):
+                if j != yi:
+                    h = 1.0 - (sy - score(W, mdl, data, indices, lo, hi, bias, j))
+                    if h > 0.0:
+                        loss += h
+        total = _block_sum(red, loss, tid, TPB)
+        if tid == 0:
+            out[mi, blk] = total
+
+    return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def scores_kernel(dense: bool):
+    """``out[mi, i, j] = s_j(x_i)`` for model ``models[mi]``; one thread per (row, class), grid ``(*, L)``."""
+    row_range, score = _row_score(dense)
+
+    @cuda.jit
+    def kernel(W, data, indices, indptr, ncols, n, bias, models, out):
+        e = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        mi = cuda.blockIdx.y
+        k = W.shape[2]
+        if e < n * k:
+            i = e // k
+            j = e - i * k
+            lo, hi = row_range(indptr, ncols, i)
+            out[mi, i, j] = score(W, models[mi], data, indices, lo, hi, bias, j)
+
+    return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def predict_kernel(dense: bool):
+    """``out[mi, i] = argmax_j s_j(x_i)`` (first maximum, as ``numpy.argmax``); one thread per row."""
+    row_range, score = _row_score(dense)
+
+    @cuda.jit
+    def kernel(W, data, indices, indptr, ncols, n, bias, models, out):
+        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        mi = cuda.blockIdx.y
+        k = W.shape[2]
+        if i < n:
+            lo, hi = row_range(indptr, ncols, i)
+            best = 0
+            bv = score(W, models[mi], data, indices, lo, hi, bias, 0)
+            for j in range(1, k):
+                sj = score(W, models[mi], data, indices, lo, hi, bias, j)
+                if sj > bv:
+                    bv = sj
+                    best = j
+            out[mi, i] = best
+
+    return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def sum_kernel(tpb: int, square: bool):
+    """Per-block partial sums of ``A[mi]`` (or of its squares) for a 3-D array: ``out[mi, blk]``.
+
+    Grid ``(n_blocks, A.shape[0])``; the host adds the blocks (deterministic).  Serves
+    ``||W_m||_F^2`` and ``sum(beta_m)``.
+    """
+    TPB = tpb
+    SQUARE = square
+
+    @cuda.jit
+    def kernel(A, out):
+        tid = cuda.threadIdx.x
+        blk = cuda.blockIdx.x
+        mi = cuda.blockIdx.y
+        red = cuda.shared.array(TPB, float64)
+        k = A.shape[2]
+        acc = 0.0
+        for e in range(blk * TPB + tid, A.shape[1] * k, cuda.gridDim.x * TPB):
+            f = e // k
+            w = A[mi, f, e - f * k]
+            if SQUARE:
+                acc += w * w
+            else:
+                acc += w
+        total = _block_sum(red, acc, tid, TPB)
+        if tid == 0:
+            out[mi, blk] = total
+
+    return kernel
+
+
+@functools.lru_cache(maxsize=None)
+def fill_kernel():
+    """``a[:] = value`` for a 1-D array (grid-stride loop)."""
+
+    @cuda.jit
+    def kernel(a, value):
+        start = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+        for e in range(start, a.shape[0], cuda.gridDim.x * cuda.blockDim.x):
+            a[e] = value
+
+    return kernel
+

@@ -1,0 +1,861 @@
+r"""CUDA backend: ``W`` resident on the GPU, shards streamed in, exact kernels in numba-cuda.
+
+Same interface as :class:`streamwww.backends.cpu.CPUBackend` (see
+:class:`streamwww.backends.base.Backend`); the driver never branches on the device.
+
+Importing this module is cheap and imports no CUDA library: :func:`unavailable_reason`
+answers "can the GPU be used?" from the installed packages and the CUDA driver
+(``cuInit`` / ``cuDeviceGetCount`` through ``ctypes``), and numba-cuda is imported
+only when a :class:`CUDABackend` is created.
+
+Data movement (docs/gpu.md has the picture):
+
+- ``W[M, D, k]`` (float64) is allocated once on the device and updated in place by
+  every pass; ``to_host`` copies it back.
+- ``put_block`` / ``put_beta`` copy a shard (dense or CSR) and its ``beta`` through
+  two pinned host staging buffers, in chunks, with asynchronous copies on a
+  *copy stream*; kernels run on a separate *compute stream* that waits on an event
+  recorded after the copies.  A driver that puts shard ``s + 1`` before it calls
+  ``get_beta`` for shard ``s`` therefore overlaps the next shard's transfer with the
+  current shard's passes.  Device buffers are recycled through a small pool (a
+  recycled buffer is rewritten only after the kernels that read it are done), so a
+  stream of shards does not allocate and free device memory per shard.
+- A host :class:`~streamwww.backends.base.Block` that is put again while it is
+  still alive (in-memory data: the same shard every epoch) stays resident on the
+  device within a byte budget instead of being copied again.  Blocks are treated
+  as immutable once put.
+- ``get_beta`` copies ``beta`` back (compute stream, after the passes) into a new
+  host array for the driver to store on disk.
+
+Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``) the same code runs with
+streams and events as no-ops; ``device='cuda'`` accepts the simulator, ``device='auto'``
+never picks it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import logging
+import os
+import sys
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from streamwww.backends.base import Block
+from streamwww.errors import DeviceUnavailableError
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CUDABackend", "unavailable_reason", "simulator_enabled", "fix_simulator_shared_memory_race"]
+
+_INSTALL_HINT = "install the GPU extra: pip install 'streamwww[gpu]'"
+
+
+# --------------------------------------------------------------------------- availability
+def simulator_enabled() -> bool:
+    """Whether numba-cuda runs (or will run) the CUDA simulator in this process."""
+    mod = sys.modules.get("numba.cuda")
+    if mod is not None:
+        try:
+            from numba.cuda.core import config
+
+            return bool(config.ENABLE_CUDASIM)
+        except Exception:  # pragma: no cover - very old numba-cuda
+            return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+def _driver_reason() -> str | None:
+    """Ask the CUDA driver (through ctypes) whether there is a GPU; ``None`` if there is."""
+    if sys.platform == "darwin":
+        return "CUDA is not available on macOS"
+    names = ("nvcuda.dll",) if sys.platform == "win32" else ("libcuda.so.1", "libcuda.so")
+    lib = None
+    for name in names:
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return f"no CUDA driver / GPU found ({names[0]} could not be loaded)"
+    rc = lib.cuInit(0)
+    if rc == 100:  # CUDA_ERROR_NO_DEVICE
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        hint = f"; CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
+        return f"the CUDA driver found no GPU{hint}"
+    if rc != 0:
+        return f"the CUDA driver failed to initialize (cuInit error {rc})"
+    count = ctypes.c_int(0)
+    rc = lib.cuDeviceGetCount(ctypes.byref(count))
+    if rc != 0 or count.value == 0:
+        return "the CUDA driver found no GPU"
+    return None
+
+
+def unavailable_reason(auto: bool = False) -> str | None:
+    """Why the CUDA backend cannot be used here, or ``None`` when it can.
+
+    Cheap and never raises; imports no CUDA library.
+
+    Parameters
+    ----------
+    auto : bool, default=False
+        Ask on behalf of ``device='auto'``: the CUDA simulator
+        (``NUMBA_ENABLE_CUDASIM=1``) is usable for an explicit ``device='cuda'`` but
+        is never chosen automatically.
+    """
+    try:
+        if importlib.util.find_spec("numba_cuda") is None:
+            return f"numba-cuda is not installed ({_INSTALL_HINT})"
+        if importlib.util.find_spec("cuda") is None or importlib.util.find_spec("cuda.bindings") is None:
+            return f"cuda-bindings (NVIDIA's CUDA Python bindings) is not installed ({_INSTALL_HINT})"
+        if simulator_enabled():
+            if auto:
+                return ("device='auto' does not choose Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1); "
+                        "ask for device='cuda' to use it")
+            return None
+        return _driver_reason()
+    except Exception as exc:  # noqa: BLE001 - a probe must not raise
+        return f"the CUDA availability check failed: {type(exc).__name__}: {exc}"
+
+
+def fix_simulator_shared_memory_race() -> None:
+    """Make the CUDA simulator's ``cuda.shared.array`` thread-safe (idempotent).
+
+    The simulator runs one Python thread per CUDA thread; every thread calls
+    ``cuda.shared.array`` and the first one to reach a source line creates the
+    array, but the check-then-insert is not locked.  When two threads race there
+    (seen about once in 100 launches with 8 threads), they get *different*
+    "shared" arrays and the block computes garbage.  This replaces the method by
+    the same logic under a lock (and a cheaper caller lookup).  Only used under
+    ``NUMBA_ENABLE_CUDASIM=1``.
+    """
+    try:
+        from numba.cuda.simulator import kernelapi
+    except Exception:  # noqa: BLE001 - not the simulator
+        return
+    cls = getattr(kernelapi, "FakeCUDAShared", None)
+    if cls is None or getattr(cls.array, "_streamwww_locked", False):
+        return
+    original = cls.array
+    lock = threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if alignment is not None or shape == 0 or not hasattr(self, "_allocations"):
+            return original(self, shape, dtype, alignment)
+        from numba.core import types
+        from numba.np import numpy_support
+
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        frame = sys._getframe(1)
+        caller = (frame.f_code.co_filename, frame.f_lineno)
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = np.empty(shape, dtype)
+                self._allocations[caller] = res
+        return res
+
+    array._streamwww_locked = True
+    cls.array = array
+
+
+# --------------------------------------------------------------------------- device objects
+class DeviceBlock:
+    """A shard on the device (what :meth:`CUDABackend.put_block` returns).
+
+    Dense rows are stored flattened (``data = X.ravel()``, ``ncols = d``); CSR rows as
+    ``data, indices, indptr``.  ``ready`` is an event after the copies.
+    """
+
+    def __init__(self, data, indices, indptr, ncols, y, sqnorms, n_rows, is_sparse, ready, nbytes):
+        self.data = data
+        self.indices = indices
+        self.indptr = indptr
+        self.ncols = int(ncols)
+        self.y = y
+        self.sqnorms = sqnorms
+        self.n_rows = int(n_rows)
+        self.is_sparse = bool(is_sparse)
+        self.ready = ready
+        self.nbytes = int(nbytes)
+
+
+class DeviceBeta:
+    """A shard's ``beta[M, n, k-1]`` on the device (what :meth:`CUDABackend.put_beta` returns)."""
+
+    def __init__(self, array, ready):
+        self.array = array
+        self.ready = ready
+
+    @property
+    def shape(self):
+        return tuple(self.array.shape)
+
+
+class _Stager:
+    """Host <-> device copies through two pinned buffers used alternately, in chunks.
+
+    A buffer is refilled only after the copy that last used it has completed (an
+    event per buffer), so host copies into one buffer overlap the DMA of the other,
+    and pinned memory stays bounded (2 x ``chunk_bytes``) whatever the shard size.
+    """
+
+    def __init__(self, cuda, chunk_bytes: int):
+        self._cuda = cuda
+        self._chunk = int(chunk_bytes)
+        self._bufs = [None, None]
+        self._events = [None, None]
+        self._next = 0
+
+    def _slot(self, nbytes: int):
+        i = self._next
+        self._next ^= 1
+        ev = self._events[i]
+        if ev is not None:
+            ev.synchronize()
+        buf = self._bufs[i]
+        if buf is None or buf.nbytes < nbytes:
+            size = max(nbytes, min(self._chunk, 1 << 20))
+            buf = self._cuda.pinned_array(size, dtype=np.uint8)
+            self._bufs[i] = buf
+        return i, buf
+
+    def _mark(self, i, stream):
+        ev = _event(self._cuda)
+        ev.record(stream)
+        self._events[i] = ev
+
+    def h2d(self, host: np.ndarray, dev, stream) -> None:
+        """Copy the 1-D contiguous ``host`` into the 1-D device array ``dev`` (same length)."""
+        n = host.shape[0]
+        per = max(1, self._chunk // host.itemsize)
+        for start in range(0, n, per):
+            cnt = min(per, n - start)
+            i, buf = self._slot(cnt * host.itemsize)
+            view = buf[:cnt * host.itemsize].view(host.dtype)
+            np.copyto(view, host[start:start + cnt])
+            dev[start:start + cnt].copy_to_device(view, stream=stream)
+            self._mark(i, stream)
+
+    def d2h(self, dev, out: np.ndarray, stream) -> None:
+        """Copy the 1-D device array ``dev`` into the 1-D host array ``out``; returns when done."""
+        n = out.shape[0]
+        per = max(1, self._chunk // out.itemsize)
+        pending = []  # (slot, view, start, cnt), at most two in flight
+        for start in range(0, n, per):
+            cnt = min(per, n - start)
+            if len(pending) == 2:
+                self._drain(pending.pop(0), out)
+            i, buf = self._slot(cnt * out.itemsize)
+            view = buf[:cnt * out.itemsize].view(out.dtype)
+            dev[start:start + cnt].copy_to_host(view, stream=stream)
+            self._mark(i, stream)
+            pending.append((i, view, start, cnt))
+        for item in pending:
+            self._drain(item, out)
+
+    def _drain(self, item, out):
+        i, view, start, cnt = item
+        self._events[i].synchronize()
+        out[start:start + cnt] = view
+
+
+class _DevicePool:
+    """Recycles device buffers (1-D, by dtype) so streaming shards does not malloc/free each time.
+
+    A buffer given back carries an event recorded on the compute stream at that
+    moment (after every kernel that could read it); whoever takes it makes its own
+    stream wait on that event before writing.
+    """
+
+    def __init__(self, cuda, compute_stream, max_free: int = 8):
+        self._cuda = cuda
+        self._compute = compute_stream
+        self._free: list[tuple[Any, Any]] = []
+        self._max_free = max_free
+        self._lock = threading.Lock()  # buffers come back from finalizers, on any thread
+
+    def take(self, n: int, dtype, stream):
+        dtype = np.dtype(dtype)
+        n = max(int(n), 1)
+        with self._lock:
+            best = -1
+            for j, (buf, _) in enumerate(self._free):
+                cap = buf.shape[0]
+                if buf.dtype == dtype and n <= cap <= 2 * n + 4096:
+                    if best < 0 or cap < self._free[best][0].shape[0]:
+                        best = j
+            hit = self._free.pop(best) if best >= 0 else None
+        if hit is not None:
+            buf, ev = hit
+            ev.wait(stream)
+            return buf
+        try:
+            return self._cuda.device_array(n, dtype=dtype, stream=stream)
+        except Exception:
+            with self._lock:
+                if not self._free:
+                    raise
+                self._free.clear()  # out of memory: drop cached buffers and retry once
+            return self._cuda.device_array(n, dtype=dtype, stream=stream)
+
+    def give(self, bufs) -> None:
+        try:
+            ev = _event(self._cuda)
+            ev.record(self._compute)
+        except Exception:  # noqa: BLE001 - interpreter shutdown, context gone
+            return
+        with self._lock:
+            for buf in bufs:
+                self._free.append((buf, ev))
+            del self._free[:-self._max_free]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()
+
+
+def _event(cuda):
+    try:
+        return cuda.event(timing=False)
+    except TypeError:  # the simulator's Event takes no arguments
+        return cuda.event()
+
+
+def _give_back(pool_ref, bufs):
+    pool = pool_ref()
+    if pool is not None:
+        pool.give(bufs)
+
+
+# --------------------------------------------------------------------------- the backend
+class CUDABackend:
+    """Weights on one CUDA GPU; exact sequential BCD kernels in numba-cuda.
+
+    Parameters
+    ----------
+    threads_per_block : int, optional
+        Threads that cooperate on a row (a power of two, 1..1024).  Default: 64 for
+        ``k <= 32``, 128 for ``k <= 128``, else 256; under the CUDA simulator 8 (the
+        simulator runs one Python thread per CUDA thread).
+    shared_classes : int, default=1024
+        Compile-time capacity of the shared-memory per-class vectors; problems with
+        ``max(k, next_pow2(k - 1))`` above it keep those vectors in global memory.
+    resident_bytes : int, optional
+        Device memory allowed for shards kept resident between passes (a shard
+        whose host ``Block`` is put again while alive is not copied again).
+        Default: a quarter of the free device memory at creation.  0 disables.
+    chunk_bytes : int, default=32 MiB
+        Size of each of the two pinned staging buffers.
+    use_cupy : {'auto', True, False}, default='auto'
+        Use CuPy (when importable, never under the simulator) for the hinge loss,
+        scores and predictions; the numba-cuda kernels are the fallback.
+    parallel_blocks : int, optional
+        Opt-in *row-parallel* mode (PASSCoDe-style, docs/gpu.md): this many thread
+        blocks per model process different rows at once and add their updates to
+        ``W`` with atomics.  Faster for one model, but **not** the sequential
+        algorithm: rows see scores that other blocks are changing, results depend
+        on scheduling, and convergence is not guaranteed.  ``W == W(beta)`` still
+        holds (atomics), so the duality gap the driver reports stays a true
+        certificate; each pass is checked (dual must not decrease) and a pass that
+        fails the check is undone and redone exactly, after which the backend stays
+        exact (``fallbacks`` counts it).  ``None`` (default): exact passes only.
+    device_id : int, default=0
+    """
+
+    name = "cuda"
+
+    def __init__(self, *, threads_per_block: int | None = None, shared_classes: int = 1024,
+                 resident_bytes: int | None = None, chunk_bytes: int = 32 << 20,
+                 use_cupy="auto", parallel_blocks: int | None = None, device_id: int = 0):
+        if threads_per_block is not None:
+            t = int(threads_per_block)
+            if t < 1 or t > 1024 or t & (t - 1):
+                raise ValueError("The 'threads_per_block' parameter of CUDABackend must be a power of two "
+                                 f"in [1, 1024]. Got {threads_per_block!r} instead.")
+        sc = int(shared_classes)
+        if sc < 1 or sc > 1024:
+            raise ValueError("The 'shared_classes' parameter of CUDABackend must be an int in [1, 1024]. "
+                             f"Got {shared_classes!r} instead.")
+        if use_cupy not in ("auto", True, False):
+            raise ValueError("The 'use_cupy' parameter of CUDABackend must be 'auto', True or False. "
+                             f"Got {use_cupy!r} instead.")
+        if parallel_blocks is not None and int(parallel_blocks) < 1:
+            raise ValueError("The 'parallel_blocks' parameter of CUDABackend must be None or an int >= 1. "
+                             f"Got {parallel_blocks!r} instead.")
+        reason = unavailable_reason()
+        if reason is not None:
+            raise DeviceUnavailableError(f"device='cuda' was requested but cannot be used: {reason}.")
+        from numba import cuda
+
+        self.simulator = simulator_enabled()
+        if self.simulator:
+            fix_simulator_shared_memory_race()
+        else:
+            if not cuda.is_available():
+                raise DeviceUnavailableError(
+                    "device='cuda' was requested but numba-cuda cannot use the GPU (cuda.is_available() "
+                    "is False; run `python -c 'from numba import cuda; cuda.detect()'` for details).")
+            cuda.select_device(int(device_id))
+        from streamwww.backends import _cuda_kernels as KC
+
+        self._cuda = cuda
+        self._K = KC
+        self._tpb = None if threads_per_block is None else int(threads_per_block)
+        self._kc = sc
+        self._stream = cuda.stream()
+        self._copy_stream = cuda.stream()
+        self._stager = _Stager(cuda, chunk_bytes)
+        self._pool = _DevicePool(cuda, self._stream)
+        self._scratch: dict[tuple, tuple] = {}
+        self._tmp: list = []
+        self._dummy_i32 = cuda.to_device(np.zeros(1, dtype=np.int32))
+        self._dummy_i64 = cuda.to_device(np.zeros(1, dtype=np.int64))
+        if resident_bytes is None:
+            try:
+                free, _ = cuda.current_context().get_memory_info()
+                resident_bytes = int(min(free, 1 << 62) // 4)
+            except Exception:  # noqa: BLE001
+                resident_bytes = 1 << 30
+        self._resident_budget = int(resident_bytes)
+        self._resident: dict[int, tuple[Any, DeviceBlock]] = {}  # id(host) -> (weakref, block), LRU order
+        self._cupy = None
+        if use_cupy is not False and not self.simulator:
+            try:
+                import cupy  # noqa: F401
+
+                self._cupy = cupy
+            except Exception as exc:  # noqa: BLE001
+                if use_cupy is True:
+                    raise ImportError(f"use_cupy=True but CuPy cannot be imported ({exc}); {_INSTALL_HINT}") from exc
+        self.parallel_blocks = None if parallel_blocks is None else int(parallel_blocks)
+        self.fallbacks = 0
+        self._backup = None  # device copy of W taken before each row-parallel pass
+        try:
+            self.device_name = "CUDA simulator" if self.simulator else cuda.get_current_device().name
+            if isinstance(self.device_name, bytes):
+                self.device_name = self.device_name.decode()
+        except Exception:  # noqa: BLE001
+            self.device_name = "CUDA device"
+
+    # ------------------------------------------------------------------ configuration
+    def threads_for(self, k: int) -> int:
+        """Threads per block used for ``k`` classes."""
+        if self._tpb is not None:
+            return self._tpb
+        if self.simulator:
+            return 8
+        return 64 if k <= 32 else (128 if k <= 128 else 256)
+
+    def _kc_for(self, tpb: int) -> int:
+        """Shared capacity that keeps the kernel's static shared memory within 48 KiB.
+
+        Per block: 3 float64 and 2 int32 vectors of the capacity, 2 float64 vectors of
+        ``tpb`` (reductions), a few scalars: ``32 kc + 16 tpb + 40`` bytes.
+        """
+        return max(1, min(self._kc, (48 * 1024 - 16 * tpb - 64) // 32))
+
+    def _layout(self, k: int, tpb: int | None = None) -> tuple[int, bool]:
+        """``(kk, use_shared)``: per-class vector length and whether they fit shared memory."""
+        tpb = self.threads_for(k) if tpb is None else tpb
+        kk = max(k, self._K.next_pow2(k - 1))
+        return kk, kk <= self._kc_for(tpb)
+
+    def _scratch_for(self, slots: int, kk: int):
+        key = (slots, kk)
+        sc = self._scratch.get(key)
+        if sc is None:
+            cuda = self._cuda
+            sc = (cuda.device_array((slots, 4, kk), dtype=np.float64, stream=self._stream),
+                  cuda.device_array((slots, 2, kk), dtype=np.int32, stream=self._stream))
+            self._scratch = {key: sc}  # keep only the latest shape
+        return sc
+
+    def _small(self, a, dtype):
+        """Copy a small host array to a pooled device buffer on the compute stream.
+
+        The buffer goes back to the pool at the next :meth:`_release_small` (after the launch
+        that reads it), so repeated passes do not allocate device memory.
+        """
+        a = np.ascontiguousarray(a, dtype=dtype)
+        buf = self._pool.take(a.shape[0], a.dtype, self._stream)
+        view = buf[:a.shape[0]]
+        view.copy_to_device(a, stream=self._stream)
+        self._tmp.append(buf)
+        return view
+
+    def _release_small(self):
+        if self._tmp:
+            self._pool.give(self._tmp)
+            self._tmp = []
+
+    # ------------------------------------------------------------------ weights
+    def allocate_W(self, n_models: int, n_weight_rows: int, n_classes: int):
+        cuda = self._cuda
+        W = cuda.device_array((int(n_models), int(n_weight_rows), int(n_classes)), dtype=np.float64,
+                              stream=self._stream)
+        self._fill(W.reshape(W.size), 0.0)
+        return W
+
+    def _fill(self, flat, value):
+        n = flat.shape[0]
+        if n == 0:
+            return
+        tpb = 8 if self.simulator else 256
+        blocks = max(1, min((n + tpb - 1) // tpb, 1024 if not self.simulator else 1))
+        self._K.fill_kernel()[blocks, tpb, self._stream](flat, float(value))
+
+    def put_W(self, W: np.ndarray):
+        W = np.ascontiguousarray(W, dtype=np.float64)
+        if W.ndim != 3:
+            raise ValueError(f"W must have shape (n_models, n_weight_rows, n_classes). Got shape {W.shape} instead.")
+        dW = self._cuda.to_device(W, stream=self._stream)
+        self._stream.synchronize()
+        return dW
+
+    def to_host(self, W) -> np.ndarray:
+        out = W.copy_to_host(stream=self._stream)
+        self._stream.synchronize()
+        return out
+
+    def _sums(self, A, square: bool) -> np.ndarray:
+        """``sum(A[m])`` (or of squares) per leading index of a 3-D device array, on the host."""
+        M, a, b = A.shape
+        tpb = 8 if self.simulator else 256
+        nblk = max(1, min((a * b + tpb - 1) // tpb, 2 if self.simulator else 512))
+        out = self._cuda.device_array((M, nblk), dtype=np.float64, stream=self._stream)
+        if a * b:
+            self._K.sum_kernel(tpb, bool(square))[(nblk, M), tpb, self._stream](A, out)
+        else:
+            self._fill(out.reshape(out.size), 0.0)
+        part = out.copy_to_host(stream=self._stream)
+        self._stream.synchronize()
+        return part.sum(axis=1)
+
+    def sq_frobenius(self, W) -> np.ndarray:
+        return self._sums(W, True)
+
+    # ------------------------------------------------------------------ shards
+    def put_block(self, block: Block) -> DeviceBlock:
+        key = id(block)
+        hit = self._resident.get(key)
+        if hit is not None and hit[0]() is block:
+            self._resident[key] = self._resident.pop(key)  # most recently used
+            return hit[1]
+        dblock = self._upload(block)
+        if 0 < dblock.nbytes <= self._resident_budget:
+            self._remember(block, dblock)
+        return dblock
+
+    def _remember(self, block, dblock):
+        key = id(block)
+        self_ref = weakref.ref(self)
+
+        def forget(_ref, key=key):
+            me = self_ref()
+            if me is not None:
+                entry = me._resident.get(key)
+                if entry is not None and entry[0] is _ref:
+                    del me._resident[key]
+
+        self._resident[key] = (weakref.ref(block, forget), dblock)
+        total = sum(b.nbytes for _, b in self._resident.values())
+        while total > self._resident_budget and self._resident:
+            oldest = next(iter(self._resident))
+            total -= self._resident.pop(oldest)[1].nbytes
+
+    def _upload(self, block: Block) -> DeviceBlock:
+        st = self._copy_stream
+        X = block.X
+        y = np.ascontiguousarray(block.y, dtype=np.int32)
+        sq = np.ascontiguousarray(block.sqnorms, dtype=np.float64)
+        if sp.issparse(X):
+            X = X.tocsr() if not isinstance(X, sp.csr_matrix) else X
+            if not X.has_canonical_format:  # threads of a row must not share a W entry
+                X = X.copy()
+                X.sum_duplicates()
+            parts = [np.ascontiguousarray(X.data), np.ascontiguousarray(X.indices),
+                     np.ascontiguousarray(X.indptr)]
+            ncols = X.shape[1]
+        else:
+            Xd = np.ascontiguousarray(X)
+            parts = [Xd.reshape(-1)]
+            ncols = Xd.shape[1] if Xd.ndim == 2 else 0
+        parts += [y, sq]
+        devs = []
+        for h in parts:
+            d = self._pool.take(h.shape[0], h.dtype, st)
+            devs.append(d)
+            if h.shape[0]:
+                self._stager.h2d(h, d, st)
+        ready = _event(self._cuda)
+        ready.record(st)
+        n = y.shape[0]
+        if sp.issparse(X):
+            data, indices, indptr, dy, dsq = (d[:h.shape[0]] for d, h in zip(devs, parts))
+        else:
+            data, dy, dsq = (d[:h.shape[0]] for d, h in zip(devs, parts))
+            indices, indptr = self._dummy_i32, self._dummy_i64
+        nbytes = sum(h.nbytes for h in parts)
+        dblock = DeviceBlock(data, indices, indptr, ncols, dy, dsq, n, sp.issparse(X), ready, nbytes)
+        weakref.finalize(dblock, _give_back, weakref.ref(self._pool), devs)
+        return dblock
+
+    def put_beta(self, beta: np.ndarray) -> DeviceBeta:
+        beta = np.ascontiguousarray(beta, dtype=np.float64)
+        if beta.ndim != 3:
+            raise ValueError(f"beta must have shape (n_models, n_rows, n_classes - 1). Got shape {beta.shape} instead.")
+        st = self._copy_stream
+        flat = beta.reshape(-1)
+        buf = self._pool.take(flat.shape[0], np.float64, st)
+        if flat.shape[0]:
+            self._stager.h2d(flat, buf, st)
+        ready = _event(self._cuda)
+        ready.record(st)
+        dbeta = DeviceBeta(buf[:flat.shape[0]].reshape(beta.shape), ready)
+        weakref.finalize(dbeta, _give_back, weakref.ref(self._pool), [buf])
+        return dbeta
+
+    def get_beta(self, beta: DeviceBeta) -> np.ndarray:
+        out = np.empty(beta.shape, dtype=np.float64)
+        if out.size:
+            beta.ready.wait(self._stream)
+            self._stager.d2h(beta.array.reshape(out.size), out.reshape(-1), self._stream)
+        return out
+
+    # ------------------------------------------------------------------ training
+    def bcd_pass(self, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps) -> None:
+        """One exact sequential BCD pass over ``order`` for each model in ``models`` (asynchronous)."""
+        models = np.ascontiguousarray(models, dtype=np.int64)
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        if models.shape[0] == 0 or order.shape[0] == 0:
+            return
+        M, D, k = W.shape
+        if k < 2:
+            raise ValueError(f"W must have at least two classes. Got k={k}.")
+        if tuple(beta.shape) != (M, block.n_rows, k - 1):
+            raise ValueError(f"beta has shape {tuple(beta.shape)}, expected {(M, block.n_rows, k - 1)}.")
+        if self.parallel_blocks is not None and int(solver) == self._K.WALRUS:
+            self._parallel_pass(W, block, beta, Cs, models, order, bias, eps)
+            return
+        self._exact_pass(W, block, beta, Cs, models, order, bias, solver, eps)
+
+    def _exact_pass(self, W, block, beta, Cs, models, order, bias, solver, eps):
+        k = W.shape[2]
+        st = self._stream
+        block.ready.wait(st)
+        beta.ready.wait(st)
+        tpb = self.threads_for(k)
+        kk, use_shared = self._layout(k, tpb)
+        scr_f, scr_i = self._scratch_for(models.shape[0], kk)
+        kernel = self._K.bcd_kernel(not block.is_sparse, tpb, self._kc_for(tpb))
+        kernel[models.shape[0], tpb, st](
+            W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, beta.array,
+            self._small(Cs, np.float64), self._small(models, np.int64), self._small(order, np.int64),
+            float(bias), int(solver), float(eps), scr_f, scr_i, bool(use_shared))
+        self._release_small()
+
+    # ------------------------------------------------------------------ parallel (opt-in) mode
+    def _dual_parts(self, W, beta, models):
+        """``(||W_m||^2, sum(beta_m))`` on the host for the listed models (device reductions)."""
+        return self._sums(W, True)[models], self._sums(beta.array, False)[models]
+
+    def _parallel_pass(self, W, block, beta, Cs, models, order, bias, eps):
+        """Row-parallel pass with a safeguard: undo and redo exactly if the dual decreased."""
+        cuda = self._cuda
+        st = self._stream
+        block.ready.wait(st)
+        beta.ready.wait(st)
+        if np.unique(order).shape[0] != order.shape[0]:
+            # a row visited twice could be solved by two blocks at once: not supported
+            self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps)
+            return
+        wsq0, bs0 = self._dual_parts(W, beta, models)
+        if self._backup is None or self._backup[0].shape != W.shape:
+            self._backup = (cuda.device_array(W.shape, dtype=np.float64, stream=st), None)
+        W0 = self._backup[0]
+        W0.copy_to_device(W, stream=st)
+        nb = beta.array.size
+        B0buf = self._pool.take(nb, np.float64, st)
+        B0 = B0buf[:nb].reshape(beta.array.shape)
+        B0.copy_to_device(beta.array, stream=st)
+        k = W.shape[2]
+        tpb = self.threads_for(k)
+        kk, use_shared = self._layout(k, tpb)
+        nblk = max(1, min(int(self.parallel_blocks), order.shape[0]))
+        scr_f, scr_i = self._scratch_for(models.shape[0] * nblk, kk)
+        kernel = self._K.parallel_bcd_kernel(not block.is_sparse, tpb, self._kc_for(tpb))
+        kernel[(nblk, models.shape[0]), tpb, st](
+            W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, beta.array,
+            self._small(Cs, np.float64), self._small(models, np.int64), self._small(order, np.int64),
+            float(bias), scr_f, scr_i, bool(use_shared))
+        self._release_small()
+        wsq1, bs1 = self._dual_parts(W, beta, models)
+        d0 = bs0 - 0.5 * wsq0
+        d1 = bs1 - 0.5 * wsq1
+        tol = 1e-12 * np.maximum(1.0, np.abs(d0)) + 1e-12 * np.maximum(1.0, np.abs(bs0) + 0.5 * np.abs(wsq0))
+        if np.all(d1 >= d0 - tol):
+            self._pool.give([B0buf])
+            return
+        logger.warning("row-parallel pass decreased the dual (%s -> %s); undoing it, redoing it exactly "
+                       "and staying exact from now on", d0.tolist(), d1.tolist())
+        W.copy_to_device(W0, stream=st)
+        beta.array.copy_to_device(B0, stream=st)
+        self._pool.give([B0buf])
+        self.fallbacks += 1
+        self.parallel_blocks = None
+        self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps)
+
+    # ------------------------------------------------------------------ objective and prediction
+    def hinge_sums(self, W, block: DeviceBlock, bias, models) -> np.ndarray:
+        """Per listed model, the summed WW hinge loss of the block's rows (float64, host)."""
+        models = np.ascontiguousarray(models, dtype=np.int64)
+        L = models.shape[0]
+        if L == 0 or block.n_rows == 0:
+            return np.zeros(L)
+        if self._cupy is not None:
+            try:
+                return self._hinge_cupy(W, block, float(bias), models)
+            except Exception as exc:  # noqa: BLE001
+                self._cupy_failed(exc)
+        st = self._stream
+        block.ready.wait(st)
+        tpb = 8 if self.simulator else 128
+        nblk = (block.n_rows + tpb - 1) // tpb
+        out = self._cuda.device_array((L, nblk), dtype=np.float64, stream=st)
+        self._K.hinge_kernel(not block.is_sparse, tpb)[(nblk, L), tpb, st](
+            W, block.data, block.indices, block.indptr, block.ncols, block.y, block.n_rows, float(bias),
+            self._small(models, np.int64), out)
+        self._release_small()
+        part = out.copy_to_host(stream=st)
+        st.synchronize()
+        return part.sum(axis=1)
+
+    def decision_function(self, W, block: DeviceBlock, bias, models) -> np.ndarray:
+        """Class scores ``s_j(x_i)`` of shape ``(len(models), n, k)`` on the host (float64)."""
+        models = np.ascontiguousarray(models, dtype=np.int64)
+        L, n, k = models.shape[0], block.n_rows, W.shape[2]
+        if L == 0 or n == 0:
+            return np.zeros((L, n, k))
+        if self._cupy is not None:
+            try:
+                return np.stack([self._cupy.asnumpy(S) for S in self._scores_cupy(W, block, float(bias), models)])
+            except Exception as exc:  # noqa: BLE001
+                self._cupy_failed(exc)
+        st = self._stream
+        block.ready.wait(st)
+        tpb = 8 if self.simulator else 256
+        nblk = (n * k + tpb - 1) // tpb
+        out = self._cuda.device_array((L, n, k), dtype=np.float64, stream=st)
+        self._K.scores_kernel(not block.is_sparse)[(nblk, L), tpb, st](
+            W, block.data, block.indices, block.indptr, block.ncols, n, float(bias),
+            self._small(models, np.int64), out)
+        self._release_small()
+        res = out.copy_to_host(stream=st)
+        st.synchronize()
+        return res
+
+    def predict(self, W, block: DeviceBlock, bias, models) -> np.ndarray:
+        """Class index with the largest score (first one on ties), shape ``(len(models), n)``, int64."""
+        models = np.ascontiguousarray(models, dtype=np.int64)
+        L, n = models.shape[0], block.n_rows
+        if L == 0 or n == 0:
+            return np.zeros((L, n), dtype=np.int64)
+        if self._cupy is not None:
+            try:
+                return np.stack([self._cupy.asnumpy(S.argmax(axis=1)) for S in
+                                 self._scores_cupy(W, block, float(bias), models)]).astype(np.int64)
+            except Exception as exc:  # noqa: BLE001
+                self._cupy_failed(exc)
+        st = self._stream
+        block.ready.wait(st)
+        tpb = 8 if self.simulator else 128
+        nblk = (n + tpb - 1) // tpb
+        out = self._cuda.device_array((L, n), dtype=np.int64, stream=st)
+        self._K.predict_kernel(not block.is_sparse)[(nblk, L), tpb, st](
+            W, block.data, block.indices, block.indptr, block.ncols, n, float(bias),
+            self._small(models, np.int64), out)
+        self._release_small()
+        res = out.copy_to_host(stream=st)
+        st.synchronize()
+        return res
+
+    def primal(self, W, blocks, bias, Cs, models) -> np.ndarray:
+        """``1/2 ||W_m||^2 + C_m * hinge`` over an iterable of device blocks, per listed model."""
+        models = np.ascontiguousarray(models, dtype=np.int64)
+        hinge = np.zeros(models.shape[0])
+        for b in blocks:
+            hinge += self.hinge_sums(W, b, bias, models)
+        return 0.5 * self.sq_frobenius(W)[models] + np.asarray(Cs, dtype=np.float64)[models] * hinge
+
+    # CuPy paths (optional; real GPU only) -----------------------------------------
+    def _cupy_failed(self, exc):
+        logger.warning("CuPy path failed (%s: %s); using the numba-cuda kernels from now on",
+                       type(exc).__name__, exc)
+        self._cupy = None
+
+    def _scores_cupy(self, W, block, bias, models, max_bytes: int = 256 << 20):
+        """Yield, per listed model, the dense ``(n, k)`` float64 score matrix on the device."""
+        cp = self._cupy
+        block.ready.synchronize()
+        self._stream.synchronize()
+        n, k = block.n_rows, W.shape[2]
+        if block.is_sparse:
+            import cupyx.scipy.sparse as csp
+
+            d = W.shape[1] - (1 if bias != 0.0 else 0)
+            X = csp.csr_matrix((cp.asarray(block.data).astype(cp.float64),
+                                cp.asarray(block.indices).astype(cp.int32, copy=False),
+                                cp.asarray(block.indptr).astype(cp.int32, copy=False)), shape=(n, d))
+        else:
+            X = cp.asarray(block.data).reshape(n, block.ncols).astype(cp.float64)
+            d = block.ncols
+        rows = max(1, max_bytes // (8 * k))
+        for mdl in models:
+            Wm = cp.asarray(W[int(mdl)])
+            S = cp.empty((n, k), dtype=cp.float64)
+            for r0 in range(0, n, rows):
+                r1 = min(n, r0 + rows)
+                Sc = X[r0:r1] @ Wm[:d]
+                if bias != 0.0:
+                    Sc += bias * Wm[d]
+                S[r0:r1] = Sc
+            yield S
+
+    def _hinge_cupy(self, W, block, bias, models, max_bytes: int = 256 << 20):
+        cp = self._cupy
+        y = cp.asarray(block.y).astype(cp.int64)
+        out = np.zeros(models.shape[0])
+        for j, S in enumerate(self._scores_cupy(W, block, bias, models, max_bytes)):
+            r = cp.arange(S.shape[0])
+            sy = S[r, y]
+            H = cp.maximum(0.0, 1.0 - (sy[:, None] - S))
+            H[r, y] = 0.0
+            out[j] = float(H.sum())
+        return out
+
+    # ------------------------------------------------------------------ housekeeping
+    def synchronize(self) -> None:
+        """Wait for all queued copies and kernels."""
+        self._copy_stream.synchronize()
+        self._stream.synchronize()
+
+    def close(self) -> None:
+        """Drop cached device memory (resident shards, pooled buffers, scratch)."""
+        self.synchronize()
+        self._resident.clear()
+        self._pool.clear()
+        self._scratch.clear()
+        self._backup = None
+
+    def __repr__(self) -> str:
+        mode = "exact" if self.parallel_blocks is None else f"row-parallel x{self.parallel_blocks}"
+        return f"CUDABackend(device={self.device_name!r}, mode={mode})"
