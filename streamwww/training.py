@@ -81,6 +81,8 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
 
 def shard_order(seed: int, epoch: int, n_shards: int) -> np.ndarray:
     """The seeded order in which epoch ``epoch`` visits the shards."""
+    if n_shards == 1:  # the in-memory case; a generator costs ~20 us per epoch
+        return np.zeros(1, dtype=np.int64)
     return _rng(seed, 1, epoch).permutation(n_shards)
 
 

@@ -41,20 +41,21 @@ class CPUBackend:
             X = block.X
             kernel = K.bcd_pass_csr_serial if one else K.bcd_pass_csr
             kernel(W, X.data, X.indices, X.indptr, block.y, block.sqnorms, beta,
-                   Cs, models, order, float(bias), int(solver), float(eps))
+                   Cs, models, order, float(bias), int(solver), float(eps), K.ktag(W.shape[2]))
         else:
             kernel = K.bcd_pass_dense_serial if one else K.bcd_pass_dense
             kernel(W, block.X, block.y, block.sqnorms, beta, Cs, models, order,
-                   float(bias), int(solver), float(eps))
+                   float(bias), int(solver), float(eps), K.ktag(W.shape[2]))
 
     def hinge_sums(self, W, block: Block, bias, models) -> np.ndarray:
         models = np.ascontiguousarray(models, dtype=np.int64)
         out = np.zeros(models.shape[0], dtype=np.float64)
         if block.is_sparse:
             X = block.X
-            K.hinge_sum_csr(W, X.data, X.indices, X.indptr, block.y, float(bias), models, out)
+            K.hinge_sum_csr(W, X.data, X.indices, X.indptr, block.y, float(bias), models, out,
+                            K.ktag(W.shape[2]))
         else:
-            K.hinge_sum_dense(W, block.X, block.y, float(bias), models, out)
+            K.hinge_sum_dense(W, block.X, block.y, float(bias), models, out, K.ktag(W.shape[2]))
         return out
 
     def sq_frobenius(self, W) -> np.ndarray:
