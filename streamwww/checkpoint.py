@@ -233,6 +233,7 @@ class DiskBetas:
 
     def current(self, s: int):
         """``(version, pending write future or None)`` of shard ``s``: what a prefetch must read and wait for."""
+        self._reap()
         return self.versions[s], self._pending.get(s)
 
     def put(self, s: int, beta: np.ndarray) -> None:
@@ -244,10 +245,18 @@ class DiskBetas:
         if self.executor is None:
             self._write(s, v, beta)
             return
-        # Bound the memory held by writes in flight.
-        while sum(1 for f in self._pending.values() if not f.done()) >= self.max_pending:
-            next(f for f in self._pending.values() if not f.done()).result()
+        # Bound the memory held by writes in flight, and forget finished writes at
+        # once: a live future keeps its task, and with it the beta array, alive.
+        self._reap()
+        while len(self._pending) >= self.max_pending:
+            next(iter(self._pending.values())).result()
+            self._reap()
         self._pending[s] = self.executor.submit(self, "_write", s, v, beta)
+
+    def _reap(self) -> None:
+        """Drop finished writes (re-raising a failed one)."""
+        for s in [s for s, f in self._pending.items() if f.done()]:
+            self._pending.pop(s).result()
 
     def sums(self, s: int, models: np.ndarray) -> np.ndarray:
         return self._sums[s][models]
