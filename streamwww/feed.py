@@ -51,6 +51,8 @@ class DaskExecutor:
         _quiet_distributed_logs()
         with dask.config.set({"distributed.worker.daemon": False,
                               "distributed.scheduler.http.routes": [],
+                              # no event log: its entries keep task arguments and results alive
+                              "distributed.admin.low-level-log-length": 0,
                               "distributed.admin.large-graph-warning-threshold": "1TB"}):
             # In-process scheduler and worker; the scheduler's HTTP server (always
             # started) listens on an ephemeral loopback port, no dashboard.
