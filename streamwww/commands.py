@@ -79,13 +79,13 @@ def register(sub) -> None:
     p = sub.add_parser("demo", help="the whole path on generated data (no data of yours needed)",
                        description="make-data -> convert (shuffled shards) -> train with checkpoints -> "
                                    "evaluate, on a generated data set, in about a minute.")
-    p.add_argument("--rows", type=int, default=200_000, help="training rows (default 200000)")
-    p.add_argument("--test-rows", type=int, default=50_000, help="test rows (default 50000)")
+    p.add_argument("--rows", type=int, default=100_000, help="training rows (default 100000)")
+    p.add_argument("--test-rows", type=int, default=25_000, help="test rows (default 25000)")
     p.add_argument("--features", type=int, default=1000, help="features (default 1000)")
     p.add_argument("--nnz-per-row", type=int, default=30, help="non-zeros per row (default 30)")
     p.add_argument("--classes", type=int, default=20, help="classes (default 20)")
     p.add_argument("--C", type=float, default=0.1, help="regularization (default 0.1)")
-    p.add_argument("--shard-rows", type=int, default=25_000, help="rows per shard (default 25000)")
+    p.add_argument("--shard-rows", type=int, default=12_500, help="rows per shard (default 12500)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
     p.set_defaults(func=run_demo)

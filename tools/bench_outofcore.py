@@ -65,7 +65,9 @@ if args["mode"] == "memory":
     t0 = time.perf_counter(); m = sw.train((X, y), **kw); wall = time.perf_counter() - t0
 else:
     t0 = time.perf_counter(); m = sw.train(args["store"], **kw); wall = time.perf_counter() - t0
-times = np.diff([0.0] + [h["time"] for h in m.history_])
+# eval_every is large, so history has the last epoch only: its cumulative
+# training-pass time divided by the epochs run is the mean epoch time.
+times = np.array([m.history_[-1]["time"] / m.n_iter_])
 shard_bytes = [store.shard_nbytes(i) for i in range(store.n_shards)]
 print(json.dumps({"epoch_times": times.tolist(), "wall": wall, "base_rss": base, "peak_rss": peak[0],
                   "coef_hash": __import__("hashlib").sha256(m.coef_.tobytes()).hexdigest(), "n_rows": store.n_rows,
@@ -137,7 +139,7 @@ def main(argv=None) -> int:
         mb = st["total_bytes"] / 2**20
         lines.append(f"### (a) Streamed vs in-memory epoch, {st['n_rows']:,} rows in {st['n_shards']} shards "
                      f"({mb:.0f} MiB in memory), k = {args.classes}, {args.nnz_per_row} non-zeros per row\n")
-        lines.append("| run | epoch time (median of epochs) | ratio to in-memory | rows/s | MB/s |\n|---|---|---|---|---|")
+        lines.append("| run | epoch time (mean over the epochs) | ratio to in-memory | rows/s | MB/s |\n|---|---|---|---|---|")
         for name, t in (("in memory", tm), ("streamed (prefetch 2)", ts), ("streamed + checkpoint each epoch", tc)):
             lines.append(f"| {name} | {t:.3f} s | {t / tm:.2f} | {st['n_rows'] / t:,.0f} | {mb * 1.048576 / t:.0f} |")
         lines.append(f"\nStreamed with and without checkpoints give the bitwise-same model: {'yes' if same else 'NO'}. "
