@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-__all__ = ["solve_subproblem", "solve_subproblem_batch", "walrus_kernel"]
+__all__ = ["solve_subproblem", "solve_subproblem_batch", "walrus_kernel", "walrus_sweep"]
 
 # Below this length an insertion sort beats np.argsort (no allocation).
 _INSERTION_SORT_MAX = 48
@@ -77,6 +77,68 @@ def _add(s, c, x):
     return t, c
 
 
+def walrus_sweep(v, srt, p, C):
+    """Steps 6-11 of Algorithm 2: the event sweep over the sorted positive entries.
+
+    ``srt[:p]`` indexes the ``p >= 1`` positive entries of ``v`` by decreasing
+    value.  Returns ``(n_u, n_m, gamma)``: ``b[srt[q]] = C`` for ``q < n_u``,
+    ``clip(v - gamma, 0, C)`` for ``n_u <= q < n_u + n_m`` and 0 elsewhere.
+    A plain function: compiled here for the CPU (``_sweep``) and as a CUDA
+    device function by :mod:`streamwww.backends._cuda_kernels`, so both
+    backends run the same sweep.
+    """
+    n_u = 0
+    n_m = 0
+    S = 0.0
+    Sc = 0.0  # compensation term of S
+    best_viol = np.inf
+    best_u = 0
+    best_m = 0
+    while True:
+        # Next "up" event: the first inside entry reaches C at gamma = v - C.
+        has_up = n_m > 0 and v[srt[n_u]] > C
+        # Next "dn" event: the next outside entry becomes positive at gamma = v.
+        has_dn = n_u + n_m < p
+        if not has_up and not has_dn:
+            break
+        if has_up and ((not has_dn) or v[srt[n_u]] - C >= v[srt[n_u + n_m]]):
+            S, Sc = _add(S, Sc, -v[srt[n_u]])
+            n_u += 1
+            n_m -= 1
+        else:
+            S, Sc = _add(S, Sc, v[srt[n_u + n_m]])
+            n_m += 1
+        gamma = (C * n_u + (S + Sc)) / (n_m + 1)
+
+        # Subroutine 5, as a violation (<= 0 means the KKT conditions hold).
+        viol = -np.inf
+        if n_u > 0:
+            viol = max(viol, C + gamma - v[srt[n_u - 1]])
+        if n_m > 0:
+            viol = max(viol, v[srt[n_u]] - C - gamma)
+            viol = max(viol, gamma - v[srt[n_u + n_m - 1]])
+        if n_u + n_m < p:  # the largest entry at 0; non-positive ones are < gamma
+            viol = max(viol, v[srt[n_u + n_m]] - gamma)
+        if viol < best_viol:
+            best_viol = viol
+            best_u = n_u
+            best_m = n_m
+        if viol <= 0.0:
+            break
+
+    # S was updated incrementally (up to 2m additions and subtractions); recompute
+    # it once for the chosen state so gamma carries only the rounding of one sum.
+    S = 0.0
+    Sc = 0.0
+    for q in range(best_u, best_u + best_m):
+        S, Sc = _add(S, Sc, v[srt[q]])
+    gamma = (C * best_u + (S + Sc)) / (best_m + 1)
+    return best_u, best_m, gamma
+
+
+_sweep = njit(cache=True, nogil=True, inline="always")(walrus_sweep)
+
+
 @njit(cache=True, nogil=True)
 def walrus_kernel(v, C, out, idx):
     """Solve the subproblem for ``v`` (length m) into ``out``; return gamma.
@@ -94,52 +156,7 @@ def walrus_kernel(v, C, out, idx):
     if p == 0:
         return 0.0
 
-    n_u = 0
-    n_m = 0
-    S = 0.0
-    Sc = 0.0  # compensation term of S
-    best_viol = np.inf
-    best_u = 0
-    best_m = 0
-    while True:
-        # Next "up" event: the first inside entry reaches C at gamma = v - C.
-        has_up = n_m > 0 and v[idx[n_u]] > C
-        # Next "dn" event: the next outside entry becomes positive at gamma = v.
-        has_dn = n_u + n_m < p
-        if not has_up and not has_dn:
-            break
-        if has_up and ((not has_dn) or v[idx[n_u]] - C >= v[idx[n_u + n_m]]):
-            S, Sc = _add(S, Sc, -v[idx[n_u]])
-            n_u += 1
-            n_m -= 1
-        else:
-            S, Sc = _add(S, Sc, v[idx[n_u + n_m]])
-            n_m += 1
-        gamma = (C * n_u + (S + Sc)) / (n_m + 1)
-
-        # Subroutine 5, as a violation (<= 0 means the KKT conditions hold).
-        viol = -np.inf
-        if n_u > 0:
-            viol = max(viol, C + gamma - v[idx[n_u - 1]])
-        if n_m > 0:
-            viol = max(viol, v[idx[n_u]] - C - gamma)
-            viol = max(viol, gamma - v[idx[n_u + n_m - 1]])
-        if n_u + n_m < p:  # the largest entry at 0; non-positive ones are < gamma
-            viol = max(viol, v[idx[n_u + n_m]] - gamma)
-        if viol < best_viol:
-            best_viol = viol
-            best_u = n_u
-            best_m = n_m
-        if viol <= 0.0:
-            break
-
-    # S was updated incrementally (up to 2m additions and subtractions); recompute
-    # it once for the chosen state so gamma carries only the rounding of one sum.
-    S = 0.0
-    Sc = 0.0
-    for q in range(best_u, best_u + best_m):
-        S, Sc = _add(S, Sc, v[idx[q]])
-    gamma = (C * best_u + (S + Sc)) / (best_m + 1)
+    best_u, best_m, gamma = _sweep(v, idx, p, C)
     for q in range(best_u + best_m):
         i = idx[q]
         if q < best_u:
