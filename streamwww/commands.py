@@ -203,16 +203,12 @@ def run_evaluate(args) -> int:
     if args.confusion:
         labels = [_fmt_label(c) for c in res["labels"]]
         cm = res["confusion"]
-        if cm[-1].sum() == 0:
-            cm = cm[:-1]
-        else:
-            labels_rows = labels + ["(unknown)"]
-        width = max(6, *(len(s) for s in labels)) + 1
+        rows = labels + (["(unknown)"] if cm[-1].any() else [])
+        width = max(6, *(len(s) for s in rows)) + 1
         print("confusion matrix (rows: true label, columns: predicted)")
         print(" " * width + "".join(f"{s:>{width}}" for s in labels))
-        row_names = labels if cm.shape[0] == len(labels) else labels_rows
-        for name, row in zip(row_names, cm):
-            print(f"{name:>{width}}" + "".join(f"{v:>{width}d}" for v in row[:len(labels)]))
+        for name, row in zip(rows, cm):
+            print(f"{name:>{width}}" + "".join(f"{v:>{width}d}" for v in row))
     return 0
 
 

@@ -134,7 +134,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         -------
         self : WWClassifier
         """
-        from streamwww.training import _fit_source, _open_store, _StoreSource, fit_arrays
+        from streamwww.training import _ArraySource, _fit_source, _open_store, _StoreSource
 
         self._check_params()
         store = _open_store(X) if y is None else None
@@ -144,7 +144,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
             return self
         X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
                              order="C", y_numeric=False, multi_output=False, reset=True)
-        fitted = fit_arrays(self, X, y)
+        fitted = _fit_source(self, _ArraySource.from_labels(X, y, type(self).__name__))
         self._set_fitted(fitted[0])
         return self
 

@@ -59,10 +59,14 @@ def predict_labels(model, source, **kw) -> Iterator[np.ndarray]:
         yield model.predict(X)
 
 
-def _same_labels(pred: np.ndarray, true: np.ndarray) -> np.ndarray:
-    if pred.dtype.kind in "fiu" and true.dtype.kind in "fiu":
-        return pred.astype(np.float64) == true.astype(np.float64)
-    return pred.astype(str) == true.astype(str)
+def _class_index(classes: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """Index of each label in the sorted ``classes``; ``len(classes)`` for a label the model does not know."""
+    if classes.dtype.kind in "fiu":
+        classes, labels = classes.astype(np.float64), np.asarray(labels).astype(np.float64)
+    else:
+        classes, labels = classes.astype(str), np.asarray(labels).astype(str)
+    pos = np.minimum(np.searchsorted(classes, labels), len(classes) - 1)
+    return np.where(classes[pos] == labels, pos, len(classes))
 
 
 def evaluate(model, source, *, confusion: bool = False, **kw) -> dict:
@@ -72,23 +76,19 @@ def evaluate(model, source, *, confusion: bool = False, **kw) -> dict:
     -------
     dict
         ``n_rows``, ``n_correct``, ``accuracy`` (fraction) and, with
-        ``confusion=True``, ``labels`` and ``confusion`` (rows: true, columns: predicted).
+        ``confusion=True``, ``labels`` and ``confusion`` (rows: true label, with a
+        last row for labels the model never saw; columns: predicted).
     """
     classes = np.asarray(model.classes_)
+    k = len(classes)
     n = correct = 0
-    cm = None
-    if confusion:
-        cm = np.zeros((len(classes) + 1, len(classes) + 1), dtype=np.int64)  # last: unknown label
+    cm = np.zeros((k + 1, k), dtype=np.int64) if confusion else None
     for X, true in iter_batches(source, model.n_features_in_, **kw):
-        pred = model.predict(X)
-        ok = _same_labels(pred, true)
+        ti = _class_index(classes, true)
+        pi = _class_index(classes, model.predict(X))
         n += len(true)
-        correct += int(ok.sum())
+        correct += int(np.count_nonzero(ti == pi))
         if confusion:
-            lookup = {str(float(c)) if classes.dtype.kind in "fiu" else str(c): i for i, c in enumerate(classes)}
-            key = (lambda v: str(float(v))) if classes.dtype.kind in "fiu" else str
-            ti = np.array([lookup.get(key(t), len(classes)) for t in true])
-            pi = np.array([lookup[key(p)] for p in pred])
             np.add.at(cm, (ti, pi), 1)
     out = {"n_rows": n, "n_correct": correct, "accuracy": correct / n if n else float("nan")}
     if confusion:

@@ -266,18 +266,6 @@ def _warn_not_converged(res: ModelResult, cfg: SolverConfig, estimator_name: str
                   f"{crit}. Increase max_iter or loosen tol.", ConvergenceWarning, stacklevel=4)
 
 
-def fit_arrays(estimator, X, y, Cs: tuple[float, ...] | None = None) -> list[dict]:
-    """Train ``estimator``'s settings on validated arrays; return fitted attributes per ``C``.
-
-    ``Cs`` defaults to the estimator's own ``C``; with several values all
-    models share each pass over the data.
-    """
-    from streamwww.estimator import encode_labels
-
-    classes, y_index = encode_labels(type(estimator).__name__, y)
-    return _fit_source(estimator, _ArraySource(X, y_index, classes), Cs)
-
-
 # --------------------------------------------------------------------------
 # Data sources and the shared fit path (arrays, shard stores, checkpoints)
 # --------------------------------------------------------------------------
@@ -293,6 +281,14 @@ class _ArraySource:
         self.data = InMemoryData(X, y_index, n_classes=len(classes))
         self.classes = classes
         self.X, self.y = X, y_index
+
+    @classmethod
+    def from_labels(cls, X, y, owner: str) -> "_ArraySource":
+        """Validated ``X`` and labels of any type (encoded here; >= 2 classes required)."""
+        from streamwww.estimator import encode_labels
+
+        classes, y_index = encode_labels(owner, y)
+        return cls(X, y_index, classes)
 
     def fingerprint(self) -> str:
         import hashlib
@@ -377,11 +373,6 @@ def _results_from_json(items) -> list[ModelResult]:
                         gap_1=d["gap_1"], status=str(d["status"])) for d in items]
 
 
-def _classes_to_json(classes) -> dict:
-    classes = np.asarray(classes)
-    return {"values": classes.tolist(), "dtype": classes.dtype.str}
-
-
 def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: int = 0,
                 prefetch: int = 2, inner_passes: int = 1, eval_every: int = 1,
                 callback=None, progress=None, C_is_list: bool = False) -> list[dict]:
@@ -449,8 +440,7 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
                                            and not isinstance(v, np.random.RandomState)},
                       "run": {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
                               "C_is_list": bool(C_is_list)},
-                      "data": {**source.describe(), "fingerprint": fingerprint},
-                      "classes": _classes_to_json(source.classes)}
+                      "data": {**source.describe(), "fingerprint": fingerprint}}
 
             def checkpoint(W, cur, results, finished=False):
                 step[0] += 1
@@ -554,7 +544,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     from sklearn.utils.validation import validate_data
 
     from streamwww._params import check_params
-    from streamwww.estimator import WWClassifier, encode_labels
+    from streamwww.estimator import WWClassifier
 
     Cs = check_params("train", C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                       intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
@@ -575,8 +565,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     elif isinstance(data, tuple) and len(data) == 2:
         X, y = validate_data(template, data[0], data[1], accept_sparse="csr",
                              dtype=[np.float64, np.float32], order="C", reset=True)
-        classes, y_index = encode_labels("train", y)
-        source = _ArraySource(X, y_index, classes)
+        source = _ArraySource.from_labels(X, y, "train")
         n_features_in = template.n_features_in_
         feature_names = getattr(template, "feature_names_in_", None)
     else:

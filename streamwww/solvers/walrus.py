@@ -174,6 +174,15 @@ def _walrus_rows(V, Cs, out):
         walrus_kernel(V[r], Cs[r], out[r], idx)
 
 
+def _check_v(v, ndim: int, name: str) -> np.ndarray:
+    v = np.ascontiguousarray(v, dtype=np.float64)
+    if v.ndim != ndim:
+        raise ValueError(f"{name} must be a {ndim}-D array. Got an array of shape {v.shape} instead.")
+    if not np.all(np.isfinite(v)):
+        raise ValueError(f"{name} must be finite; it contains NaN or infinity.")
+    return v
+
+
 def _check_C(C) -> np.ndarray:
     Cs = np.asarray(C, dtype=np.float64)
     if not np.all(np.isfinite(Cs)) or np.any(Cs <= 0):
@@ -203,11 +212,7 @@ def solve_subproblem(v, C: float) -> np.ndarray:
     ValueError
         If ``v`` is not a finite 1-D vector or ``C`` is not a finite positive float.
     """
-    v = np.ascontiguousarray(v, dtype=np.float64)
-    if v.ndim != 1:
-        raise ValueError(f"v must be a 1-D array. Got an array of shape {v.shape} instead.")
-    if not np.all(np.isfinite(v)):
-        raise ValueError("v must be finite; it contains NaN or infinity.")
+    v = _check_v(v, 1, "v")
     Cs = _check_C(C)
     if Cs.ndim != 0:
         raise ValueError(f"C must be a scalar. Got an array of shape {Cs.shape} instead.")
@@ -232,11 +237,7 @@ def solve_subproblem_batch(V, C) -> np.ndarray:
     B : ndarray of shape (n, k - 1), float64
         Row ``r`` is ``solve_subproblem(V[r], C[r])``.
     """
-    V = np.ascontiguousarray(V, dtype=np.float64)
-    if V.ndim != 2:
-        raise ValueError(f"V must be a 2-D array. Got an array of shape {V.shape} instead.")
-    if not np.all(np.isfinite(V)):
-        raise ValueError("V must be finite; it contains NaN or infinity.")
+    V = _check_v(V, 2, "V")
     Cs = _check_C(C)
     Cs = np.ascontiguousarray(np.broadcast_to(Cs, (V.shape[0],)), dtype=np.float64)
     out = np.empty_like(V)
