@@ -61,6 +61,8 @@ class CheckpointDir:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock_fd = None
+        self._scanned = False  # garbage not yet collected by a full scan in this process
+        self._last_W: str | None = None
         if lock:
             fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -125,7 +127,7 @@ class CheckpointDir:
     def commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas") -> None:
         """Atomically make ``(W, betas' current versions, state)`` the checkpoint."""
         t0 = time.perf_counter()
-        betas.flush()
+        written = betas.flush()
         wname = f"W-{step:06d}.npy"
         wpath = self.path / wname
         tmp = self.path / (wname + ".tmp")
@@ -144,7 +146,18 @@ class CheckpointDir:
             os.fsync(f.fileno())
         os.replace(mtmp, self.path / _MANIFEST)
         fsync_path(self.path)
-        self.collect_garbage(manifest)
+        # What the new manifest superseded: known exactly, no directory scans per
+        # commit (that was O(shards) per commit); one full scan per process clears
+        # what a killed run left behind.
+        if not self._scanned:
+            self.collect_garbage(manifest)
+            self._scanned = True
+        else:
+            if self._last_W is not None and self._last_W != wname:
+                (self.path / self._last_W).unlink(missing_ok=True)
+            betas.drop_superseded(written)
+        betas.mark_committed()
+        self._last_W = wname
         logger.debug("checkpoint step %d committed in %.3fs", step, time.perf_counter() - t0)
 
     def collect_garbage(self, manifest: dict[str, Any]) -> None:
@@ -184,6 +197,7 @@ class DiskBetas:
             self.versions.update({int(s): int(v) for s, v in versions.items()})
         self._sums = (np.zeros((len(self.shard_rows), self.n_models)) if sums is None
                       else np.asarray(sums, dtype=np.float64).reshape(len(self.shard_rows), self.n_models))
+        self._committed = dict(self.versions)
         self._pending: dict[int, Any] = {}
         self._outbox: dict[tuple[int, int], np.ndarray] = {}
         self._dirty: set[tuple[int, int]] = set()
@@ -269,16 +283,28 @@ class DiskBetas:
     def sums(self, s: int, models: np.ndarray) -> np.ndarray:
         return self._sums[s][models]
 
-    def flush(self) -> None:
-        """Wait for every pending write and fsync the written versions."""
+    def flush(self) -> set[int]:
+        """Wait for every pending write, fsync the written versions; return the shards written."""
         for fut in list(self._pending.values()):
             fut.result()
         self._pending.clear()
         for s, v in sorted(self._dirty):
             if self.versions[s] == v:  # superseded versions are never committed
                 fsync_tree(self.root / self._name(s, v))
+        written = {s for s, _ in self._dirty}
         self._dirty.clear()
         fsync_path(self.root)
+        return written
+
+    def drop_superseded(self, shards) -> None:
+        """Delete the versions of ``shards`` older than the current one (after a commit)."""
+        for s in shards:
+            for v in range(max(1, self._committed[s]), self.versions[s]):
+                shutil.rmtree(self.root / self._name(s, v), ignore_errors=True)
+
+    def mark_committed(self) -> None:
+        """The current versions are now the committed ones."""
+        self._committed = dict(self.versions)
 
     def snapshot(self) -> dict[str, Any]:
         return {"versions": {str(s): int(v) for s, v in self.versions.items()},

@@ -64,4 +64,4 @@ class InMemoryBetas:
 
     def sums(self, i: int, models: np.ndarray) -> np.ndarray:
         """``sum(beta)`` of shard ``i`` for each listed model."""
-        return self._arrays[i][models].sum(axis=(1, 2))
+        return self._arrays[i].sum(axis=(1, 2))[models]  # no copy of beta

@@ -73,6 +73,11 @@ def test_sharded_store_trains_and_invariant_holds_on_disk(tmp_path, rng):
     assert Ball.min() >= 0 and Ball.max() <= 0.05 and Ball.max() > 0
     np.testing.assert_allclose(W, W_from_beta(Xall, yall, Ball, store.n_classes, bias=1.0), atol=1e-10)
     assert man["finished"] is True
+    # garbage is collected as training goes: one W file, exactly the beta versions the manifest names
+    assert [p.name for p in ck.glob("W-*.npy")] == [man["W"]]
+    named = {f"s{int(s):06d}-v{v:06d}" for s, v in man["beta"]["versions"].items() if v > 0}
+    assert {p.name for p in (ck / "beta.zarr").iterdir() if p.name.startswith("s")} == named
+    assert len(named) == store.n_shards and not list(ck.glob("*.tmp"))
 
 
 def test_list_of_C_streamed_equals_single_runs(tmp_path, rng):
