@@ -169,6 +169,35 @@ def _bitonic_sort(lst, v, p, tid, nthreads):
         size *= 2
 
 
+@cuda.jit(device=True)
+def _walrus_block(v, cand, srt, bn, ist, fst, p, C, tid, nthreads):
+    """Steps 3-4 for one row, by the whole block: sort the ``p >= 1`` positive
+    candidates, run the Walrus sweep in thread 0, write ``b`` into ``bn`` in
+    parallel.  Every thread of the block must call it (it synchronizes)."""
+    if p <= nthreads:
+        _rank_sort(cand, srt, v, p, tid)
+        lst = srt
+    else:
+        _bitonic_sort(cand, v, p, tid, nthreads)
+        lst = cand
+    if tid == 0:
+        nu, nm, gamma = _sweep(v, lst, p, C)
+        ist[1] = nu
+        ist[2] = nm
+        fst[0] = gamma
+    cuda.syncthreads()
+    nu = ist[1]
+    nm = ist[2]
+    gamma = fst[0]
+    for q in range(tid, nu + nm, nthreads):
+        t = lst[q]
+        if q < nu:
+            bn[t] = C
+        else:
+            bn[t] = min(max(v[t] - gamma, 0.0), C)
+    cuda.syncthreads()
+
+
 @functools.lru_cache(maxsize=None)
 def _row_access(dense: bool):
     """Device functions that read a row: its nonzero range, the feature of nonzero ``q``, and
@@ -346,28 +375,7 @@ def bcd_kernel(dense: bool, tpb: int, kc: int):
             # 3-4. the block subproblem: b -> bn
             if solver == WALRUS:
                 if p > 0:
-                    if p <= TPB:
-                        _rank_sort(cand, srt, v, p, tid)
-                        lst = srt
-                    else:
-                        _bitonic_sort(cand, v, p, tid, TPB)
-                        lst = cand
-                    if tid == 0:
-                        nu, nm, gamma = _sweep(v, lst, p, C)
-                        ist[1] = nu
-                        ist[2] = nm
-                        fst[0] = gamma
-                    cuda.syncthreads()
-                    nu = ist[1]
-                    nm = ist[2]
-                    gamma = fst[0]
-                    for q in range(tid, nu + nm, TPB):
-                        t = lst[q]
-                        if q < nu:
-                            bn[t] = C
-                        else:
-                            bn[t] = min(max(v[t] - gamma, 0.0), C)
-                    cuda.syncthreads()
+                    _walrus_block(v, cand, srt, bn, ist, fst, p, C, tid, TPB)
             else:
                 if tid == 0:
                     _shark(v[:m], brow, C, sq, eps, bn[:m], grad[:m])
@@ -491,28 +499,7 @@ def parallel_bcd_kernel(dense: bool, tpb: int, kc: int):
             cuda.syncthreads()
             p = ist[0]
             if p > 0:
-                if p <= TPB:
-                    _rank_sort(cand, srt, v, p, tid)
-                    lst = srt
-                else:
-                    _bitonic_sort(cand, v, p, tid, TPB)
-                    lst = cand
-                if tid == 0:
-                    nu, nm, gamma = _sweep(v, lst, p, C)
-                    ist[1] = nu
-                    ist[2] = nm
-                    fst[0] = gamma
-                cuda.syncthreads()
-                nu = ist[1]
-                nm = ist[2]
-                gamma = fst[0]
-                for q in range(tid, nu + nm, TPB):
-                    t = lst[q]
-                    if q < nu:
-                        bn[t] = C
-                    else:
-                        bn[t] = min(max(v[t] - gamma, 0.0), C)
-                cuda.syncthreads()
+                _walrus_block(v, cand, srt, bn, ist, fst, p, C, tid, TPB)
             dp = 0.0
             for t in range(tid, m, TPB):
                 d = bn[t] - brow[t]
