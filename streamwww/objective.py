@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["primal", "dual", "gap", "relative_gap", "objectives_in_memory"]
+__all__ = ["primal", "dual", "gap", "relative_gap"]
 
 
 def primal(w_sqnorm, hinge_sum, C):
@@ -40,24 +40,3 @@ def relative_gap(primal_value, dual_value):
         r = (p - d) / np.abs(p)
     r = np.where((p == 0) & (d == 0), 0.0, r)
     return r if r.ndim else float(r)
-
-
-def objectives_in_memory(W, X, y, beta, C, bias: float = 0.0) -> tuple[float, float]:
-    """Reference ``(P, D)`` for one model with everything in memory (NumPy, slow).
-
-    ``W`` of shape (D, k), ``beta`` of shape (n, k-1).  Used by tests and by
-    users who want to check a model; the trainer uses the streamed sums.
-    """
-    import scipy.sparse as sp
-
-    Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
-    Xd = np.asarray(Xd, dtype=np.float64)
-    if bias != 0.0:
-        Xd = np.hstack([Xd, np.full((Xd.shape[0], 1), bias)])
-    S = Xd @ W
-    y = np.asarray(y)
-    margins = S[np.arange(len(y)), y][:, None] - S
-    H = np.maximum(0.0, 1.0 - margins)
-    H[np.arange(len(y)), y] = 0.0
-    wsq = float(np.sum(W * W))
-    return float(primal(wsq, H.sum(), C)), float(dual(wsq, float(np.sum(beta))))

@@ -3,7 +3,7 @@
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww import solve_subproblem
+from streamwww import objective, solve_subproblem
 
 
 def c_index(t, y):
@@ -51,4 +51,18 @@ def W_from_beta(X, y, beta, k, bias=0.0):
 
 
 def dual_value(W, beta):
-    return float(beta.sum() - 0.5 * np.sum(W * W))
+    return float(objective.dual(np.sum(W * W), beta.sum()))
+
+
+def objectives_in_memory(W, X, y, beta, C, bias: float = 0.0) -> tuple[float, float]:
+    """Reference ``(P, D)`` for one model, written independently of the kernels (NumPy, slow).
+
+    ``W`` of shape (D, k), ``beta`` of shape (n, k-1).
+    """
+    S = dense_with_bias(X, bias) @ W
+    y = np.asarray(y)
+    margins = S[np.arange(len(y)), y][:, None] - S
+    H = np.maximum(0.0, 1.0 - margins)
+    H[np.arange(len(y)), y] = 0.0
+    wsq = float(np.sum(W * W))
+    return float(objective.primal(wsq, H.sum(), C)), float(objective.dual(wsq, float(np.sum(beta))))

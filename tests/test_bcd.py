@@ -7,10 +7,9 @@ import scipy.sparse as sp
 import streamwww as sw
 
 from streamwww.backends.cpu import bcd_pass
-from streamwww.objective import objectives_in_memory
 
 from .conftest import make_classification
-from .reference import W_from_beta, dual_value, reference_pass
+from .reference import W_from_beta, dual_value, objectives_in_memory, reference_pass
 
 
 @pytest.mark.parametrize("sparse", [False, True])

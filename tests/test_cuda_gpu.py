@@ -81,7 +81,7 @@ def test_cupy_and_numba_objective_paths_agree():
 
 def test_parallel_mode_reaches_the_tolerance_or_says_so():
     from streamwww.data import InMemoryBetas, InMemoryData
-    from streamwww.objective import objectives_in_memory
+    from tests.reference import objectives_in_memory
     from streamwww.training import SolverConfig, run_bcd
 
     rng = np.random.default_rng(2)
