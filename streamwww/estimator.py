@@ -187,11 +187,16 @@ def encode_labels(estimator_name: str, y) -> tuple[np.ndarray, np.ndarray]:
     return classes, y_index.astype(np.int32)
 
 
-def fitted_attributes(result, classes, n_features: int, cfg, seed: int) -> dict:
-    """The estimator attributes for one trained model."""
-    W = result.W
+def coef_intercept(W: np.ndarray, n_features: int, cfg) -> tuple[np.ndarray, np.ndarray]:
+    """``coef_`` (k, d) and ``intercept_`` (k,) of one model's weights ``W`` (d [+ 1], k)."""
     coef = np.ascontiguousarray(W[:n_features].T)
     intercept = (cfg.intercept_scaling * W[n_features]) if cfg.fit_intercept else np.zeros(W.shape[1])
-    return {"classes_": classes, "coef_": coef, "intercept_": np.asarray(intercept, dtype=np.float64),
+    return coef, np.asarray(intercept, dtype=np.float64)
+
+
+def fitted_attributes(result, classes, n_features: int, cfg, seed: int) -> dict:
+    """The estimator attributes for one trained model."""
+    coef, intercept = coef_intercept(result.W, n_features, cfg)
+    return {"classes_": classes, "coef_": coef, "intercept_": intercept,
             "n_iter_": int(result.n_iter), "history_": list(result.history),
             "converged_": bool(result.converged), "seed_": int(seed)}

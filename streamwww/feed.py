@@ -48,6 +48,9 @@ class DaskExecutor:
         import dask
         from distributed import Client, LocalCluster
 
+        from ._memory import release_freed_memory
+
+        release_freed_memory()
         _quiet_distributed_logs()
         with dask.config.set({"distributed.worker.daemon": False,
                               "distributed.scheduler.http.routes": [],
@@ -93,51 +96,80 @@ class SyncFeed:
     def __init__(self, data, betas, bias: float):
         self.data, self.betas, self.bias = data, betas, bias
 
-    def train_stream(self, shards: Iterable[int]) -> Iterator[tuple[int, Any, Any]]:
+    def train_stream(self, shards: Iterable[int], then: Iterable[int] = ()) -> Iterator[tuple[int, Any, Any]]:
+        """``(shard, block, beta)`` for each of ``shards``; ``then``: the shards the
+        next stream starts with (a hint for prefetching feeds)."""
         for s in shards:
             yield int(s), self.data.block(int(s), self.bias), self.betas.get(int(s))
 
-    def eval_stream(self) -> Iterator[tuple[int, Any]]:
+    def eval_stream(self, then: Iterable[int] = ()) -> Iterator[tuple[int, Any]]:
+        """``(shard, block)`` for every shard in storage order."""
         for s in range(self.data.n_shards):
             yield s, self.data.block(s, self.bias)
 
 
 class DaskFeed(SyncFeed):
-    """Prefetch ``prefetch`` shards and their ``beta`` on a :class:`DaskExecutor`."""
+    """Prefetch ``prefetch`` shards and their ``beta`` on a :class:`DaskExecutor`.
+
+    The window runs across stream boundaries: when a stream has submitted its
+    last shard, the free slots load the blocks of the next stream's first
+    shards (``then``), so an epoch does not start by waiting for a read.  Their
+    ``beta`` is read when that next stream starts, after this stream's last
+    ``beta`` has been handed to :meth:`DiskBetas.put`.
+    """
 
     def __init__(self, data, betas, bias: float, executor: DaskExecutor, prefetch: int = 2):
         super().__init__(data, betas, bias)
         self.executor = executor
         self.prefetch = max(1, int(prefetch))
+        self._ahead: list[tuple[int, Any]] = []  # (shard, future of its block) for the next stream
 
-    def _load(self, s: int, with_beta: bool, version: int, _write=None):
-        """Read shard ``s`` and, if asked, ``beta`` version ``version`` (after ``_write``)."""
-        block = self.data.block(s, self.bias)
+    def _load(self, s: int, with_block: bool, with_beta: bool, version: int, _write=None):
+        """Shard ``s``'s block and/or ``beta`` version ``version`` (read after ``_write``)."""
+        block = self.data.block(s, self.bias) if with_block else None
         return block, (self.betas.read(s, version) if with_beta else None)
 
-    def _stream(self, shards: Iterable[int], with_beta: bool):
-        window: deque = deque()
-        it = iter(shards)
+    def _submit(self, s: int, with_block: bool, with_beta: bool):
+        version, pending_write = self.betas.current(s) if with_beta else (0, None)
+        return self.executor.submit(self, "_load", s, with_block, with_beta, version, pending_write)
 
-        def submit(s: int):
-            version, pending_write = self.betas.current(s) if with_beta else (0, None)
-            window.append((s, self.executor.submit(self, "_load", s, with_beta, version, pending_write)))
+    def _stream(self, shards: Iterable[int], with_beta: bool, then: Iterable[int]):
+        shards = [int(s) for s in shards]
+        ahead, self._ahead = self._ahead, []
+        if [s for s, _ in ahead] != shards[:len(ahead)]:
+            for _, fut in ahead:  # the hint was wrong (e.g. training stopped): drop
+                fut.cancel()
+            ahead = []
+        # window items: (shard, block future, beta future or None, belongs to this stream)
+        window: deque = deque((s, fut, self._submit(s, False, True) if with_beta else None, True)
+                              for s, fut in ahead)
+        todo = iter(shards[len(ahead):])
+        following = iter([int(s) for s in then][:self.prefetch])
 
-        for s in it:
-            submit(int(s))
-            if len(window) >= self.prefetch:
-                break
-        while window:
-            s, fut = window.popleft()
+        def fill() -> None:
+            while len(window) < self.prefetch:
+                s = next(todo, None)
+                if s is not None:
+                    window.append((s, self._submit(s, True, with_beta), None, True))
+                    continue
+                s = next(following, None)
+                if s is None:
+                    return
+                window.append((s, self._submit(s, True, False), None, False))
+
+        fill()
+        while window and window[0][3]:
+            s, fut, beta_fut, _ = window.popleft()
             block, beta = fut.result()
-            nxt = next(it, None)
-            if nxt is not None:
-                submit(int(nxt))
-            del fut  # let the worker forget the shard
+            if beta_fut is not None:
+                beta = beta_fut.result()[1]
+            del fut, beta_fut  # let the worker forget the shard
+            fill()
             yield (s, block, beta) if with_beta else (s, block)
+        self._ahead = [(s, fut) for s, fut, _, _ in window]
 
-    def train_stream(self, shards):
-        return self._stream(shards, True)
+    def train_stream(self, shards, then=()):
+        return self._stream(shards, True, then)
 
-    def eval_stream(self):
-        return self._stream(range(self.data.n_shards), False)
+    def eval_stream(self, then=()):
+        return self._stream(range(self.data.n_shards), False, then)

@@ -134,7 +134,8 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         durable before returning.
     callback : callable, optional
         Called after each evaluated epoch with a dict (epoch, time, and per-model
-        primal, dual, rel_gap lists); a truthy return value stops training.
+        primal, dual, rel_gap lists, ``weights(j)``: the current ``(coef,
+        intercept)`` of the j-th active model); a truthy return value stops training.
     progress : callable, optional
         ``progress(epoch, shards_done, n_shards, rows)`` after each shard (1-based epoch).
 
@@ -157,12 +158,21 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
     W = backend.put_W(W0) if W0 is not None else backend.allocate_W(n_models, n_weight_rows, k)
 
+    def evaluates(epoch: int) -> bool:  # is the objective computed after this (1-based) epoch?
+        return (epoch == cfg.max_iter or epoch % cfg.eval_every == 0
+                or (cfg.gap_decay is not None and epoch == 1))
+
+    def next_order(epoch: int) -> np.ndarray:  # the shards epoch (0-based) starts with, if it runs
+        return shard_order(cfg.seed, epoch, data.n_shards) if epoch < cfg.max_iter else np.empty(0, np.int64)
+
     wall0 = time.perf_counter() - cur.train_time
     while cur.epoch < cfg.max_iter and active.size:
         order = shard_order(cfg.seed, cur.epoch, data.n_shards)
         t0 = time.perf_counter()
         rows = 0
-        stream = feed.train_stream(order[cur.pos:])
+        # What follows this epoch's stream (for prefetching): the evaluation pass or the next epoch.
+        then = range(data.n_shards) if evaluates(cur.epoch + 1) else next_order(cur.epoch + 1)
+        stream = feed.train_stream(order[cur.pos:], then)
         nxt = _to_device(backend, next(stream, None))
         while nxt is not None:
             s, block, beta = nxt
@@ -189,12 +199,10 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         for i in active:
             results[i].n_iter = cur.epoch
 
-        last = cur.epoch == cfg.max_iter
-        need_gap1 = cfg.gap_decay is not None and cur.epoch == 1
-        if need_gap1 or last or cur.epoch % cfg.eval_every == 0:
+        if evaluates(cur.epoch):
             active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur,
                                wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
-                               callback=callback)
+                               callback=callback, then=next_order(cur.epoch))
         if checkpoint is not None:
             checkpoint(backend.to_host(W), cur, results)
 
@@ -215,12 +223,12 @@ def _to_device(backend, item):
 
 
 def _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, *, wall, rows, epoch_time,
-              callback) -> np.ndarray:
+              callback, then=()) -> np.ndarray:
     """Primal, dual and gap of every active model (one streaming pass); stopping decisions."""
     bias = cfg.bias
     hinge = np.zeros(active.shape[0])
     beta_sum = np.zeros(active.shape[0])
-    for s, block in feed.eval_stream():
+    for s, block in feed.eval_stream(then):
         hinge += backend.hinge_sums(W, backend.put_block(block), bias, active)
         beta_sum += betas.sums(s, active)
     Cs = np.asarray(cfg.Cs, dtype=np.float64)
@@ -246,9 +254,14 @@ def _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, *, wall,
                     cur.epoch, res.C, P[j], D[j], R[j], cur.train_time, rows_per_s)
     stop = False
     if callback is not None:
+        def weights(j: int = 0):
+            from .estimator import coef_intercept
+
+            return coef_intercept(np.array(backend.to_host(W)[active[j]]), data.n_features, cfg)
+
         stop = bool(callback({"epoch": cur.epoch, "time": cur.train_time, "models": [int(i) for i in active],
                               "primal": P.tolist(), "dual": D.tolist(), "rel_gap": R.tolist(),
-                              "rows_per_s": rows_per_s}))
+                              "rows_per_s": rows_per_s, "weights": weights}))
     active = np.array([i for i in active if int(i) not in finished], dtype=np.int64)
     if stop:
         for i in active:
@@ -531,8 +544,10 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         Save the model (or, with a list of ``C``, ``<stem>-C<value><suffix>`` per model).
     callback : callable, optional
         Called after each evaluated epoch with a dict (``epoch``, ``time``,
-        ``models``, ``primal``, ``dual``, ``rel_gap``, ``rows_per_s``); a
-        truthy return value stops training (status 'stopped').
+        ``models``, ``primal``, ``dual``, ``rel_gap``, ``rows_per_s``, and
+        ``weights``: ``weights(j)`` returns copies of ``(coef, intercept)`` of
+        the j-th model in ``models`` as they are now); a truthy return value
+        stops training (status 'stopped').
     progress : callable, optional
         ``progress(epoch, shards_done, n_shards, rows)`` after each shard.
 

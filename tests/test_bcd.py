@@ -97,3 +97,21 @@ def test_bad_arrays_rejected(rng):
         bcd_pass(np.zeros((3, 3), dtype=np.float32), X, y, np.zeros((10, 2)), 1.0, np.arange(10))
     with pytest.raises(ValueError, match="subproblem"):
         bcd_pass(np.zeros((3, 3)), X, y, np.zeros((10, 2)), 1.0, np.arange(10), subproblem="x")
+
+
+def test_callback_weights_are_the_model_of_that_epoch(rng):
+    """The callback's weights(j) after epoch t equal the model trained with max_iter = t."""
+    X, y = make_classification(rng, n=120, d=7, k=4)
+    seen = {}
+
+    def cb(info):
+        seen[info["epoch"]] = [info["weights"](j) for j in range(len(info["models"]))]
+
+    kw = dict(C=[0.5, 2.0], tol=0.0, random_state=3, fit_intercept=True)
+    sw.train((X, y), max_iter=4, callback=cb, **kw)
+    assert sorted(seen) == [1, 2, 3, 4]
+    for j, m in enumerate(sw.train((X, y), max_iter=2, **kw)):
+        coef, intercept = seen[2][j]
+        np.testing.assert_array_equal(coef, m.coef_)
+        np.testing.assert_array_equal(intercept, m.intercept_)
+    assert not np.array_equal(seen[2][0][0], seen[4][0][0])

@@ -136,7 +136,7 @@ def _sweep_solution(v, C):
     b = np.zeros_like(v)
     if srt.size == 0:
         return b
-    nu, nm, gamma = walrus_sweep_cpu(v, srt, srt.size, C)
+    nu, nm, gamma, _ = walrus_sweep_cpu(v, srt, srt.size, C)
     b[srt[:nu]] = C
     inside = srt[nu:nu + nm]
     b[inside] = np.minimum(np.maximum(v[inside] - gamma, 0.0), C)

@@ -131,3 +131,23 @@ def test_property_kkt(v, C):
     scale = max(1.0, C, np.abs(v).max())
     assert kkt_violation(b, v, C) <= 1e-12 * scale
     assert np.abs(b - oracle(v, C)).max() <= 1e-12 * scale
+
+
+@pytest.mark.parametrize("shift", [0.0, 2.0, 6.0])
+def test_lazily_sorted_prefix_equals_the_full_sort(shift, rng):
+    """Above 48 positive entries the kernel sorts a growing prefix by heap selection;
+    shifted v puts many entries at C, so the sweep runs deep and the prefix must grow."""
+    from streamwww.backends._cuda_rowmath import walrus_sweep_cpu
+
+    for m in (49, 60, 500, 3000):
+        for C in (0.01, 1.0):
+            v = (rng.normal(size=m) + shift) * C
+            pos = np.flatnonzero(v > 0)
+            srt = pos[np.argsort(-v[pos], kind="stable")]
+            nu, nm, gamma, viol = walrus_sweep_cpu(v, srt, srt.size, C)
+            full = np.zeros(m)
+            full[srt[:nu]] = C
+            full[srt[nu:nu + nm]] = np.clip(v[srt[nu:nu + nm]] - gamma, 0.0, C)
+            b = solve_subproblem(v, C)
+            assert viol <= 0.0 and (b == C).sum() == nu
+            np.testing.assert_allclose(b, full, rtol=0, atol=1e-14 * max(1.0, np.abs(v).max()))

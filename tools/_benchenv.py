@@ -60,3 +60,65 @@ def replace_section(path: str, marker: str, text: str) -> None:
         doc = doc.rstrip() + "\n\n" + block
     with open(path, "w") as f:
         f.write(doc)
+
+
+# --- shared by tools/bench.py and its sections (issue 6) -------------------------------------
+
+LIBSVM_FILES = {"dna": ("dna.scale", "dna.scale.t"), "satimage": ("satimage.scale", "satimage.scale.t"),
+                "letter": ("letter.scale", "letter.scale.t"), "sector": ("sector.scale", "sector.scale.t")}
+
+
+class BenchContext:
+    """What every section of ``tools/bench.py`` gets.
+
+    Attributes
+    ----------
+    quick : bool
+        Tiny inputs; the whole suite in well under five minutes (the test suite runs it).
+    data_dir : str
+        Folder with the ``*.xz`` LIBSVM files (``../shared/data/libsvm``).
+    workdir : str
+        Scratch folder for decompressed files, stores and checkpoints (kept between runs).
+    plots_dir : str
+        Where PNG figures go (``docs/`` beside ``benchmarks.md`` in a full run).
+    doc : str
+        The Markdown report whose marked sections are replaced.
+    seed : int
+    """
+
+    def __init__(self, quick: bool, data_dir: str, workdir: str, plots_dir: str, doc: str, seed: int = 0):
+        self.quick, self.data_dir, self.workdir = quick, data_dir, workdir
+        self.plots_dir, self.doc, self.seed = plots_dir, doc, seed
+        os.makedirs(workdir, exist_ok=True)
+        os.makedirs(plots_dir, exist_ok=True)
+
+    def plot_link(self, filename: str) -> str:
+        """Markdown image link to ``plots_dir/filename`` relative to the report."""
+        rel = os.path.relpath(os.path.join(self.plots_dir, filename), os.path.dirname(os.path.abspath(self.doc)))
+        return f"![{filename}]({rel})"
+
+
+def libsvm_file(ctx: BenchContext, filename: str) -> str:
+    """Path of ``filename`` decompressed from ``ctx.data_dir/filename.xz`` into ``ctx.workdir``."""
+    import lzma
+
+    path = os.path.join(ctx.workdir, filename)
+    if not os.path.exists(path):
+        tmp = path + ".part"
+        with lzma.open(os.path.join(ctx.data_dir, filename + ".xz")) as src, open(tmp, "wb") as dst:
+            while chunk := src.read(1 << 24):
+                dst.write(chunk)
+        os.replace(tmp, path)
+    return path
+
+
+def load_libsvm(ctx: BenchContext, name: str, dense_letter: bool = True):
+    """``X, y, X_test, y_test`` of one of :data:`LIBSVM_FILES` (CSR; letter dense by default)."""
+    from sklearn.datasets import load_svmlight_file
+
+    train_f, test_f = (libsvm_file(ctx, f) for f in LIBSVM_FILES[name])
+    X, y = load_svmlight_file(train_f)
+    Xt, yt = load_svmlight_file(test_f, n_features=X.shape[1])
+    if name == "letter" and dense_letter:  # 16 dense features: the dense kernel
+        X, Xt = X.toarray(), Xt.toarray()
+    return X, y, Xt, yt

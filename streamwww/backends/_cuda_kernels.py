@@ -181,7 +181,7 @@ def _walrus_block(v, cand, srt, bn, ist, fst, p, C, tid, nthreads):
         _bitonic_sort(cand, v, p, tid, nthreads)
         lst = cand
     if tid == 0:
-        nu, nm, gamma = _sweep(v, lst, p, C)
+        nu, nm, gamma, _ = _sweep(v, lst, p, C)
         ist[1] = nu
         ist[2] = nm
         fst[0] = gamma

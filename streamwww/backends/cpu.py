@@ -50,12 +50,14 @@ class CPUBackend:
     def hinge_sums(self, W, block: Block, bias, models) -> np.ndarray:
         models = np.ascontiguousarray(models, dtype=np.int64)
         out = np.zeros(models.shape[0], dtype=np.float64)
+        one = models.shape[0] == 1
         if block.is_sparse:
             X = block.X
-            K.hinge_sum_csr(W, X.data, X.indices, X.indptr, block.y, float(bias), models, out,
-                            K.ktag(W.shape[2]))
+            kernel = K.hinge_sum_csr_serial if one else K.hinge_sum_csr
+            kernel(W, X.data, X.indices, X.indptr, block.y, float(bias), models, out, K.ktag(W.shape[2]))
         else:
-            K.hinge_sum_dense(W, block.X, block.y, float(bias), models, out, K.ktag(W.shape[2]))
+            kernel = K.hinge_sum_dense_serial if one else K.hinge_sum_dense
+            kernel(W, block.X, block.y, float(bias), models, out, K.ktag(W.shape[2]))
         return out
 
     def sq_frobenius(self, W) -> np.ndarray:

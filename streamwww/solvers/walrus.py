@@ -28,42 +28,58 @@ difference of large numbers, and a plain running sum puts ``m`` roundings into
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
 __all__ = ["solve_subproblem", "solve_subproblem_batch", "walrus_kernel", "walrus_sweep"]
 
-# Below this length an insertion sort beats np.argsort (no allocation).
+# Up to this many positive entries an insertion sort; above, a heap and a
+# lazily sorted prefix that starts with this many entries.
 _INSERTION_SORT_MAX = 48
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _positive_argsort_desc(v, idx):
-    """Fill ``idx[:p]`` with the indices of the ``p`` positive entries of ``v``,
-    sorted by decreasing value; return ``p``."""
+def _collect_positive(v, idx):
+    """Write the indices of the positive entries of ``v`` to ``idx[:p]``; return ``p``."""
     p = 0
     for i in range(v.shape[0]):
         if v[i] > 0.0:
             idx[p] = i
             p += 1
-    if p <= _INSERTION_SORT_MAX:
-        for i in range(1, p):
-            j = idx[i]
-            key = v[j]
-            q = i - 1
-            while q >= 0 and v[idx[q]] < key:
-                idx[q + 1] = idx[q]
-                q -= 1
-            idx[q + 1] = j
-    else:
-        vals = np.empty(p)
-        for i in range(p):
-            vals[i] = -v[idx[i]]
-        perm = np.argsort(vals)
-        chosen = idx[:p].copy()
-        for i in range(p):
-            idx[i] = chosen[perm[i]]
     return p
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _insertion_sort_desc(v, idx, p):
+    """Sort ``idx[:p]`` by decreasing ``v[idx]``."""
+    for i in range(1, p):
+        j = idx[i]
+        key = v[j]
+        q = i - 1
+        while q >= 0 and v[idx[q]] < key:
+            idx[q + 1] = idx[q]
+            q -= 1
+        idx[q + 1] = j
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sift_down(v, heap, root, n):
+    """Restore the max-heap property (by ``v[heap]``) of ``heap[:n]`` below ``root``."""
+    j = heap[root]
+    key = v[j]
+    while True:
+        child = 2 * root + 1
+        if child >= n:
+            break
+        if child + 1 < n and v[heap[child + 1]] > v[heap[child]]:
+            child += 1
+        if v[heap[child]] <= key:
+            break
+        heap[root] = heap[child]
+        root = child
+    heap[root] = j
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -81,8 +97,10 @@ def walrus_sweep(v, srt, p, C):
     """Steps 6-11 of Algorithm 2: the event sweep over the sorted positive entries.
 
     ``srt[:p]`` indexes the ``p >= 1`` positive entries of ``v`` by decreasing
-    value.  Returns ``(n_u, n_m, gamma)``: ``b[srt[q]] = C`` for ``q < n_u``,
-    ``clip(v - gamma, 0, C)`` for ``n_u <= q < n_u + n_m`` and 0 elsewhere.
+    value.  Returns ``(n_u, n_m, gamma, viol)``: ``b[srt[q]] = C`` for
+    ``q < n_u``, ``clip(v - gamma, 0, C)`` for ``n_u <= q < n_u + n_m`` and 0
+    elsewhere; ``viol <= 0`` when the sweep stopped at a state meeting the KKT
+    conditions (else it is the smallest violation seen, the fallback state's).
     A plain function: compiled here for the CPU (``_sweep``) and as a CUDA
     device function by :mod:`streamwww.backends._cuda_kernels`, so both
     backends run the same sweep.
@@ -133,7 +151,7 @@ def walrus_sweep(v, srt, p, C):
     for q in range(best_u, best_u + best_m):
         S, Sc = _add(S, Sc, v[srt[q]])
     gamma = (C * best_u + (S + Sc)) / (best_m + 1)
-    return best_u, best_m, gamma
+    return best_u, best_m, gamma, best_viol
 
 
 _sweep = njit(cache=True, nogil=True, inline="always")(walrus_sweep)
@@ -152,13 +170,56 @@ def walrus_kernel(v, C, out, idx):
     # gamma = sum(b) > 0 as soon as some v_i > 0, so entries with v_i <= 0 end at
     # b_i = 0 and create no event (Subroutine 3 keeps only positive breakpoints):
     # only the p positive entries need sorting.
-    p = _positive_argsort_desc(v, idx)
+    p = _collect_positive(v, idx)
     if p == 0:
         return 0.0
-
-    best_u, best_m, gamma = _sweep(v, idx, p, C)
+    if p > _INSERTION_SORT_MAX:
+        # Drop entries that cannot be positive at the optimum.  For any subset of
+        # the entries, the root of g = sum_subset clip(v_i - g, 0, C) is <= gamma
+        # (the subset's sum is never larger), and v_i <= gamma means b_i = 0.
+        # The subset: the first entries found; the margin covers rounding.
+        sample = idx[:_INSERTION_SORT_MAX]
+        _insertion_sort_desc(v, sample, _INSERTION_SORT_MAX)
+        s_u, s_m, g_low, _ = _sweep(v, sample, _INSERTION_SORT_MAX, C)
+        g_low -= 1e-9 * max(g_low, C)
+        q = 0
+        for t in range(p):
+            i = idx[t]
+            if v[i] > g_low:
+                idx[q] = i
+                q += 1
+        p = q
+    if p <= _INSERTION_SORT_MAX:
+        srt = idx[:p]
+        _insertion_sort_desc(v, srt, p)
+        best_u, best_m, gamma, viol = _sweep(v, srt, p, C)
+    else:
+        # The sweep reads the sorted entries from the largest down and usually
+        # stops long before the end (b is sparse at the optimum), so sort lazily:
+        # heapify (O(p)) and pop the largest entries into a sorted prefix kept
+        # reversed at the heap's tail (srt[q] = idx[p - 1 - q]).  On the first
+        # n_sorted entries the sweep passes through the same states as on all p
+        # until it needs entry n_sorted; if it stopped before, at a KKT point,
+        # that is the full sweep's answer, else more entries are sorted.
+        for root in range(p // 2 - 1, -1, -1):
+            _sift_down(v, idx, root, p)
+        srt = idx[p - 1::-1]
+        n_sorted = 0
+        target = _INSERTION_SORT_MAX
+        while True:
+            while n_sorted < target:
+                last = p - 1 - n_sorted
+                top = idx[0]
+                idx[0] = idx[last]
+                idx[last] = top
+                n_sorted += 1
+                _sift_down(v, idx, 0, p - n_sorted)
+            best_u, best_m, gamma, viol = _sweep(v, srt, n_sorted, C)
+            if n_sorted == p or (viol <= 0.0 and best_u + best_m < n_sorted):
+                break
+            target = min(p, 4 * n_sorted)
     for q in range(best_u + best_m):
-        i = idx[q]
+        i = srt[q]
         if q < best_u:
             out[i] = C
         else:
@@ -184,6 +245,10 @@ def _check_v(v, ndim: int, name: str) -> np.ndarray:
 
 
 def _check_C(C) -> np.ndarray:
+    if isinstance(C, (float, int)) and not isinstance(C, bool):  # fast path: ~1 µs instead of ~20
+        if math.isfinite(C) and C > 0:
+            return np.float64(C)
+        raise ValueError(f"C must be a finite float in (0, inf). Got {C!r} instead.")
     Cs = np.asarray(C, dtype=np.float64)
     if not np.all(np.isfinite(Cs)) or np.any(Cs <= 0):
         raise ValueError(f"C must be a finite float in (0, inf). Got {C!r} instead.")
