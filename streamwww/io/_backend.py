@@ -39,8 +39,12 @@ class ShardBackend(ABC):
 
     @abstractmethod
     def read_shard(self, root: Path, i: int, *, layout: str, n_features: int,
-                   index_dtype: np.dtype) -> tuple[sp.csr_matrix | np.ndarray, np.ndarray]:
+                   index_dtype: np.dtype, handles: dict | None = None
+                   ) -> tuple[sp.csr_matrix | np.ndarray, np.ndarray]:
         """Read shard ``i``: return ``(X, y)`` with only that shard's files read.
+
+        ``handles``, if given, is the opened store's cache of per-shard
+        handles (open arrays) that a backend may keep between reads.
 
         Sparse ``X`` is a CSR matrix with ``index_dtype`` indices; dense ``X`` a
         C-contiguous array. The store validates shapes and ranges afterwards.

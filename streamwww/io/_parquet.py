@@ -70,7 +70,7 @@ class ParquetBackend(ShardBackend):
                        row_group_size=max(1, shard.rows))
 
     def read_shard(self, root: Path, i: int, *, layout: str, n_features: int,
-                   index_dtype: np.dtype):
+                   index_dtype: np.dtype, handles: dict | None = None):
         table = pq.read_table(str(root / self.shard_relpath(i)), memory_map=False)
         y = _writeable(table.column("y").to_numpy())
         rows = len(y)

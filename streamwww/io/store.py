@@ -87,6 +87,7 @@ class ShardStore:
         self.path = path
         self.metadata = metadata
         self._backend = get_backend(metadata["format"])
+        self._handles: dict = {}  # the backend's open per-shard handles
         self.format: str = metadata["format"]
         self.layout: str = metadata["layout"]
         self.n_rows: int = metadata["n_rows"]
@@ -147,7 +148,8 @@ class ShardStore:
         try:
             X, y = self._backend.read_shard(self.path, i, layout=self.layout,
                                             n_features=self.n_features,
-                                            index_dtype=index_dtype(nnz, self.n_features))
+                                            index_dtype=index_dtype(nnz, self.n_features),
+                                            handles=self._handles)
         except Exception as exc:  # any backend failure is a broken store
             raise ShardFormatError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
         problem = self._check_shard(i, X, y)
