@@ -44,7 +44,7 @@ def _choice(owner, name, value, options):
 
 def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay,
                  subproblem, random_state, device, verbose, inner_passes=1, eval_every=1,
-                 allow_C_list: bool = False) -> tuple[float, ...]:
+                 mix_shards=1, allow_C_list: bool = False) -> tuple[float, ...]:
     """Validate training parameters; return ``C`` as a tuple of floats."""
     if allow_C_list and isinstance(C, (list, tuple, np.ndarray)):
         Cs = list(np.asarray(C, dtype=object).ravel())
@@ -69,6 +69,7 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
     _int(owner, "verbose", verbose, low=0)
     _int(owner, "inner_passes", inner_passes, low=1)
     _int(owner, "eval_every", eval_every, low=1)
+    _int(owner, "mix_shards", mix_shards, low=1)
     if not (random_state is None or isinstance(random_state, (numbers.Integral, np.random.RandomState))) \
             or isinstance(random_state, bool):
         _fail(owner, "random_state", "an int, a numpy.random.RandomState instance or None", random_state)

@@ -49,7 +49,9 @@ def register(sub) -> None:
     p.add_argument("--checkpoint-every", type=int, default=0,
                    help="also checkpoint every N shards within an epoch (default: epoch ends only)")
     p.add_argument("--prefetch", type=int, default=2, help="shards loaded ahead (default 2)")
-    p.add_argument("--inner-passes", type=int, default=1, help="passes over each loaded shard (default 1)")
+    p.add_argument("--inner-passes", type=int, default=1, help="passes over each loaded shard group (default 1)")
+    p.add_argument("--mix-shards", type=int, default=2,
+                   help="shards trained together, rows interleaved; groups change every epoch (default 2)")
     p.add_argument("--eval-every", type=int, default=1, help="objectives every N epochs (default 1)")
     p.set_defaults(func=run_train)
 
@@ -149,7 +151,8 @@ def run_train(args) -> int:
                       fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
                       subproblem=args.subproblem, device=args.device, checkpoint_dir=args.checkpoint_dir,
                       checkpoint_every=args.checkpoint_every, prefetch=args.prefetch,
-                      inner_passes=args.inner_passes, eval_every=args.eval_every, model_out=args.model_out,
+                      inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
+                      model_out=args.model_out,
                       callback=rep.epoch_done, progress=rep.progress)
     _summary(models)
     print(f"model written to {args.model_out}" + (" (one file per C)" if len(args.C) > 1 else ""))

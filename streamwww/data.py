@@ -11,7 +11,30 @@ import numpy as np
 
 from streamwww.backends.base import Block, make_block
 
-__all__ = ["InMemoryData", "InMemoryBetas"]
+__all__ = ["InMemoryData", "InMemoryBetas", "stack_block", "stack_rows", "split_rows"]
+
+
+def stack_block(parts, bias: float) -> Block:
+    """One prepared block of the rows of several ``(X, y)`` parts, in order."""
+    if len(parts) == 1:
+        return make_block(parts[0][0], parts[0][1], bias)
+    import scipy.sparse as sp
+
+    Xs = [X for X, _ in parts]
+    X = sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.concatenate(Xs)
+    return make_block(X, np.concatenate([y for _, y in parts]), bias)
+
+
+def stack_rows(arrays) -> np.ndarray:
+    """Per-shard ``beta[n_models, rows, k-1]`` arrays as one, rows in order (no copy for one)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=1)
+
+
+def split_rows(beta: np.ndarray, rows) -> list[np.ndarray]:
+    """Inverse of :func:`stack_rows`: views of ``beta`` with ``rows[j]`` rows each."""
+    if len(rows) == 1:
+        return [beta]
+    return np.split(beta, np.cumsum(rows)[:-1], axis=1)
 
 
 class InMemoryData:
@@ -39,6 +62,12 @@ class InMemoryData:
     @property
     def n_rows(self) -> int:
         return int(self.shard_rows.sum())
+
+    def block_of(self, shards, bias: float) -> Block:
+        """The block of ``shards`` (here always ``(0,)``)."""
+        if len(shards) != 1:
+            raise IndexError(f"in-memory data has 1 shard; got the group {tuple(shards)}")
+        return self.block(shards[0], bias)
 
     def block(self, i: int, bias: float) -> Block:
         """The prepared shard ``i`` (computed once, then reused every epoch)."""

@@ -91,85 +91,109 @@ class DaskExecutor:
 
 
 class SyncFeed:
-    """Load each shard when it is needed, in the calling thread."""
+    """Load each group of shards when it is needed, in the calling thread.
+
+    Streams yield *units*: tuples of shard indices trained (or evaluated) as
+    one block, their rows stacked in the tuple's order.
+    """
 
     def __init__(self, data, betas, bias: float):
         self.data, self.betas, self.bias = data, betas, bias
 
-    def train_stream(self, shards: Iterable[int], then: Iterable[int] = ()) -> Iterator[tuple[int, Any, Any]]:
-        """``(shard, block, beta)`` for each of ``shards``; ``then``: the shards the
-        next stream starts with (a hint for prefetching feeds)."""
-        for s in shards:
-            yield int(s), self.data.block(int(s), self.bias), self.betas.get(int(s))
+    def _beta(self, unit) -> Any:
+        from streamwww.data import stack_rows
 
-    def eval_stream(self, then: Iterable[int] = ()) -> Iterator[tuple[int, Any]]:
-        """``(shard, block)`` for every shard in storage order."""
+        return stack_rows([self.betas.get(s) for s in unit])
+
+    def train_stream(self, units: Iterable[tuple[int, ...]],
+                     then: Iterable[tuple[int, ...]] = ()) -> Iterator[tuple[tuple[int, ...], Any, Any]]:
+        """``(unit, block, beta)`` for each of ``units``; ``then``: the units the
+        next stream starts with (a hint for prefetching feeds)."""
+        for unit in units:
+            unit = tuple(int(s) for s in unit)
+            yield unit, self.data.block_of(unit, self.bias), self._beta(unit)
+
+    def eval_stream(self, then: Iterable[tuple[int, ...]] = ()) -> Iterator[tuple[tuple[int, ...], Any]]:
+        """``((shard,), block)`` for every shard in storage order."""
         for s in range(self.data.n_shards):
-            yield s, self.data.block(s, self.bias)
+            yield (s,), self.data.block_of((s,), self.bias)
 
 
 class DaskFeed(SyncFeed):
-    """Prefetch ``prefetch`` shards and their ``beta`` on a :class:`DaskExecutor`.
+    """Prefetch units (groups of shards) and their ``beta`` on a :class:`DaskExecutor`.
 
-    The window runs across stream boundaries: when a stream has submitted its
-    last shard, the free slots load the blocks of the next stream's first
-    shards (``then``), so an epoch does not start by waiting for a read.  Their
-    ``beta`` is read when that next stream starts, after this stream's last
-    ``beta`` has been handed to :meth:`DiskBetas.put`.
+    ``prefetch`` counts shards: about ``prefetch`` shards load ahead (at least one
+    unit).  The window runs across stream boundaries: when a stream has
+    submitted its last unit, the free slots load the blocks of the next
+    stream's first units (``then``), so an epoch does not start by waiting for
+    a read.  Their ``beta`` is read when that next stream starts, after this
+    stream's last ``beta`` has been handed to :meth:`DiskBetas.put`.
     """
 
     def __init__(self, data, betas, bias: float, executor: DaskExecutor, prefetch: int = 2):
         super().__init__(data, betas, bias)
         self.executor = executor
         self.prefetch = max(1, int(prefetch))
-        self._ahead: list[tuple[int, Any]] = []  # (shard, future of its block) for the next stream
+        self._ahead: list[tuple[tuple[int, ...], Any]] = []  # (unit, future of its block) for the next stream
 
-    def _load(self, s: int, with_block: bool, with_beta: bool, version: int, _write=None):
-        """Shard ``s``'s block and/or ``beta`` version ``version`` (read after ``_write``)."""
-        block = self.data.block(s, self.bias) if with_block else None
-        return block, (self.betas.read(s, version) if with_beta else None)
+    def _load(self, unit: tuple[int, ...], with_block: bool, with_beta: bool, versions: tuple, *_writes):
+        """The block of ``unit`` and/or its stacked ``beta`` (versions ``versions``, read after ``_writes``)."""
+        from streamwww.data import stack_rows
 
-    def _submit(self, s: int, with_block: bool, with_beta: bool):
-        version, pending_write = self.betas.current(s) if with_beta else (0, None)
-        return self.executor.submit(self, "_load", s, with_block, with_beta, version, pending_write)
+        block = self.data.block_of(unit, self.bias) if with_block else None
+        beta = stack_rows([self.betas.read(s, v) for s, v in zip(unit, versions)]) if with_beta else None
+        return block, beta
 
-    def _stream(self, shards: Iterable[int], with_beta: bool, then: Iterable[int]):
-        shards = [int(s) for s in shards]
+    def _submit(self, unit: tuple[int, ...], with_block: bool, with_beta: bool):
+        versions, writes = (), ()
+        if with_beta:
+            current = [self.betas.current(s) for s in unit]
+            versions = tuple(v for v, _ in current)
+            writes = tuple(w for _, w in current if w is not None)
+        return self.executor.submit(self, "_load", unit, with_block, with_beta, versions, *writes)
+
+    def _window(self, unit_len: int) -> int:
+        return max(1, -(-self.prefetch // max(1, unit_len)))
+
+    def _stream(self, units: Iterable[tuple[int, ...]], with_beta: bool, then: Iterable[tuple[int, ...]]):
+        units = [tuple(int(s) for s in u) for u in units]
         ahead, self._ahead = self._ahead, []
-        if [s for s, _ in ahead] != shards[:len(ahead)]:
+        if [u for u, _ in ahead] != units[:len(ahead)]:
             for _, fut in ahead:  # the hint was wrong (e.g. training stopped): drop
                 fut.cancel()
             ahead = []
-        # window items: (shard, block future, beta future or None, belongs to this stream)
-        window: deque = deque((s, fut, self._submit(s, False, True) if with_beta else None, True)
-                              for s, fut in ahead)
-        todo = iter(shards[len(ahead):])
-        following = iter([int(s) for s in then][:self.prefetch])
+        size = self._window(max((len(u) for u in units), default=1))
+        # window items: (unit, block future, beta future or None, belongs to this stream)
+        window: deque = deque((u, fut, self._submit(u, False, True) if with_beta else None, True)
+                              for u, fut in ahead)
+        todo = iter(units[len(ahead):])
+        following = [tuple(int(s) for s in u) for u in then]
+        following = iter(following[:self._window(max((len(u) for u in following), default=1))])
 
         def fill() -> None:
-            while len(window) < self.prefetch:
-                s = next(todo, None)
-                if s is not None:
-                    window.append((s, self._submit(s, True, with_beta), None, True))
+            while len(window) < size:
+                u = next(todo, None)
+                if u is not None:
+                    window.append((u, self._submit(u, True, with_beta), None, True))
                     continue
-                s = next(following, None)
-                if s is None:
+                u = next(following, None)
+                if u is None:
                     return
-                window.append((s, self._submit(s, True, False), None, False))
+                window.append((u, self._submit(u, True, False), None, False))
 
         fill()
         while window and window[0][3]:
-            s, fut, beta_fut, _ = window.popleft()
+            u, fut, beta_fut, _ = window.popleft()
             block, beta = fut.result()
             if beta_fut is not None:
                 beta = beta_fut.result()[1]
-            del fut, beta_fut  # let the worker forget the shard
+            del fut, beta_fut  # let the worker forget the unit
             fill()
-            yield (s, block, beta) if with_beta else (s, block)
-        self._ahead = [(s, fut) for s, fut, _, _ in window]
+            yield (u, block, beta) if with_beta else (u, block)
+        self._ahead = [(u, fut) for u, fut, _, _ in window]
 
-    def train_stream(self, shards, then=()):
-        return self._stream(shards, True, then)
+    def train_stream(self, units, then=()):
+        return self._stream(units, True, then)
 
     def eval_stream(self, then=()):
-        return self._stream(range(self.data.n_shards), False, then)
+        return self._stream([(s,) for s in range(self.data.n_shards)], False, then)

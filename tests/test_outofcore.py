@@ -227,8 +227,8 @@ def test_model_file_round_trip(tmp_path, rng):
         sw.load_model(tmp_path / "x.npz")
 
 
-@pytest.mark.parametrize("prefetch,eval_every", [(1, 1), (2, 3), (3, 2)])
-def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every):
+@pytest.mark.parametrize("prefetch,eval_every,mix", [(1, 1, 1), (2, 3, 1), (3, 2, 1), (2, 1, 2), (1, 2, 3)])
+def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mix):
     """The Dask feed loads the next epoch's (or the evaluation's) first shards while
     an epoch ends; beta must still be each shard's latest version: with 3 shards
     an epoch often starts with the shard the previous one ended with."""
@@ -241,7 +241,7 @@ def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every):
     X, y = _data(rng, sparse=True)
     write_store(tmp_path / "s.zarr", X, y, shard_rows=200)
     data = StoreData(sw.open_store(tmp_path / "s.zarr"))
-    cfg = SolverConfig(Cs=(0.3, 1.0), tol=0.0, max_iter=9, seed=5, eval_every=eval_every)
+    cfg = SolverConfig(Cs=(0.3, 1.0), tol=0.0, max_iter=9, seed=5, eval_every=eval_every, mix_shards=mix)
     orders = [tuple(shard_order(cfg.seed, e, data.n_shards)) for e in range(cfg.max_iter)]
     assert any(a[-1] == b[0] for a, b in zip(orders, orders[1:]))  # the case that matters occurs
     backend = get_backend("cpu")
