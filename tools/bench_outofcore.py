@@ -139,9 +139,7 @@ def convergence(data_dir: str, work: str, names=("letter", "sector"), shards: in
                          f"> {m.n_iter_} (gap {h[-1]['gap'] / h[0]['gap']:.4f}·gap₁, {h[-1]['time']:.1f} s)")
         rows.append(f"| {name} | {X.shape[0]:,} | " + " | ".join(cells) + " |")
         print(rows[-1], flush=True)
-    return (f"### (e) Convergence in epochs: one shuffled block vs {shards} fixed shards
-
-"
+    return (f"### (e) Convergence in epochs: one shuffled block vs {shards} fixed shards\n\n"
             "Epochs (and training-pass time) until gap ≤ 0.0009·gap₁, C = 1, no intercept, seed 0; the "
             f"store holds the same rows in {shards} shards. Training shard by shard (`mix_shards=1`) "
             "visits the rows of one fixed shard together every epoch; `mix_shards=2` (the default) "
