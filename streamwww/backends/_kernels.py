@@ -80,19 +80,20 @@ def _scatter_csr(Wm, data, indices, lo, hi, bias, dk, k):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _add_row_some(Wm, f, a, dk, cls, n):
+    """``Wm[f, j] += a * dk[j]`` for the classes ``j`` in ``cls[:n]``."""
+    for q in range(n):
+        j = cls[q]
+        Wm[f, j] += a * dk[j]
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _scatter_csr_some(Wm, data, indices, lo, hi, bias, dk, cls, n):
     """``_scatter_csr`` restricted to the classes ``cls[:n]`` (the others' ``dk`` is 0)."""
     for p in range(lo, hi):
-        a = data[p]
-        f = indices[p]
-        for q in range(n):
-            j = cls[q]
-            Wm[f, j] += a * dk[j]
+        _add_row_some(Wm, indices[p], data[p], dk, cls, n)
     if bias != 0.0:
-        f = Wm.shape[0] - 1
-        for q in range(n):
-            j = cls[q]
-            Wm[f, j] += bias * dk[j]
+        _add_row_some(Wm, Wm.shape[0] - 1, bias, dk, cls, n)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -129,14 +130,9 @@ def _scatter_dense_some(Wm, x, bias, dk, cls, n):
     for f in range(x.shape[0]):
         a = x[f]
         if a != 0.0:
-            for q in range(n):
-                j = cls[q]
-                Wm[f, j] += a * dk[j]
+            _add_row_some(Wm, f, a, dk, cls, n)
     if bias != 0.0:
-        f = Wm.shape[0] - 1
-        for q in range(n):
-            j = cls[q]
-            Wm[f, j] += bias * dk[j]
+        _add_row_some(Wm, Wm.shape[0] - 1, bias, dk, cls, n)
 
 
 @njit(cache=True, nogil=True, inline="always")
