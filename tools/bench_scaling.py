@@ -185,7 +185,9 @@ def run(ctx) -> str:
         "*stream* = `train(store)` with Dask prefetch of 2 shards and `beta` on disk. Epoch time = training "
         "pass only (objective evaluation excluded), mean of the epochs. MB = 10⁶ bytes of shards as held in "
         "memory; MB/s = those bytes / epoch time. Peak RSS sampled every 20 ms; fixed overhead = the "
-        "process's RSS after imports and JIT loading, before it reads data. The store files may sit in the "
+        "process's RSS after imports and JIT loading (stream runs: also after a tiny streamed training run, "
+        "which starts Dask and loads Zarr's writers), before it reads data; stream runs pair shards "
+        "(`mix_shards=2`, the default). The store files may sit in the "
         "OS page cache, so streamed numbers measure reading through the cache, decompression, `beta` I/O and "
         "training, not cold-disk reads.",
         "",
