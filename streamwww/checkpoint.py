@@ -181,7 +181,8 @@ class DiskBetas:
     """
 
     def __init__(self, root, n_models: int, shard_rows, n_classes: int, executor=None,
-                 versions: dict[int, int] | None = None, sums=None, max_pending: int = 2):
+                 versions: dict[int, int] | None = None, sums=None, max_pending: int = 2,
+                 keep_superseded: bool = True):
         import zarr
 
         self.root = Path(root) / "beta.zarr"
@@ -202,6 +203,9 @@ class DiskBetas:
         self._outbox: dict[tuple[int, int], np.ndarray] = {}
         self._dirty: set[tuple[int, int]] = set()
         self.max_pending = max(1, int(max_pending))
+        # A checkpoint needs the committed versions until the next commit; without
+        # one, a version is dropped as soon as its successor is written.
+        self.keep_superseded = bool(keep_superseded)
 
     def _name(self, s: int, v: int) -> str:
         return f"s{s:06d}-v{v:06d}"
@@ -238,6 +242,10 @@ class DiskBetas:
                                 chunks=(self.n_models, min(beta.shape[1], rows_per_chunk) or 1, self.m),
                                 zarr_format=3, overwrite=True, compressors=None)
         arr[...] = beta
+        if not self.keep_superseded and v > 1:
+            # No reader needs v - 1 any more: the next read of shard s is
+            # submitted after this write and reads version v.
+            shutil.rmtree(self.root / self._name(s, v - 1), ignore_errors=True)
 
     def get(self, s: int) -> np.ndarray:
         """The current ``beta`` of shard ``s`` (waits for its pending write)."""

@@ -444,7 +444,7 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
             betas = DiskBetas(root, len(Cs), data.shard_rows, data.n_classes, executor=executor,
                               versions=(manifest["beta"]["versions"] if manifest else None),
                               sums=(manifest["beta"]["sums"] if manifest else None),
-                              max_pending=max(1, prefetch))
+                              max_pending=max(1, prefetch), keep_superseded=ckpt is not None)
         else:
             betas = InMemoryBetas(len(Cs), data.shard_rows, data.n_classes)
         feed = DaskFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)

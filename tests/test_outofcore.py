@@ -256,3 +256,26 @@ def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mi
         assert r.W.tobytes() == g.W.tobytes()
         assert r.history == [{**h, "time": r_h["time"], "wall_time": r_h["wall_time"]}
                              for h, r_h in zip(g.history, r.history)]
+
+
+def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkeypatch):
+    """No checkpoint needs superseded beta versions: disk use must not grow per epoch."""
+    import tempfile
+
+    X, y = _data(rng)
+    write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    counts = []
+
+    def cb(info):
+        (root,) = scratch.glob("streamwww-beta-*/beta.zarr")
+        counts.append(len([p for p in root.iterdir() if p.name.startswith("s")]))
+
+    sw.train(tmp_path / "s.zarr", C=0.05, random_state=1, tol=0.0, max_iter=6, callback=cb, prefetch=2)
+    n_shards = 6
+    assert len(counts) == 6
+    # one version per shard, plus at most the writes still in flight (prefetch = 2)
+    assert all(c <= n_shards + 2 for c in counts) and counts[-1] >= n_shards
+    assert not list(scratch.glob("streamwww-beta-*"))  # the temporary folder is removed at the end
