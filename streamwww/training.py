@@ -272,7 +272,7 @@ def _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, *, wall,
         def weights(j: int = 0):
             from .estimator import coef_intercept
 
-            return coef_intercept(np.array(backend.to_host(W)[active[j]]), data.n_features, cfg)
+            return coef_intercept(backend.to_host(W)[active[j]], data.n_features, cfg)  # to_host copies
 
         stop = bool(callback({"epoch": cur.epoch, "time": cur.train_time, "models": [int(i) for i in active],
                               "primal": P.tolist(), "dual": D.tolist(), "rel_gap": R.tolist(),
@@ -564,8 +564,8 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         random order; the groups are cut anew every epoch from the shuffled
         shard order.  ``1`` trains shard by shard, which converges several times
         slower: with fixed shard membership (letter in 8 shards: not at
-        0.0009 gap_1 after 300 epochs; 2 shards per group: 102, one shuffled
-        block: 97).  Costs ``mix_shards`` shards of memory per group.  Ignored
+        0.0009 gap_1 after 300 epochs; 2 shards per group: 95; in memory: 89;
+        docs/benchmarks.md, out-of-core part (e)).  Costs ``mix_shards`` shards of memory per group.  Ignored
         for in-memory data (one shard).
     model_out : str or Path, optional
         Save the model (or, with a list of ``C``, ``<stem>-C<value><suffix>`` per model).

@@ -726,18 +726,24 @@ class CUDABackend:
                 return self._hinge_cupy(W, block, float(bias), models)
             except Exception as exc:  # noqa: BLE001
                 self._cupy_failed(exc)
-        st = self._stream
-        block.ready.wait(st)
         tpb = 8 if self.simulator else 128
         nblk = (block.n_rows + tpb - 1) // tpb
-        out = self._cuda.device_array((L, nblk), dtype=np.float64, stream=st)
-        self._K.hinge_kernel(not block.is_sparse, tpb)[(nblk, L), tpb, st](
-            W, block.data, block.indices, block.indptr, block.ncols, block.y, block.n_rows, float(bias),
-            self._small(models, np.int64), out)
-        self._release_small()
-        part = out.copy_to_host(stream=st)
-        st.synchronize()
+        part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
+                                np.float64, W, block, bias, models, with_y=True)
         return part.sum(axis=1)
+
+    def _row_kernel(self, kernel, tpb, nblk, out_shape, dtype, W, block: DeviceBlock, bias, models,
+                    with_y: bool = False) -> np.ndarray:
+        """Launch a per-row kernel (grid ``(nblk, len(models))``) over ``block``; its output on the host."""
+        st = self._stream
+        block.ready.wait(st)
+        out = self._cuda.device_array(out_shape, dtype=dtype, stream=st)
+        head = (W, block.data, block.indices, block.indptr, block.ncols) + ((block.y,) if with_y else ())
+        kernel[(nblk, len(models)), tpb, st](*head, block.n_rows, float(bias), self._small(models, np.int64), out)
+        self._release_small()
+        res = out.copy_to_host(stream=st)
+        st.synchronize()
+        return res
 
     def decision_function(self, W, block: DeviceBlock, bias, models) -> np.ndarray:
         """Class scores ``s_j(x_i)`` of shape ``(len(models), n, k)`` on the host (float64)."""
@@ -750,18 +756,9 @@ class CUDABackend:
                 return np.stack([self._cupy.asnumpy(S) for S in self._scores_cupy(W, block, float(bias), models)])
             except Exception as exc:  # noqa: BLE001
                 self._cupy_failed(exc)
-        st = self._stream
-        block.ready.wait(st)
         tpb = 8 if self.simulator else 256
-        nblk = (n * k + tpb - 1) // tpb
-        out = self._cuda.device_array((L, n, k), dtype=np.float64, stream=st)
-        self._K.scores_kernel(not block.is_sparse)[(nblk, L), tpb, st](
-            W, block.data, block.indices, block.indptr, block.ncols, n, float(bias),
-            self._small(models, np.int64), out)
-        self._release_small()
-        res = out.copy_to_host(stream=st)
-        st.synchronize()
-        return res
+        return self._row_kernel(self._K.scores_kernel(not block.is_sparse), tpb, (n * k + tpb - 1) // tpb,
+                                (L, n, k), np.float64, W, block, bias, models)
 
     def predict(self, W, block: DeviceBlock, bias, models) -> np.ndarray:
         """Class index with the largest score (first one on ties), shape ``(len(models), n)``, int64."""
@@ -775,18 +772,9 @@ class CUDABackend:
                                  self._scores_cupy(W, block, float(bias), models)]).astype(np.int64)
             except Exception as exc:  # noqa: BLE001
                 self._cupy_failed(exc)
-        st = self._stream
-        block.ready.wait(st)
         tpb = 8 if self.simulator else 128
-        nblk = (n + tpb - 1) // tpb
-        out = self._cuda.device_array((L, n), dtype=np.int64, stream=st)
-        self._K.predict_kernel(not block.is_sparse)[(nblk, L), tpb, st](
-            W, block.data, block.indices, block.indptr, block.ncols, n, float(bias),
-            self._small(models, np.int64), out)
-        self._release_small()
-        res = out.copy_to_host(stream=st)
-        st.synchronize()
-        return res
+        return self._row_kernel(self._K.predict_kernel(not block.is_sparse), tpb, (n + tpb - 1) // tpb,
+                                (L, n), np.int64, W, block, bias, models)
 
     def primal(self, W, blocks, bias, Cs, models) -> np.ndarray:
         """``1/2 ||W_m||^2 + C_m * hinge`` over an iterable of device blocks, per listed model."""
