@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -200,7 +201,8 @@ class DiskBetas:
                       else np.asarray(sums, dtype=np.float64).reshape(len(self.shard_rows), self.n_models))
         self._committed = dict(self.versions)
         self._pending: dict[int, Any] = {}
-        self._outbox: dict[tuple[int, int], np.ndarray] = {}
+        self._outbox: dict[tuple[int, int], np.ndarray] = {}  # versions being written
+        self._lock = threading.Lock()
         self._dirty: set[tuple[int, int]] = set()
         self.max_pending = max(1, int(max_pending))
         # A checkpoint needs the committed versions until the next commit; without
@@ -210,22 +212,52 @@ class DiskBetas:
     def _name(self, s: int, v: int) -> str:
         return f"s{s:06d}-v{v:06d}"
 
-    def read(self, s: int, v: int) -> np.ndarray:
-        """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros)."""
+    def read(self, s: int, v: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros), into ``out`` if given
+        (a float64 view of shape ``(n_models, rows, k-1)``, e.g. a slice of a group's beta)."""
         shape = (self.n_models, self.shard_rows[s], self.m)
+        if out is None:
+            out = np.empty(shape, dtype=np.float64)
+        if out.shape != shape or out.dtype != np.float64:
+            raise ValueError(f"beta buffer of shape {out.shape}/{out.dtype}; expected {shape}/float64")
         if v == 0:
-            return np.zeros(shape, dtype=np.float64)
+            out[...] = 0.0
+            return out
+        with self._lock:
+            # A version still waiting for (or in) its background write is read from
+            # memory: no wait for the write, no disk read. A version not in the
+            # outbox has been written completely (the entry leaves after the write).
+            pending = self._outbox.get((s, v))
+            if pending is not None:
+                out[...] = pending
+                return out
         import zarr
+        from zarr.core.buffer.cpu import NDBuffer
 
+        path = self.root / self._name(s, v)
         try:
-            arr = zarr.open_array(str(self.root / self._name(s, v)), mode="r")
-            beta = np.ascontiguousarray(arr[...], dtype=np.float64)
+            arr = zarr.open_array(str(path), mode="r")
         except Exception as exc:  # zarr raises several types for missing/corrupt arrays
-            raise CheckpointError(f"{self.root / self._name(s, v)}: cannot read beta of shard {s} "
-                                  f"version {v} ({type(exc).__name__}: {exc})") from None
-        if beta.shape != shape:
-            raise CheckpointError(f"{self.root / self._name(s, v)}: beta of shape {beta.shape}, "
-                                  f"expected {shape}")
+            raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
+                                  f"({type(exc).__name__}: {exc})") from None
+        if arr.shape != shape or arr.dtype != np.float64:
+            raise CheckpointError(f"{path}: beta of shape {arr.shape}/{arr.dtype}, expected {shape}/float64")
+        try:
+            arr.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(out))
+        except Exception as exc:
+            raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
+                                  f"({type(exc).__name__}: {exc})") from None
+        return out
+
+    def read_group(self, shards, versions) -> np.ndarray:
+        """The ``beta`` of several shards (given versions), rows stacked in order, read
+        straight into one array."""
+        rows = [self.shard_rows[s] for s in shards]
+        beta = np.empty((self.n_models, sum(rows), self.m), dtype=np.float64)
+        r0 = 0
+        for s, v, r in zip(shards, versions, rows):
+            self.read(s, v, out=beta[:, r0:r0 + r])
+            r0 += r
         return beta
 
     def _write(self, s: int, v: int, beta: np.ndarray) -> None:
@@ -240,7 +272,10 @@ class DiskBetas:
         # 12 vs 3 ms), which the prefetch thread could not hide.
         arr = zarr.create_array(store=str(path), shape=beta.shape, dtype="float64",
                                 chunks=(self.n_models, min(beta.shape[1], rows_per_chunk) or 1, self.m),
-                                zarr_format=3, overwrite=True, compressors=None)
+                                zarr_format=3, overwrite=True, compressors=None,
+                                # write_empty_chunks: skip Zarr's chunk == fill-value scan, a
+                                # full extra pass over beta on Zarr's one I/O thread
+                                config={"write_empty_chunks": True})
         arr[...] = beta
         if not self.keep_superseded and v > 1:
             # No reader needs v - 1 any more: the next read of shard s is
@@ -248,47 +283,73 @@ class DiskBetas:
             shutil.rmtree(self.root / self._name(s, v - 1), ignore_errors=True)
 
     def get(self, s: int) -> np.ndarray:
-        """The current ``beta`` of shard ``s`` (waits for its pending write)."""
-        fut = self._pending.get(s)
-        if fut is not None:
-            fut.result()
+        """The current ``beta`` of shard ``s``."""
         return self.read(s, self.versions[s])
 
-    def current(self, s: int):
-        """``(version, pending write future or None)`` of shard ``s``: what a prefetch must read and wait for."""
-        self._reap()
-        return self.versions[s], self._pending.get(s)
+    def version(self, s: int) -> int:
+        """The current version of shard ``s``: what a prefetch submitted now must read."""
+        return self.versions[s]
 
     def put(self, s: int, beta: np.ndarray) -> None:
         """Store a new version of shard ``s``'s ``beta`` (in the background with a client)."""
-        v = self.versions[s] + 1
-        self.versions[s] = v
-        self._sums[s] = beta.sum(axis=(1, 2))
-        self._dirty.add((s, v))
+        self.put_group([(s, beta)])
+
+    def put_group(self, items) -> None:
+        """Store new versions of several shards' ``beta``: ``items`` of ``(shard, beta)``,
+        written by one background task (one scheduler round trip per group)."""
+        keys = []
+        for s, beta in items:
+            v = self.versions[s] + 1
+            self.versions[s] = v
+            self._dirty.add((s, v))
+            keys.append((s, v))
         if self.executor is None:
-            self._write(s, v, beta)
+            for (s, v), (_, beta) in zip(keys, items):
+                self._sums[s] = beta.sum(axis=(1, 2))
+                self._write(s, v, beta)
             return
-        # Bound the memory held by writes in flight, and forget finished writes at
-        # once: a live future keeps its task, and with it the beta array, alive.
+        # Bound the memory held by earlier writes still in flight (max_pending shards,
+        # or one group if larger), and forget finished writes at once: a live future
+        # keeps its task alive.
         self._reap()
-        while len(self._pending) >= self.max_pending:
+        while len(self._pending) >= max(self.max_pending, len(keys)):
             next(iter(self._pending.values())).result()
             self._reap()
         # beta travels through an outbox, not as a task argument: distributed keeps
         # recent task events (with their arguments) in a log, which held every
-        # beta array of a run in memory (7.6 MB per shard, measured).
-        self._outbox[(s, v)] = beta
-        self._pending[s] = self.executor.submit(self, "_write_queued", s, v)
+        # beta array of a run in memory (7.6 MB per shard, measured). Readers
+        # of (s, v) take it from the outbox until its write is complete.
+        with self._lock:
+            for key, (_, beta) in zip(keys, items):
+                self._outbox[key] = beta
+        fut = self.executor.submit(self, "_write_queued", tuple(keys))
+        for s, _ in keys:
+            self._pending[s] = fut
 
-    def _write_queued(self, s: int, v: int) -> None:
-        self._write(s, v, self._outbox.pop((s, v)))
+    def _write_queued(self, keys) -> None:
+        for s, v in keys:
+            try:
+                beta = self._outbox[(s, v)]
+                self._sums[s] = beta.sum(axis=(1, 2))  # here, off the training thread
+                self._write(s, v, beta)
+            finally:
+                with self._lock:
+                    del self._outbox[(s, v)]
 
     def _reap(self) -> None:
         """Drop finished writes (re-raising a failed one)."""
         for s in [s for s, f in self._pending.items() if f.done()]:
-            self._pending.pop(s).result()
+            fut = self._pending.pop(s)
+            if fut.status != "finished":  # result() of a finished future costs a round trip
+                fut.result()
 
     def sums(self, s: int, models: np.ndarray) -> np.ndarray:
+        """``sum(beta)`` of shard ``s``'s current version for each listed model."""
+        fut = self._pending.get(s)
+        if fut is not None:  # the background write computes the sum
+            self._reap()
+            if s in self._pending:
+                self._pending.pop(s).result()
         return self._sums[s][models]
 
     def flush(self) -> set[int]:

@@ -11,18 +11,7 @@ import numpy as np
 
 from streamwww.backends.base import Block, make_block
 
-__all__ = ["InMemoryData", "InMemoryBetas", "stack_block", "stack_rows", "split_rows"]
-
-
-def stack_block(parts, bias: float) -> Block:
-    """One prepared block of the rows of several ``(X, y)`` parts, in order."""
-    if len(parts) == 1:
-        return make_block(parts[0][0], parts[0][1], bias)
-    import scipy.sparse as sp
-
-    Xs = [X for X, _ in parts]
-    X = sp.vstack(Xs, format="csr") if sp.issparse(Xs[0]) else np.concatenate(Xs)
-    return make_block(X, np.concatenate([y for _, y in parts]), bias)
+__all__ = ["InMemoryData", "InMemoryBetas", "stack_rows", "split_rows"]
 
 
 def stack_rows(arrays) -> np.ndarray:
@@ -90,6 +79,11 @@ class InMemoryBetas:
 
     def put(self, i: int, beta: np.ndarray) -> None:
         self._arrays[i] = beta
+
+    def put_group(self, items) -> None:
+        """``put`` each ``(shard, beta)`` of ``items``."""
+        for i, beta in items:
+            self.put(i, beta)
 
     def sums(self, i: int, models: np.ndarray) -> np.ndarray:
         """``sum(beta)`` of shard ``i`` for each listed model."""

@@ -22,6 +22,7 @@ logger = logging.getLogger(__name__)
 __all__ = ["DaskExecutor", "SyncFeed", "DaskFeed"]
 
 _OBJECTS: dict[int, Any] = {}
+_WITH_BLOCK = object()  # marks a next-stream unit whose beta is read with its block
 
 
 def _call(token: int, method: str, *args):
@@ -56,7 +57,12 @@ class DaskExecutor:
                               "distributed.scheduler.http.routes": [],
                               # no event log: its entries keep task arguments and results alive
                               "distributed.admin.low-level-log-length": 0,
-                              "distributed.admin.large-graph-warning-threshold": "1TB"}):
+                              "distributed.admin.large-graph-warning-threshold": "1TB",
+                              # no statistical profiler, system monitor or event-loop tick
+                              # watchdog: on a 2-core machine they took CPU from the loader
+                              "distributed.worker.profile.enabled": False,
+                              "distributed.admin.system-monitor.interval": "1h",
+                              "distributed.admin.tick.interval": "1s"}):
             # In-process scheduler and worker; the scheduler's HTTP server (always
             # started) listens on an ephemeral loopback port, no dashboard.
             self.cluster = LocalCluster(processes=False, n_workers=1, threads_per_worker=max(1, int(n_threads)),
@@ -90,6 +96,19 @@ class DaskExecutor:
         self.close()
 
 
+class _Done:
+    """A finished result in place of a future."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+    def cancel(self) -> None:
+        pass
+
+
 class SyncFeed:
     """Load each group of shards when it is needed, in the calling thread.
 
@@ -105,15 +124,17 @@ class SyncFeed:
 
         return stack_rows([self.betas.get(s) for s in unit])
 
-    def train_stream(self, units: Iterable[tuple[int, ...]],
-                     then: Iterable[tuple[int, ...]] = ()) -> Iterator[tuple[tuple[int, ...], Any, Any]]:
+    def train_stream(self, units: Iterable[tuple[int, ...]], then: Iterable[tuple[int, ...]] = (),
+                     then_beta: bool = True) -> Iterator[tuple[tuple[int, ...], Any, Any]]:
         """``(unit, block, beta)`` for each of ``units``; ``then``: the units the
-        next stream starts with (a hint for prefetching feeds)."""
+        next stream starts with, ``then_beta``: whether it trains them (hints for
+        prefetching feeds)."""
         for unit in units:
             unit = tuple(int(s) for s in unit)
             yield unit, self.data.block_of(unit, self.bias), self._beta(unit)
 
-    def eval_stream(self, then: Iterable[tuple[int, ...]] = ()) -> Iterator[tuple[tuple[int, ...], Any]]:
+    def eval_stream(self, then: Iterable[tuple[int, ...]] = (),
+                    then_beta: bool = True) -> Iterator[tuple[tuple[int, ...], Any]]:
         """``((shard,), block)`` for every shard in storage order."""
         for s in range(self.data.n_shards):
             yield (s,), self.data.block_of((s,), self.bias)
@@ -124,51 +145,73 @@ class DaskFeed(SyncFeed):
 
     ``prefetch`` counts shards: about ``prefetch`` shards load ahead (at least one
     unit).  The window runs across stream boundaries: when a stream has
-    submitted its last unit, the free slots load the blocks of the next
-    stream's first units (``then``), so an epoch does not start by waiting for
-    a read.  Their ``beta`` is read when that next stream starts, after this
-    stream's last ``beta`` has been handed to :meth:`DiskBetas.put`.
+    submitted its last unit, the free slots load the next stream's first units
+    (``then``), so an epoch does not start by waiting for a read.  When the next
+    stream trains (``then_beta``), their ``beta`` loads with them unless one of
+    their shards is still to be trained in this stream; those read theirs when
+    the next stream starts, after the last :meth:`DiskBetas.put`.
+
+    A ``beta`` read never waits for a background write: :class:`DiskBetas` serves
+    versions still being written from memory.
     """
 
     def __init__(self, data, betas, bias: float, executor: DaskExecutor, prefetch: int = 2):
         super().__init__(data, betas, bias)
         self.executor = executor
         self.prefetch = max(1, int(prefetch))
-        self._ahead: list[tuple[tuple[int, ...], Any]] = []  # (unit, future of its block) for the next stream
+        # the next stream's first units: (unit, future of its block, future of its beta or None)
+        self._ahead: list[tuple[tuple[int, ...], Any, Any]] = []
 
-    def _load(self, unit: tuple[int, ...], with_block: bool, with_beta: bool, versions: tuple, *_writes):
-        """The block of ``unit`` and/or its stacked ``beta`` (versions ``versions``, read after ``_writes``)."""
-        from streamwww.data import stack_rows
-
+    def _load(self, unit: tuple[int, ...], with_block: bool, versions: tuple | None):
+        """The block of ``unit`` (if ``with_block``) and its stacked ``beta`` (if ``versions``)."""
         block = self.data.block_of(unit, self.bias) if with_block else None
-        beta = stack_rows([self.betas.read(s, v) for s, v in zip(unit, versions)]) if with_beta else None
+        beta = self.betas.read_group(unit, versions) if versions is not None else None
         return block, beta
 
     def _submit(self, unit: tuple[int, ...], with_block: bool, with_beta: bool):
-        versions, writes = (), ()
-        if with_beta:
-            current = [self.betas.current(s) for s in unit]
-            versions = tuple(v for v, _ in current)
-            writes = tuple(w for _, w in current if w is not None)
-        return self.executor.submit(self, "_load", unit, with_block, with_beta, versions, *writes)
+        # The versions are fixed now, on the calling thread, after the puts so far.
+        versions = tuple(self.betas.version(s) for s in unit) if with_beta else None
+        return self.executor.submit(self, "_load", unit, with_block, versions)
 
     def _window(self, unit_len: int) -> int:
         return max(1, -(-self.prefetch // max(1, unit_len)))
 
-    def _stream(self, units: Iterable[tuple[int, ...]], with_beta: bool, then: Iterable[tuple[int, ...]]):
+    def _stream(self, units: Iterable[tuple[int, ...]], with_beta: bool, then: Iterable[tuple[int, ...]],
+                then_beta: bool):
         units = [tuple(int(s) for s in u) for u in units]
         ahead, self._ahead = self._ahead, []
-        if [u for u, _ in ahead] != units[:len(ahead)]:
-            for _, fut in ahead:  # the hint was wrong (e.g. training stopped): drop
+        if [u for u, _, _ in ahead] != units[:len(ahead)]:
+            for _, fut, beta_fut in ahead:  # the hint was wrong (e.g. training stopped): drop
                 fut.cancel()
+                if beta_fut is not None:
+                    beta_fut.cancel()
             ahead = []
         size = self._window(max((len(u) for u in units), default=1))
         # window items: (unit, block future, beta future or None, belongs to this stream)
-        window: deque = deque((u, fut, self._submit(u, False, True) if with_beta else None, True)
-                              for u, fut in ahead)
+        window: deque = deque()
+        for u, fut, beta_fut in ahead:
+            if with_beta and beta_fut is None:
+                # Its beta was still being trained when the unit was prefetched. The
+                # versions are in DiskBetas' outbox or fresh on disk: reading here
+                # costs a copy, a round trip through the scheduler costs more.
+                beta_fut = _Done((None, self.betas.read_group(u, [self.betas.version(s) for s in u])))
+            window.append((u, fut, beta_fut if with_beta else None, True))
         todo = iter(units[len(ahead):])
+        # A live future keeps its result in the worker: only the window may hold them.
+        ahead = fut = beta_fut = None
         following = [tuple(int(s) for s in u) for u in then]
         following = iter(following[:self._window(max((len(u) for u in following), default=1))])
+        yielded = 0
+
+        def settled(u) -> bool:
+            # Has every shard of u had its last put of this stream? The caller puts
+            # a unit's beta after fetching the next one: while the generator runs
+            # (``yielded`` counts the unit being handed out), the unit before it is
+            # trained but maybe not put yet.
+            if not with_beta:
+                return True
+            busy = {s for v in units[max(0, yielded - 2):] for s in v}
+            return busy.isdisjoint(u)
 
         def fill() -> None:
             while len(window) < size:
@@ -179,7 +222,8 @@ class DaskFeed(SyncFeed):
                 u = next(following, None)
                 if u is None:
                     return
-                window.append((u, self._submit(u, True, False), None, False))
+                early = then_beta and settled(u)
+                window.append((u, self._submit(u, True, early), _WITH_BLOCK if early else None, False))
 
         fill()
         while window and window[0][3]:
@@ -188,12 +232,16 @@ class DaskFeed(SyncFeed):
             if beta_fut is not None:
                 beta = beta_fut.result()[1]
             del fut, beta_fut  # let the worker forget the unit
+            yielded += 1
             fill()
             yield (u, block, beta) if with_beta else (u, block)
-        self._ahead = [(u, fut) for u, fut, _, _ in window]
+            block = beta = None  # the caller is done with this unit: do not hold it while loading the next
+        # A next-stream unit whose beta came with its block carries the block's future twice.
+        self._ahead = [(u, fut, fut if beta_fut is _WITH_BLOCK else None) for u, fut, beta_fut, _ in window]
 
-    def train_stream(self, units, then=()):
-        return self._stream(units, True, then)
+    def train_stream(self, units, then=(), then_beta=True):
+        """See :meth:`SyncFeed.train_stream`; ``then_beta``: whether the next stream trains."""
+        return self._stream(units, True, then, then_beta)
 
-    def eval_stream(self, then=()):
-        return self._stream([(s,) for s in range(self.data.n_shards)], False, then)
+    def eval_stream(self, then=(), then_beta=True):
+        return self._stream([(s,) for s in range(self.data.n_shards)], False, then, then_beta)

@@ -227,11 +227,14 @@ def test_model_file_round_trip(tmp_path, rng):
         sw.load_model(tmp_path / "x.npz")
 
 
-@pytest.mark.parametrize("prefetch,eval_every,mix", [(1, 1, 1), (2, 3, 1), (3, 2, 1), (2, 1, 2), (1, 2, 3)])
-def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mix):
-    """The Dask feed loads the next epoch's (or the evaluation's) first shards while
-    an epoch ends; beta must still be each shard's latest version: with 3 shards
-    an epoch often starts with the shard the previous one ended with."""
+@pytest.mark.parametrize("prefetch,eval_every,mix,threads", [
+    (1, 1, 1, 2), (2, 3, 1, 3), (3, 2, 1, 1), (2, 1, 2, 1), (1, 2, 3, 2), (4, 100, 2, 1), (4, 2, 2, 3),
+    (6, 1, 2, 2)])
+def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mix, threads):
+    """The Dask feed loads the next epoch's (or the evaluation's) first units, with
+    their beta when no shard of theirs is still to be trained, while an epoch ends;
+    beta must still be each shard's latest version: with 3 shards an epoch often
+    starts with a shard the previous one ended with."""
     from streamwww.backends import get_backend
     from streamwww.checkpoint import DiskBetas
     from streamwww.data import InMemoryBetas
@@ -247,7 +250,7 @@ def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mi
     backend = get_backend("cpu")
     sync_betas = InMemoryBetas(2, data.shard_rows, data.n_classes)
     ref = run_bcd(data, sync_betas, cfg, backend, feed=SyncFeed(data, sync_betas, cfg.bias))
-    with DaskExecutor(n_threads=prefetch + 1) as ex:
+    with DaskExecutor(n_threads=threads) as ex:
         betas = DiskBetas(tmp_path / "b", 2, data.shard_rows, data.n_classes, executor=ex, max_pending=prefetch)
         feed = DaskFeed(data, betas, cfg.bias, ex, prefetch)
         got = run_bcd(data, betas, cfg, backend, feed=feed)
@@ -279,3 +282,38 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
     # one version per shard, plus at most the writes still in flight (prefetch = 2)
     assert all(c <= n_shards + 2 for c in counts) and counts[-1] >= n_shards
     assert not list(scratch.glob("streamwww-beta-*"))  # the temporary folder is removed at the end
+
+
+def test_a_beta_being_written_is_read_from_memory(tmp_path, monkeypatch):
+    """A prefetch reads a version whose background write has not finished: it gets
+    the array that was put (from the outbox), and later the same values from disk."""
+    import threading
+
+    from streamwww.checkpoint import DiskBetas
+    from streamwww.feed import DaskExecutor
+
+    release = threading.Event()
+    orig = DiskBetas._write
+
+    def slow_write(self, s, v, beta):
+        assert release.wait(30)
+        orig(self, s, v, beta)
+
+    monkeypatch.setattr(DiskBetas, "_write", slow_write)
+    rng = np.random.default_rng(0)
+    with DaskExecutor(n_threads=2) as ex:
+        betas = DiskBetas(tmp_path, 2, [5, 3], 4, executor=ex, keep_superseded=False)
+        b0, b1 = rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 3, 3))
+        betas.put_group([(0, b0), (1, b1)])
+        assert betas.version(0) == betas.version(1) == 1
+        assert not (tmp_path / "beta.zarr" / "s000000-v000001" / "zarr.json").exists()  # still unwritten
+        got = betas.read_group((1, 0), (1, 1))
+        assert np.array_equal(got, np.concatenate([b1, b0], axis=1))
+        release.set()
+        assert np.array_equal(betas.sums(0, np.arange(2)), b0.sum(axis=(1, 2)))  # waits for the write
+        betas.flush()
+        assert not betas._outbox
+        assert np.array_equal(betas.read(0, 1), b0) and np.array_equal(betas.get(1), b1)
+        out = np.full((2, 8, 3), np.nan)
+        betas.read(1, 0, out=out[:, 5:])  # version 0: zeros, into a view
+        assert np.all(out[:, 5:] == 0) and np.isnan(out[:, :5]).all()

@@ -38,16 +38,22 @@ class ShardBackend(ABC):
         """Write shard ``i`` under ``root``."""
 
     @abstractmethod
-    def read_shard(self, root: Path, i: int, *, layout: str, n_features: int,
-                   index_dtype: np.dtype, handles: dict | None = None
-                   ) -> tuple[sp.csr_matrix | np.ndarray, np.ndarray]:
-        """Read shard ``i``: return ``(X, y)`` with only that shard's files read.
+    def read_shard_into(self, root: Path, i: int, out: dict[str, np.ndarray], *, layout: str,
+                        n_features: int, handles: dict | None = None) -> np.ndarray | None:
+        """Read shard ``i`` into preallocated arrays, with only that shard's files read.
 
-        ``handles``, if given, is the opened store's cache of per-shard
-        handles (open arrays) that a backend may keep between reads.
+        ``out`` holds writable arrays (views into one buffer when several shards
+        are read as a group) of exactly the shard's size: sparse layout
+        ``indices`` (nnz,), ``data`` (nnz,) and ``y`` (rows,); dense layout
+        ``X`` (rows, n_features) and ``y``. Reading straight into them avoids a
+        second copy when a group of shards is trained as one block.
 
-        Sparse ``X`` is a CSR matrix with ``index_dtype`` indices; dense ``X`` a
-        C-contiguous array. The store validates shapes and ranges afterwards.
+        ``handles``, if given, is the opened store's cache of per-shard handles
+        (open arrays) that a backend may keep between reads.
+
+        Returns the shard's CSR ``indptr`` (rows + 1 offsets from 0) for the
+        sparse layout, None for dense. The store validates shapes and ranges
+        afterwards; a stored array of another length must raise.
         """
 
 
@@ -76,8 +82,8 @@ def get_backend(name: str) -> ShardBackend:
 
 def make_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, rows: int,
              n_features: int, index_dtype: np.dtype) -> sp.csr_matrix:
-    """CSR matrix from stored arrays, with sorted-index flag set (no copies when
-    dtypes already match)."""
+    """CSR matrix from stored arrays, with sorted-index flag set (stored indices
+    are sorted; no copies when dtypes already match)."""
     X = sp.csr_matrix((data, indices.astype(index_dtype, copy=False),
                        indptr.astype(index_dtype, copy=False)), shape=(rows, n_features))
     X.has_sorted_indices = True

@@ -20,14 +20,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamwww.io._backend import ShardBackend, make_csr
+from streamwww.io._backend import ShardBackend
 from streamwww.io._format import FORMAT_VERSION, ShardData, shard_name
-
-
-def _writeable(a: np.ndarray) -> np.ndarray:
-    # Arrow buffers are immutable; hand out arrays the caller may modify, like
-    # the other formats do.
-    return a if a.flags.writeable else a.copy()
 
 
 def _list_parts(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -35,7 +29,7 @@ def _list_parts(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     offsets = arr.offsets.to_numpy()
     values = arr.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
-    return offsets - offsets[0], _writeable(values)
+    return offsets - offsets[0], values
 
 
 class ParquetBackend(ShardBackend):
@@ -69,16 +63,21 @@ class ParquetBackend(ShardBackend):
                        use_dictionary=False, write_statistics=False,
                        row_group_size=max(1, shard.rows))
 
-    def read_shard(self, root: Path, i: int, *, layout: str, n_features: int,
-                   index_dtype: np.dtype, handles: dict | None = None):
+    def read_shard_into(self, root: Path, i: int, out: dict[str, np.ndarray], *, layout: str,
+                        n_features: int, handles: dict | None = None) -> np.ndarray | None:
         table = pq.read_table(str(root / self.shard_relpath(i)), memory_map=False)
-        y = _writeable(table.column("y").to_numpy())
-        rows = len(y)
+        parts = {"y": table.column("y").to_numpy()}
+        indptr = None
         if layout == "dense":
             x = table.column("x")
             arr = x.combine_chunks() if x.num_chunks != 1 else x.chunk(0)
-            flat = arr.flatten().to_numpy(zero_copy_only=False)
-            return _writeable(flat).reshape(rows, n_features), y
-        indptr, indices = _list_parts(table.column("indices"))
-        _, data = _list_parts(table.column("values"))
-        return make_csr(data, indices, indptr, rows, n_features, index_dtype), y
+            parts["X"] = arr.flatten().to_numpy(zero_copy_only=False).reshape(len(parts["y"]), n_features)
+        else:
+            indptr, parts["indices"] = _list_parts(table.column("indices"))
+            _, parts["data"] = _list_parts(table.column("values"))
+        for name, target in out.items():
+            if parts[name].shape != target.shape or parts[name].dtype != target.dtype:
+                raise ValueError(f"{name} has shape {parts[name].shape} and dtype {parts[name].dtype}; "
+                                 f"expected {target.shape} and {target.dtype}")
+            target[...] = parts[name]  # out of Arrow's immutable buffers, into the caller's
+        return indptr

@@ -10,7 +10,11 @@ Layout (docs/FORMAT.md)::
     STORE/shard-00000/X               float32|float64 (rows, n_features)  dense layout
     STORE/shard-00000/y               int32  (rows,)         class indices
 
-Chunks are compressed with Blosc(zstd, byte shuffle).
+Chunks are compressed with Blosc(LZ4, byte shuffle): a training run decodes
+every shard every epoch, and LZ4 decodes about twice as fast as zstd level 3
+for about 8 % more bytes on disk (measured on a generated 50,000-row shard:
+6.5 vs 11.6 ms, 7.7 vs 7.1 MB). Stores written with other codecs stay readable
+(the codec is recorded in each array's metadata).
 """
 
 from __future__ import annotations
@@ -20,15 +24,16 @@ from pathlib import Path
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
+from zarr.core.buffer.cpu import NDBuffer
 
-from streamwww.io._backend import ShardBackend, make_csr
+from streamwww.io._backend import ShardBackend
 from streamwww.io._format import FORMAT_VERSION, ShardData, shard_name
 
 _CHUNK_ELEMENTS = 4 * 2**20
 
 
 def _compressors():
-    return [BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")]
+    return [BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")]
 
 
 def _chunks(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -70,8 +75,8 @@ class ZarrBackend(ShardBackend):
             group.create_array(name, data=a, chunks=_chunks(a.shape),
                                compressors=_compressors())
 
-    def read_shard(self, root: Path, i: int, *, layout: str, n_features: int,
-                   index_dtype: np.dtype, handles: dict | None = None):
+    def read_shard_into(self, root: Path, i: int, out: dict[str, np.ndarray], *, layout: str,
+                        n_features: int, handles: dict | None = None) -> np.ndarray | None:
         # Opening a group and its arrays reads their metadata (about a third of
         # a 50,000-row shard's read time); an opened store keeps the handles.
         arrays = handles.get(i) if handles is not None else None
@@ -81,10 +86,11 @@ class ZarrBackend(ShardBackend):
             arrays = {name: group[name] for name in names}
             if handles is not None:
                 handles[i] = arrays
-        y = arrays["y"][...]
-        if layout == "dense":
-            return np.ascontiguousarray(arrays["X"][...]), y
-        indptr = arrays["indptr"][...]
-        X = make_csr(arrays["data"][...], arrays["indices"][...], indptr, len(indptr) - 1,
-                     n_features, index_dtype)
-        return X, y
+        for name, target in out.items():
+            stored = arrays[name]
+            if stored.shape != target.shape or stored.dtype != target.dtype:
+                raise ValueError(f"{name} has shape {stored.shape} and dtype {stored.dtype}; "
+                                 f"expected {target.shape} and {target.dtype}")
+            # Decoded straight into the caller's buffer: no intermediate array.
+            stored.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(target))
+        return None if layout == "dense" else arrays["indptr"][...]

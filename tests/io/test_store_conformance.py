@@ -170,15 +170,44 @@ class StoreContract:
         with pytest.raises(ShardFormatError, match=rf"{store.path}: shard 2 \(shard-00002"):
             store.read_shard(2)
 
-    def test_corrupt_shard_is_detected(self, tmp_path):
+    @pytest.mark.parametrize("layout", ["sparse", "dense"])
+    def test_read_shards_equals_stacked_shards(self, tmp_path, layout):
+        """A group read decodes into one buffer; it must equal stacking the shards."""
+        X, y = sparse_data(n=250, density=0.3)
+        store = self.write(tmp_path / "s", X, y, shard_rows=60, layout=layout)
+        for ids in ([2], [3, 0], [4, 1, 2], [1, 1]):
+            Xg, yg = store.read_shards(ids)
+            parts = [store.read_shard(i) for i in ids]
+            assert np.array_equal(yg, np.concatenate([p[1] for p in parts])) and yg.dtype == np.int32
+            if layout == "dense":
+                assert isinstance(Xg, np.ndarray) and Xg.flags.c_contiguous
+                assert np.array_equal(Xg, np.vstack([p[0] for p in parts]))
+            else:
+                assert Xg.has_sorted_indices and Xg.indptr.dtype == Xg.indices.dtype == np.int32
+                assert_same_csr(Xg, sp.vstack([p[0] for p in parts], format="csr"))
+
+    def store_with_wrong_shard_2(self, tmp_path):
+        """A 250-row store whose shard 2 (50 rows expected) is a copy of a 100-row shard."""
         X, y = sparse_data()
         store = self.write(tmp_path / "s", X, y, shard_rows=100)
         other = self.write(tmp_path / "o", X[:100], y[:100], shard_rows=100)
         backend = get_backend(self.format)
-        target = store.path / backend.shard_relpath(2)  # 50 rows expected, gets 100
+        target = store.path / backend.shard_relpath(2)
         shutil.rmtree(target) if target.is_dir() else target.unlink()
         src = other.path / backend.shard_relpath(0)
         (shutil.copytree if src.is_dir() else shutil.copy)(src, target)
+        return store
+
+    def test_group_read_names_the_bad_shard(self, tmp_path):
+        store = self.store_with_wrong_shard_2(tmp_path)
+        assert store.read_shards([0, 1])[0].shape == (200, 40)
+        with pytest.raises(ShardFormatError, match=r"shard 2 .*expected"):
+            store.read_shards([0, 2])
+        with pytest.raises(ValueError, match="at least one"):
+            store.read_shards([])
+
+    def test_corrupt_shard_is_detected(self, tmp_path):
+        store = self.store_with_wrong_shard_2(tmp_path)
         with pytest.raises(ShardFormatError, match=r"shard 2 .*expected"):
             store.read_shard(2)
 
