@@ -183,7 +183,7 @@ class DiskBetas:
 
     def __init__(self, root, n_models: int, shard_rows, n_classes: int, executor=None,
                  versions: dict[int, int] | None = None, sums=None, max_pending: int = 2,
-                 keep_superseded: bool = True):
+                 keep_superseded: bool = True, durable: bool = False):
         import zarr
 
         self.root = Path(root) / "beta.zarr"
@@ -208,6 +208,15 @@ class DiskBetas:
         # A checkpoint needs the committed versions until the next commit; without
         # one, a version is dropped as soon as its successor is written.
         self.keep_superseded = bool(keep_superseded)
+        # Checkpointed runs fsync each version right after its background write, on
+        # a thread of its own (fsync waits on the disk, not the CPU, and must not
+        # hold up the loader's queue), so that a commit finds them durable.
+        self._syncer = None
+        if durable and executor is not None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._syncer = ThreadPoolExecutor(1, thread_name_prefix="streamwww-fsync")
+        self._syncs: dict[tuple[int, int], Any] = {}
 
     def _name(self, s: int, v: int) -> str:
         return f"s{s:06d}-v{v:06d}"
@@ -277,6 +286,9 @@ class DiskBetas:
                                 # full extra pass over beta on Zarr's one I/O thread
                                 config={"write_empty_chunks": True})
         arr[...] = beta
+        if self._syncer is not None:
+            with self._lock:
+                self._syncs[(s, v)] = self._syncer.submit(fsync_tree, path)
         if not self.keep_superseded and v > 1:
             # No reader needs v - 1 any more: the next read of shard s is
             # submitted after this write and reads version v.
@@ -357,13 +369,27 @@ class DiskBetas:
         for fut in list(self._pending.values()):
             fut.result()
         self._pending.clear()
+        with self._lock:
+            syncs, self._syncs = self._syncs, {}
         for s, v in sorted(self._dirty):
+            synced = syncs.pop((s, v), None)
             if self.versions[s] == v:  # superseded versions are never committed
-                fsync_tree(self.root / self._name(s, v))
+                if synced is not None:
+                    synced.result()  # fsynced in the background (re-raises its error)
+                else:
+                    fsync_tree(self.root / self._name(s, v))
+            elif synced is not None:  # not committed: let it finish before anything deletes it
+                synced.exception()
         written = {s for s, _ in self._dirty}
         self._dirty.clear()
         fsync_path(self.root)
         return written
+
+    def close(self) -> None:
+        """Stop the background fsync thread (after :meth:`flush`, or when abandoning the run)."""
+        if self._syncer is not None:
+            self._syncer.shutdown(wait=True)
+            self._syncer = None
 
     def drop_superseded(self, shards) -> None:
         """Delete the versions of ``shards`` older than the current one (after a commit)."""

@@ -440,7 +440,7 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
     streamed = source.kind == "store"
     ckpt = CheckpointDir(checkpoint_dir) if checkpoint_dir is not None else None
     tmpdir = None
-    executor = None
+    executor = betas = None
     try:
         manifest = None
         if ckpt is not None and ckpt.has_checkpoint():
@@ -459,7 +459,8 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
             betas = DiskBetas(root, len(Cs), data.shard_rows, data.n_classes, executor=executor,
                               versions=(manifest["beta"]["versions"] if manifest else None),
                               sums=(manifest["beta"]["sums"] if manifest else None),
-                              max_pending=max(1, prefetch), keep_superseded=ckpt is not None)
+                              max_pending=max(1, prefetch), keep_superseded=ckpt is not None,
+                              durable=ckpt is not None)
         else:
             betas = InMemoryBetas(len(Cs), data.shard_rows, data.n_classes)
         feed = DaskFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
@@ -503,6 +504,8 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
             # Final statuses ('max_iter'), same W; resuming a finished run writes nothing.
             checkpoint(np.stack([r.W for r in results]), cursor, results, finished=True)
     finally:
+        if isinstance(betas, DiskBetas):
+            betas.close()
         if executor is not None:
             executor.close()
         if ckpt is not None:

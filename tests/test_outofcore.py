@@ -317,3 +317,39 @@ def test_a_beta_being_written_is_read_from_memory(tmp_path, monkeypatch):
         out = np.full((2, 8, 3), np.nan)
         betas.read(1, 0, out=out[:, 5:])  # version 0: zeros, into a view
         assert np.all(out[:, 5:] == 0) and np.isnan(out[:, :5]).all()
+
+
+def test_checkpointed_betas_are_fsynced_in_the_background(tmp_path, monkeypatch):
+    """With a checkpoint, each written beta version is fsynced by the background thread
+    (once), so a commit does not pay for it; a failed fsync fails the commit."""
+    import threading
+
+    from streamwww import checkpoint as C
+    from streamwww.feed import DaskExecutor
+
+    calls = []
+    real = C.fsync_tree
+
+    def spy(path):
+        calls.append((Path(path).name, threading.current_thread().name))
+        real(path)
+
+    monkeypatch.setattr(C, "fsync_tree", spy)
+    rng = np.random.default_rng(1)
+    with DaskExecutor(n_threads=1) as ex:
+        betas = C.DiskBetas(tmp_path, 1, [4, 4], 3, executor=ex, durable=True)
+        betas.put_group([(0, rng.normal(size=(1, 4, 2))), (1, rng.normal(size=(1, 4, 2)))])
+        betas.put_group([(0, rng.normal(size=(1, 4, 2)))])  # version 1 of shard 0 is superseded
+        assert betas.flush() == {0, 1}
+        synced = sorted(name for name, thread in calls)
+        assert synced == ["s000000-v000001", "s000000-v000002", "s000001-v000001"]
+        assert all(thread.startswith("streamwww-fsync") for _, thread in calls)
+
+        def broken(path):
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(C, "fsync_tree", broken)
+        betas.put_group([(1, rng.normal(size=(1, 4, 2)))])
+        with pytest.raises(OSError, match="Input/output"):
+            betas.flush()
+        betas.close()

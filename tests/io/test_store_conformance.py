@@ -311,6 +311,25 @@ class TestZarrStore(StoreContract):
         return X, y
 
 
+    def test_shards_are_lz4_and_zstd_stores_still_read(self, tmp_path, monkeypatch):
+        import zarr
+        from zarr.codecs import BloscCodec
+
+        from streamwww.io import _zarr
+
+        X, y = sparse_data()
+        store = self.write(tmp_path / "lz4", X, y, shard_rows=100)
+        codec = zarr.open_array(str(store.path / "shard-00000" / "data"), mode="r").compressors[0]
+        assert (codec.cname.value, codec.shuffle.value) == ("lz4", "shuffle")
+        # a store written before the switch (zstd) reads the same
+        monkeypatch.setattr(_zarr, "_compressors", lambda: [BloscCodec(cname="zstd", clevel=3, shuffle="shuffle")])
+        old = self.write(tmp_path / "zstd", X, y, shard_rows=100)
+        codec = zarr.open_array(str(old.path / "shard-00001" / "data"), mode="r").compressors[0]
+        assert codec.cname.value == "zstd"
+        assert_same_csr(read_all(old)[0], read_all(store)[0])
+        assert_same_csr(old.read_shards([2, 0])[0], store.read_shards([2, 0])[0])
+
+
 class TestParquetStore(StoreContract):
     format = "parquet"
 
