@@ -229,7 +229,7 @@ class DaskFeed(SyncFeed):
         while window and window[0][3]:
             u, fut, beta_fut, _ = window.popleft()
             block, beta = fut.result()
-            if beta_fut is not None:
+            if beta_fut is not None and beta_fut is not fut:  # each result() is a round trip
                 beta = beta_fut.result()[1]
             del fut, beta_fut  # let the worker forget the unit
             yielded += 1
