@@ -317,15 +317,14 @@ class DiskBetas:
             keys.append((s, v))
         if self.executor is None:
             for (s, v), (_, beta) in zip(keys, items):
-                self._sums[s] = beta.sum(axis=(1, 2))
-                self._write(s, v, beta)
+                self._store(s, v, beta)
             return
         # Bound the memory held by earlier writes still in flight (max_pending shards,
         # or one group if larger), and forget finished writes at once: a live future
         # keeps its task alive.
         self._reap()
         while len(self._pending) >= max(self.max_pending, len(keys)):
-            next(iter(self._pending.values())).result()
+            self._settle([next(iter(self._pending))])
             self._reap()
         # beta travels through an outbox, not as a task argument: distributed keeps
         # recent task events (with their arguments) in a log, which held every
@@ -338,37 +337,39 @@ class DiskBetas:
         for s, _ in keys:
             self._pending[s] = fut
 
+    def _store(self, s: int, v: int, beta: np.ndarray) -> None:
+        """Write version ``v`` of shard ``s`` and record its sum (on the loader when queued)."""
+        self._sums[s] = beta.sum(axis=(1, 2))
+        self._write(s, v, beta)
+
     def _write_queued(self, keys) -> None:
         for s, v in keys:
             try:
-                beta = self._outbox[(s, v)]
-                self._sums[s] = beta.sum(axis=(1, 2))  # here, off the training thread
-                self._write(s, v, beta)
+                self._store(s, v, self._outbox[(s, v)])
             finally:
                 with self._lock:
                     del self._outbox[(s, v)]
 
-    def _reap(self) -> None:
-        """Drop finished writes (re-raising a failed one)."""
-        for s in [s for s, f in self._pending.items() if f.done()]:
-            fut = self._pending.pop(s)
-            if fut.status != "finished":  # result() of a finished future costs a round trip
+    def _settle(self, shards) -> None:
+        """Wait for the pending writes of ``shards`` and forget them (re-raising a failure)."""
+        for s in shards:
+            fut = self._pending.pop(s, None)
+            # result() costs a scheduler round trip: call it only to wait or to re-raise
+            if fut is not None and (not fut.done() or fut.status != "finished"):
                 fut.result()
+
+    def _reap(self) -> None:
+        """Forget finished writes (re-raising a failed one)."""
+        self._settle([s for s, f in self._pending.items() if f.done()])
 
     def sums(self, s: int, models: np.ndarray) -> np.ndarray:
         """``sum(beta)`` of shard ``s``'s current version for each listed model."""
-        fut = self._pending.get(s)
-        if fut is not None:  # the background write computes the sum
-            self._reap()
-            if s in self._pending:
-                self._pending.pop(s).result()
+        self._settle([s])  # the background write computes the sum
         return self._sums[s][models]
 
     def flush(self) -> set[int]:
         """Wait for every pending write, fsync the written versions; return the shards written."""
-        for fut in list(self._pending.values()):
-            fut.result()
-        self._pending.clear()
+        self._settle(list(self._pending))
         with self._lock:
             syncs, self._syncs = self._syncs, {}
         for s, v in sorted(self._dirty):

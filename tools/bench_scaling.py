@@ -167,7 +167,7 @@ def run(ctx) -> str:
             else:
                 t1 = time.perf_counter()
                 r = run_child(store, mode, EPOCHS, C=C)
-                row.update(epoch=sum(r["epoch_times"]) / len(r["epoch_times"]), peak=r["peak_rss"],
+                row.update(epoch=r["mean_epoch"], peak=r["peak_rss"],
                            base=r["base_rss"], wall=time.perf_counter() - t1)
                 print(f"[scaling]   {mode}: epoch {row['epoch']:.2f} s, {st.n_rows / row['epoch']:,.0f} rows/s, "
                       f"peak RSS {row['peak'] / MB:.0f} MB ({row['wall']:.0f} s with start-up)", flush=True)

@@ -80,6 +80,13 @@ def get_backend(name: str) -> ShardBackend:
     return _LOADED[name]
 
 
+def check_fits(name: str, shape: tuple, dtype, target: np.ndarray) -> None:
+    """Raise ValueError unless a stored array of ``shape``/``dtype`` fits ``target`` exactly."""
+    if tuple(shape) != target.shape or np.dtype(dtype) != target.dtype:
+        raise ValueError(f"{name} has shape {tuple(shape)} and dtype {dtype}; "
+                         f"expected {target.shape} and {target.dtype}")
+
+
 def make_csr(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, rows: int,
              n_features: int, index_dtype: np.dtype) -> sp.csr_matrix:
     """CSR matrix from stored arrays, with sorted-index flag set (stored indices

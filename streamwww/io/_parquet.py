@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from streamwww.io._backend import ShardBackend
+from streamwww.io._backend import ShardBackend, check_fits
 from streamwww.io._format import FORMAT_VERSION, ShardData, shard_name
 
 
@@ -76,8 +76,6 @@ class ParquetBackend(ShardBackend):
             indptr, parts["indices"] = _list_parts(table.column("indices"))
             _, parts["data"] = _list_parts(table.column("values"))
         for name, target in out.items():
-            if parts[name].shape != target.shape or parts[name].dtype != target.dtype:
-                raise ValueError(f"{name} has shape {parts[name].shape} and dtype {parts[name].dtype}; "
-                                 f"expected {target.shape} and {target.dtype}")
+            check_fits(name, parts[name].shape, parts[name].dtype, target)
             target[...] = parts[name]  # out of Arrow's immutable buffers, into the caller's
         return indptr

@@ -26,7 +26,7 @@ import zarr
 from zarr.codecs import BloscCodec
 from zarr.core.buffer.cpu import NDBuffer
 
-from streamwww.io._backend import ShardBackend
+from streamwww.io._backend import ShardBackend, check_fits
 from streamwww.io._format import FORMAT_VERSION, ShardData, shard_name
 
 _CHUNK_ELEMENTS = 4 * 2**20
@@ -88,9 +88,7 @@ class ZarrBackend(ShardBackend):
                 handles[i] = arrays
         for name, target in out.items():
             stored = arrays[name]
-            if stored.shape != target.shape or stored.dtype != target.dtype:
-                raise ValueError(f"{name} has shape {stored.shape} and dtype {stored.dtype}; "
-                                 f"expected {target.shape} and {target.dtype}")
+            check_fits(name, stored.shape, stored.dtype, target)
             # Decoded straight into the caller's buffer: no intermediate array.
             stored.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(target))
         return None if layout == "dense" else arrays["indptr"][...]
