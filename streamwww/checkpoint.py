@@ -9,12 +9,13 @@ Layout of a checkpoint directory::
 
 A shard's ``beta`` is never overwritten: each pass writes a new version, and
 the manifest names the version of every shard that belongs with the ``W`` it
-names.  A commit (1) waits for pending ``beta`` writes and fsyncs them, (2)
-writes and fsyncs ``W``, (3) writes ``manifest.json.tmp``, fsyncs it, renames
-it over ``manifest.json`` and fsyncs the directory, then (4) deletes files no
-manifest names.  A process killed at any instant therefore leaves the previous
-manifest and everything it names intact; stray files from the killed step are
-ignored and collected by the next commit.
+names.  A commit captures ``W``, the versions and the state, then, on a
+background thread while training goes on, (1) waits for pending ``beta`` writes
+and fsyncs them, (2) writes and fsyncs ``W``, (3) writes ``manifest.json.tmp``,
+fsyncs it, renames it over ``manifest.json`` and fsyncs the directory, then (4)
+deletes files no manifest names.  A process killed at any instant therefore
+leaves the previous manifest and everything it names intact; stray files from
+the killed step are ignored and collected by the next commit.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import re
 import shutil
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +66,8 @@ class CheckpointDir:
         self._lock_fd = None
         self._scanned = False  # garbage not yet collected by a full scan in this process
         self._last_W: str | None = None
+        self._committer = None  # one background thread, created by the first commit
+        self._inflight = None  # the commit in progress (a concurrent.futures.Future)
         if lock:
             fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -76,8 +80,21 @@ class CheckpointDir:
             os.write(fd, f"{os.getpid()}\n".encode())
             self._lock_fd = fd
 
+    def drain(self) -> None:
+        """Let the commit in progress finish; log (not raise) its failure. For cleanup
+        paths: the previous checkpoint stays the committed one if it failed."""
+        try:
+            self.wait()
+        except Exception as exc:
+            logger.error("%s: the last checkpoint commit failed (%s: %s); the previous one stands",
+                         self.path, type(exc).__name__, exc)
+        if self._committer is not None:
+            self._committer.shutdown(wait=True)
+            self._committer = None
+
     def close(self) -> None:
-        """Release the lock."""
+        """Finish the commit in progress (see :meth:`drain`) and release the lock."""
+        self.drain()
         if self._lock_fd is not None:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
@@ -125,21 +142,62 @@ class CheckpointDir:
         return W
 
     # -- writing ---------------------------------------------------------------
-    def commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas") -> None:
-        """Atomically make ``(W, betas' current versions, state)`` the checkpoint."""
+    def commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas", *,
+               wait: bool = False) -> None:
+        """Make ``(W, betas' current versions, state)`` the checkpoint, atomically.
+
+        The arrays and state are captured now; the commit itself (waiting for
+        ``beta`` writes, fsyncs, the manifest) runs on a background thread while
+        training goes on, one commit at a time.  A commit that fails raises from
+        the next :meth:`commit` or :meth:`wait`; until a commit completes, the
+        previous one is the checkpoint.
+
+        Parameters
+        ----------
+        step : int
+            Commit counter (names the weights file).
+        W : ndarray
+            Host weights (copied).
+        state : dict
+            JSON-serializable fields of the manifest (copied).
+        betas : DiskBetas
+        wait : bool, default=False
+            Return only when the commit is durable; it then also deletes
+            everything no manifest names (no write is in flight any more).
+        """
+        self.wait()
+        plan = betas.begin_commit()
+        W = np.array(W, dtype=np.float64, order="C", copy=True)
+        state = json.loads(json.dumps(state))  # a deep copy of what the caller goes on mutating
+        if self._committer is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._committer = ThreadPoolExecutor(1, thread_name_prefix="streamwww-commit")
+        self._inflight = self._committer.submit(self._commit, step, W, state, betas, plan, wait)
+        if wait:
+            self.wait()
+
+    def wait(self) -> None:
+        """Wait for the commit in progress (re-raising its failure)."""
+        fut, self._inflight = self._inflight, None
+        if fut is not None:
+            fut.result()
+
+    def _commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas",
+                plan: "BetaCommit", final: bool) -> None:
         t0 = time.perf_counter()
-        written = betas.flush()
+        beta = betas.end_commit(plan)
         wname = f"W-{step:06d}.npy"
         wpath = self.path / wname
         tmp = self.path / (wname + ".tmp")
         with open(tmp, "wb") as f:
-            np.save(f, np.ascontiguousarray(W, dtype=np.float64), allow_pickle=False)
+            np.save(f, W, allow_pickle=False)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, wpath)
         manifest = {"format": FORMAT, "version": VERSION, "step": int(step), "W": wname,
                     "W_shape": list(W.shape), "W_sum": float(W.sum()),
-                    "beta": betas.snapshot(), "created": time.time(), **state}
+                    "beta": beta, "created": time.time(), **state}
         mtmp = self.path / (_MANIFEST + ".tmp")
         with open(mtmp, "w") as f:
             json.dump(manifest, f, indent=1, sort_keys=True)
@@ -147,30 +205,36 @@ class CheckpointDir:
             os.fsync(f.fileno())
         os.replace(mtmp, self.path / _MANIFEST)
         fsync_path(self.path)
-        # What the new manifest superseded: known exactly, no directory scans per
-        # commit (that was O(shards) per commit); one full scan per process clears
-        # what a killed run left behind.
-        if not self._scanned:
-            self.collect_garbage(manifest)
+        # What the new manifest superseded is known exactly: no directory scan per
+        # commit (that was O(shards) per commit). One scan per process clears what a
+        # killed run left behind; while training goes on it spares beta versions
+        # newer than the manifest's (they may be this run's writes in flight).
+        if final or not self._scanned:
+            self.collect_garbage(manifest, keep_newer=not final)
             self._scanned = True
         else:
             if self._last_W is not None and self._last_W != wname:
                 (self.path / self._last_W).unlink(missing_ok=True)
-            betas.drop_superseded(written)
-        betas.mark_committed()
+            betas.drop_superseded(plan)
+        betas.mark_committed(plan)
         self._last_W = wname
         logger.debug("checkpoint step %d committed in %.3fs", step, time.perf_counter() - t0)
 
-    def collect_garbage(self, manifest: dict[str, Any]) -> None:
-        """Delete weights and beta versions the manifest does not name."""
+    def collect_garbage(self, manifest: dict[str, Any], keep_newer: bool = False) -> None:
+        """Delete weights and beta versions the manifest does not name (with ``keep_newer``,
+        only beta versions older than the manifest's)."""
         for p in self.path.iterdir():
             if (_W_NAME.match(p.name) and p.name != manifest["W"]) or p.name.endswith(".tmp"):
                 p.unlink(missing_ok=True)
         bdir = self.path / "beta.zarr"
         if bdir.exists():
-            keep = {f"s{int(s):06d}-v{int(v):06d}" for s, v in manifest["beta"]["versions"].items() if v > 0}
+            named = {int(s): int(v) for s, v in manifest["beta"]["versions"].items()}
             for p in bdir.iterdir():
-                if _BETA_NAME.match(p.name) and p.name not in keep:
+                m = _BETA_NAME.match(p.name)
+                if m is None:
+                    continue
+                s, v = int(m.group(1)), int(m.group(2))
+                if v != named.get(s, 0) and not (keep_newer and v > named.get(s, 0)):
                     shutil.rmtree(p, ignore_errors=True)
 
 
@@ -197,10 +261,14 @@ class DiskBetas:
         self.versions = {s: 0 for s in range(len(self.shard_rows))}
         if versions:
             self.versions.update({int(s): int(v) for s, v in versions.items()})
-        self._sums = (np.zeros((len(self.shard_rows), self.n_models)) if sums is None
-                      else np.asarray(sums, dtype=np.float64).reshape(len(self.shard_rows), self.n_models))
+        # sum(beta) per model: of the versions made durable so far (the manifest's), and
+        # of versions written since, by shard and version (two writes of one shard may
+        # finish out of order on several loader threads)
+        self._durable_sums = (np.zeros((len(self.shard_rows), self.n_models)) if sums is None
+                              else np.asarray(sums, dtype=np.float64).reshape(len(self.shard_rows), self.n_models))
+        self._version_sums: dict[int, dict[int, np.ndarray]] = {s: {} for s in range(len(self.shard_rows))}
         self._committed = dict(self.versions)
-        self._pending: dict[int, Any] = {}
+        self._pending: dict[int, list[Any]] = {}  # shard -> its writes in flight, oldest first
         self._outbox: dict[tuple[int, int], np.ndarray] = {}  # versions being written
         self._lock = threading.Lock()
         self._dirty: set[tuple[int, int]] = set()
@@ -323,7 +391,7 @@ class DiskBetas:
         # or one group if larger), and forget finished writes at once: a live future
         # keeps its task alive.
         self._reap()
-        while len(self._pending) >= max(self.max_pending, len(keys)):
+        while sum(map(len, self._pending.values())) >= max(self.max_pending, len(keys)):
             self._settle([next(iter(self._pending))])
             self._reap()
         # beta travels through an outbox, not as a task argument: distributed keeps
@@ -335,11 +403,17 @@ class DiskBetas:
                 self._outbox[key] = beta
         fut = self.executor.submit(self, "_write_queued", tuple(keys))
         for s, _ in keys:
-            self._pending[s] = fut
+            self._pending.setdefault(s, []).append(fut)
 
     def _store(self, s: int, v: int, beta: np.ndarray) -> None:
         """Write version ``v`` of shard ``s`` and record its sum (on the loader when queued)."""
-        self._sums[s] = beta.sum(axis=(1, 2))
+        total = beta.sum(axis=(1, 2))
+        with self._lock:
+            sums = self._version_sums[s]
+            sums[v] = total
+            if not self.keep_superseded:  # no commit will ask for older versions' sums
+                for old in [u for u in sums if u < v]:
+                    del sums[old]
         self._write(s, v, beta)
 
     def _write_queued(self, keys) -> None:
@@ -353,38 +427,69 @@ class DiskBetas:
     def _settle(self, shards) -> None:
         """Wait for the pending writes of ``shards`` and forget them (re-raising a failure)."""
         for s in shards:
-            fut = self._pending.pop(s, None)
-            # result() costs a scheduler round trip: call it only to wait or to re-raise
-            if fut is not None and (not fut.done() or fut.status != "finished"):
-                fut.result()
+            for fut in self._pending.pop(s, ()):
+                # result() costs a scheduler round trip: call it only to wait or to re-raise
+                if not fut.done() or fut.status != "finished":
+                    fut.result()
 
     def _reap(self) -> None:
         """Forget finished writes (re-raising a failed one)."""
-        self._settle([s for s, f in self._pending.items() if f.done()])
+        self._settle([s for s, futs in self._pending.items() if all(f.done() for f in futs)])
 
     def sums(self, s: int, models: np.ndarray) -> np.ndarray:
         """``sum(beta)`` of shard ``s``'s current version for each listed model."""
         self._settle([s])  # the background write computes the sum
-        return self._sums[s][models]
-
-    def flush(self) -> set[int]:
-        """Wait for every pending write, fsync the written versions; return the shards written."""
-        self._settle(list(self._pending))
         with self._lock:
-            syncs, self._syncs = self._syncs, {}
-        for s, v in sorted(self._dirty):
-            synced = syncs.pop((s, v), None)
-            if self.versions[s] == v:  # superseded versions are never committed
+            got = self._version_sums[s].get(self.versions[s])
+            return (got if got is not None else self._durable_sums[s])[models]
+
+    def begin_commit(self) -> "BetaCommit":
+        """What a commit of the current versions needs (on the thread that puts).
+
+        The returned plan names every shard's current version and the writes to
+        wait for; :meth:`end_commit` completes it, on any thread, while new
+        versions are put.
+        """
+        keys = sorted(self._dirty)
+        self._dirty = set()
+        shards = {s for s, _ in keys}
+        futures = list({id(f): f for s in shards for f in self._pending.get(s, ())}.values())
+        return BetaCommit(dict(self.versions), keys, futures)
+
+    def end_commit(self, plan: "BetaCommit") -> dict[str, Any]:
+        """Wait for the writes of ``plan``, fsync the versions it names; return the manifest's
+        ``beta`` entry (versions and sums)."""
+        for fut in plan.futures:
+            # result() costs a scheduler round trip: call it only to wait or to re-raise
+            if not fut.done() or fut.status != "finished":
+                fut.result()
+        with self._lock:
+            syncs = {key: self._syncs.pop(key) for key in plan.keys if key in self._syncs}
+        for s, v in plan.keys:
+            synced = syncs.get((s, v))
+            if plan.versions[s] == v:  # superseded versions are never committed
                 if synced is not None:
                     synced.result()  # fsynced in the background (re-raises its error)
                 else:
                     fsync_tree(self.root / self._name(s, v))
             elif synced is not None:  # not committed: let it finish before anything deletes it
                 synced.exception()
-        written = {s for s, _ in self._dirty}
-        self._dirty.clear()
         fsync_path(self.root)
-        return written
+        with self._lock:
+            for s in {s for s, _ in plan.keys}:
+                sums, v = self._version_sums[s], plan.versions[s]
+                self._durable_sums[s] = sums[v]
+                for old in [u for u in sums if u <= v]:
+                    del sums[old]
+            durable = self._durable_sums.tolist()
+        return {"versions": {str(s): int(v) for s, v in plan.versions.items()}, "sums": durable}
+
+    def flush(self) -> set[int]:
+        """Wait for every pending write, fsync the written versions; return the shards written."""
+        plan = self.begin_commit()
+        self._settle(list(self._pending))
+        self.end_commit(plan)
+        return {s for s, _ in plan.keys}
 
     def close(self) -> None:
         """Stop the background fsync thread (after :meth:`flush`, or when abandoning the run)."""
@@ -392,17 +497,22 @@ class DiskBetas:
             self._syncer.shutdown(wait=True)
             self._syncer = None
 
-    def drop_superseded(self, shards) -> None:
-        """Delete the versions of ``shards`` older than the current one (after a commit)."""
-        for s in shards:
-            for v in range(max(1, self._committed[s]), self.versions[s]):
+    def drop_superseded(self, plan: "BetaCommit") -> None:
+        """Delete the versions that ``plan``'s (now committed) versions superseded."""
+        for s in {s for s, _ in plan.keys}:
+            for v in range(max(1, self._committed[s]), plan.versions[s]):
                 shutil.rmtree(self.root / self._name(s, v), ignore_errors=True)
 
-    def mark_committed(self) -> None:
-        """The current versions are now the committed ones."""
-        self._committed = dict(self.versions)
+    def mark_committed(self, plan: "BetaCommit") -> None:
+        """``plan``'s versions are now the committed ones."""
+        self._committed = dict(plan.versions)
 
-    def snapshot(self) -> dict[str, Any]:
-        return {"versions": {str(s): int(v) for s, v in self.versions.items()},
-                "sums": self._sums.tolist()}
 
+@dataclass(frozen=True)
+class BetaCommit:
+    """A commit of :class:`DiskBetas` in progress: every shard's version, and the
+    versions written since the last commit (``keys``) with their write futures."""
+
+    versions: dict[int, int]
+    keys: list[tuple[int, int]]
+    futures: list[Any]

@@ -139,8 +139,9 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         State to continue from (a resumed checkpoint); default: a fresh start.
     checkpoint : callable, optional
         ``checkpoint(W, cursor, results)`` is called every ``checkpoint_every``
-        shards within an epoch and after every epoch; it must make the state
-        durable before returning.
+        shards within an epoch and after every epoch; it must capture the state
+        before returning (``W`` and ``results`` change afterwards) and may make
+        it durable in the background.
     callback : callable, optional
         Called after each evaluated epoch with a dict (epoch, time, and per-model
         primal, dual, rel_gap lists, ``weights(j)``: the current ``(coef,
@@ -494,7 +495,7 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
                 step[0] += 1
                 ckpt.commit(step[0], W, {**header, "finished": finished,
                                          "cursor": {"epoch": cur.epoch, "pos": cur.pos, "train_time": cur.train_time},
-                                         "results": _results_to_json(results)}, betas)
+                                         "results": _results_to_json(results)}, betas, wait=finished)
 
         with _verbose_logging(int(est.verbose)):
             results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor, checkpoint=checkpoint,
@@ -503,7 +504,11 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
         if checkpoint is not None and not (manifest is not None and manifest.get("finished")):
             # Final statuses ('max_iter'), same W; resuming a finished run writes nothing.
             checkpoint(np.stack([r.W for r in results]), cursor, results, finished=True)
+        if ckpt is not None:
+            ckpt.wait()  # the last epoch's commit, when there was no final one
     finally:
+        if ckpt is not None:
+            ckpt.drain()  # a commit in progress still needs the beta writes and the executor
         if isinstance(betas, DiskBetas):
             betas.close()
         if executor is not None:

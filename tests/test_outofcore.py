@@ -353,3 +353,121 @@ def test_checkpointed_betas_are_fsynced_in_the_background(tmp_path, monkeypatch)
         with pytest.raises(OSError, match="Input/output"):
             betas.flush()
         betas.close()
+
+
+def test_commit_in_the_background_captures_state_and_spares_newer_versions(tmp_path, monkeypatch):
+    """A commit captures W, state and versions when called and completes on its own
+    thread while new versions are written; its first garbage scan (which clears what
+    a killed run left) must not delete those newer versions; the final (waited)
+    commit deletes everything the manifest does not name."""
+    import threading
+
+    from streamwww import checkpoint as C
+
+    go = threading.Event()
+    threads = []
+    real_end = C.DiskBetas.end_commit
+
+    def held_end(self, plan):
+        threads.append(threading.current_thread().name)
+        assert go.wait(30)
+        return real_end(self, plan)
+
+    monkeypatch.setattr(C.DiskBetas, "end_commit", held_end)
+    rng = np.random.default_rng(3)
+    ck = CheckpointDir(tmp_path)
+    try:
+        stray = tmp_path / "beta.zarr"
+        betas = C.DiskBetas(tmp_path, 1, [4, 4], 3, durable=True)
+        (stray / "s000001-v000007").mkdir()  # left by a killed run: no manifest names it
+        (tmp_path / "W-000009.npy").write_bytes(b"killed")
+        b1 = rng.normal(size=(1, 4, 2))
+        betas.put_group([(0, b1), (1, rng.normal(size=(1, 4, 2)))])
+        W = np.ones((1, 3, 3))
+        state = {"cursor": {"epoch": 1}}
+        ck.commit(1, W, state, betas)
+        W[...] = 5.0  # training goes on: the commit has its own copies
+        state["cursor"]["epoch"] = 2
+        b2 = rng.normal(size=(1, 4, 2))
+        betas.put(0, b2)  # version 2, written while commit 1 is in progress
+        assert not ck.has_checkpoint()
+        go.set()
+        ck.wait()
+        assert threads == ["streamwww-commit_0"]
+        man = ck.load_manifest()
+        assert man["cursor"] == {"epoch": 1} and man["beta"]["versions"] == {"0": 1, "1": 1}
+        assert np.array_equal(ck.load_W(man), np.ones((1, 3, 3)))
+        assert np.allclose(man["beta"]["sums"][0], b1.sum())
+        assert not (tmp_path / "W-000009.npy").exists()  # the killed run's: collected
+        # newer than the manifest: kept while training goes on (it may be this run's)
+        assert np.array_equal(betas.read(0, 2), b2) and (stray / "s000001-v000007").exists()
+        ck.commit(2, W, state, betas, wait=True)
+        man = ck.load_manifest()
+        assert man["beta"]["versions"] == {"0": 2, "1": 1} and np.allclose(man["beta"]["sums"][0], b2.sum())
+        assert sorted(p.name for p in stray.iterdir() if p.name.startswith("s")) == \
+            ["s000000-v000002", "s000001-v000001"]
+        assert sorted(p.name for p in tmp_path.glob("W-*")) == ["W-000002.npy"]
+        betas.close()
+    finally:
+        ck.close()
+
+
+def test_a_failed_background_commit_stops_training_and_the_last_commit_resumes(tmp_path, rng, monkeypatch):
+    """An error in a background commit surfaces from train() at the next commit; the
+    checkpoint on disk is the last complete one and resumes to the uninterrupted model."""
+    from streamwww import checkpoint as C
+
+    X, y = _data(rng)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, y, shard_rows=100)
+    kw = dict(C=0.5, random_state=2, max_iter=5, tol=0.0)
+    reference = sw.train(store, **kw)
+    real = C.CheckpointDir._commit
+
+    def fail_third(self, step, *a):
+        if step == 3:
+            raise OSError(28, "No space left on device")
+        return real(self, step, *a)
+
+    monkeypatch.setattr(C.CheckpointDir, "_commit", fail_third)
+    ck = tmp_path / "ck"
+    with pytest.raises(OSError, match="No space left"):
+        sw.train(store, checkpoint_dir=ck, **kw)
+    man = json.loads((ck / "manifest.json").read_text())
+    assert man["step"] == 2 and man["cursor"]["epoch"] == 2 and not man["finished"]
+    monkeypatch.setattr(C.CheckpointDir, "_commit", real)
+    resumed = sw.resume(ck)
+    assert resumed.coef_.tobytes() == reference.coef_.tobytes() and resumed.n_iter_ == reference.n_iter_
+
+
+def test_sums_follow_versions_when_writes_finish_out_of_order(tmp_path, monkeypatch):
+    """With several loader threads two versions of one shard can be written at once;
+    the sum of beta reported (and committed) must be the current version's."""
+    import threading
+
+    from streamwww import checkpoint as C
+    from streamwww.feed import DaskExecutor
+
+    second_done = threading.Event()
+    real = C.DiskBetas._store
+
+    def store(self, s, v, beta):  # sum and write
+        if v == 1:
+            assert second_done.wait(30)  # version 1 is stored after version 2
+        real(self, s, v, beta)
+        if v == 2:
+            second_done.set()
+
+    monkeypatch.setattr(C.DiskBetas, "_store", store)
+    rng = np.random.default_rng(4)
+    b1, b2 = rng.normal(size=(2, 1, 5, 2))
+    with DaskExecutor(n_threads=2) as ex:
+        betas = C.DiskBetas(tmp_path, 1, [5], 3, executor=ex, max_pending=4)
+        betas.put(0, b1)
+        betas.put(0, b2)
+        assert np.allclose(betas.sums(0, np.arange(1)), b2.sum())
+        betas.flush()  # waits for both writes
+        assert not betas._outbox
+        assert np.allclose(betas.sums(0, np.arange(1)), b2.sum())
+        assert np.array_equal(betas.get(0), b2)
+        betas.close()
