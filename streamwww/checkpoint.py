@@ -20,7 +20,6 @@ the killed step are ignored and collected by the next commit.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -34,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from streamwww._fsutil import fsync_path, fsync_tree
+from streamwww._fsutil import fsync_path, fsync_tree, try_lock, unlock
 from streamwww.errors import CheckpointError
 
 logger = logging.getLogger(__name__)
@@ -69,15 +68,10 @@ class CheckpointDir:
         self._committer = None  # one background thread, created by the first commit
         self._inflight = None  # the commit in progress (a concurrent.futures.Future)
         if lock:
-            fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+            fd = try_lock(self.path / "LOCK")
+            if fd is None:
                 raise CheckpointError(f"{self.path}: another trainer holds this checkpoint directory "
-                                      f"(LOCK is taken); stop it or use another --checkpoint-dir") from None
-            os.ftruncate(fd, 0)
-            os.write(fd, f"{os.getpid()}\n".encode())
+                                      f"(LOCK is taken); stop it or use another --checkpoint-dir")
             self._lock_fd = fd
 
     def drain(self) -> None:
@@ -96,8 +90,7 @@ class CheckpointDir:
         """Finish the commit in progress (see :meth:`drain`) and release the lock."""
         self.drain()
         if self._lock_fd is not None:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-            os.close(self._lock_fd)
+            unlock(self._lock_fd)
             self._lock_fd = None
 
     def __enter__(self):

@@ -425,8 +425,7 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
                 prefetch: int = 2, inner_passes: int = 1, eval_every: int = 1, mix_shards: int = 2,
                 callback=None, progress=None, C_is_list: bool = False) -> list[dict]:
     """The one fit path: arrays or stores, with or without checkpoints."""
-    import tempfile
-
+    from streamwww._fsutil import ScratchDir
     from streamwww._params import resolve_seed
     from streamwww.backends.base import get_backend
     from streamwww.checkpoint import CheckpointDir, DiskBetas
@@ -440,8 +439,7 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
     backend = get_backend(est.device)
     streamed = source.kind == "store"
     ckpt = CheckpointDir(checkpoint_dir) if checkpoint_dir is not None else None
-    tmpdir = None
-    executor = betas = None
+    scratch = executor = betas = None
     try:
         manifest = None
         if ckpt is not None and ckpt.has_checkpoint():
@@ -456,7 +454,9 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
         if streamed:
             executor = DaskExecutor(n_threads=_loader_threads(prefetch))
         if ckpt is not None or streamed:
-            root = ckpt.path if ckpt is not None else Path(tmpdir := tempfile.mkdtemp(prefix="streamwww-beta-"))
+            if ckpt is None:
+                scratch = ScratchDir("streamwww-beta-")
+            root = ckpt.path if ckpt is not None else scratch.path
             betas = DiskBetas(root, len(Cs), data.shard_rows, data.n_classes, executor=executor,
                               versions=(manifest["beta"]["versions"] if manifest else None),
                               sums=(manifest["beta"]["sums"] if manifest else None),
@@ -515,10 +515,8 @@ def _fit_source(est, source, Cs=None, *, checkpoint_dir=None, checkpoint_every: 
             executor.close()
         if ckpt is not None:
             ckpt.close()
-        if tmpdir is not None:
-            import shutil
-
-            shutil.rmtree(tmpdir, ignore_errors=True)
+        if scratch is not None:
+            scratch.close()
     return [fitted_attributes(r, source.classes, data.n_features, cfg, seed) for r in results]
 
 

@@ -471,3 +471,45 @@ def test_sums_follow_versions_when_writes_finish_out_of_order(tmp_path, monkeypa
         assert np.allclose(betas.sums(0, np.arange(1)), b2.sum())
         assert np.array_equal(betas.get(0), b2)
         betas.close()
+
+
+def test_scratch_dirs_of_dead_runs_are_removed(tmp_path, rng, monkeypatch):
+    """A run without checkpoint_dir keeps beta in $TMPDIR/streamwww-beta-*; a SIGKILLed
+    one leaves it behind. The next run removes such directories unless a live process
+    holds their LOCK (or, without LOCK, unless they are new)."""
+    import tempfile
+
+    from streamwww._fsutil import try_lock, unlock
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    dead = scratch / "streamwww-beta-dead"
+    (dead / "beta.zarr").mkdir(parents=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom streamwww._fsutil import try_lock\n"
+         "assert try_lock(sys.argv[1]) is not None\nprint('locked', flush=True)\ntime.sleep(120)",
+         str(dead / "LOCK")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        live = scratch / "streamwww-beta-live"
+        live.mkdir()
+        fd = try_lock(live / "LOCK")
+        fresh = scratch / "streamwww-beta-fresh"  # no LOCK yet: maybe a run starting up
+        fresh.mkdir()
+        old = scratch / "streamwww-beta-old"  # no LOCK and an hour old: abandoned
+        old.mkdir()
+        os.utime(old, (0, 0))
+        X, y = _data(rng)
+        write_store(tmp_path / "s.zarr", X, y, shard_rows=200)
+        sw.train(tmp_path / "s.zarr", C=0.5, random_state=0, max_iter=2)
+        assert dead.exists() and live.exists() and fresh.exists() and not old.exists()
+        holder.kill()  # the lock goes with its holder
+        holder.wait()
+        sw.train(tmp_path / "s.zarr", C=0.5, random_state=0, max_iter=2)
+        # the dead run's directory is gone; both runs removed their own
+        assert sorted(p.name for p in scratch.glob("streamwww-*")) == ["streamwww-beta-fresh", "streamwww-beta-live"]
+        unlock(fd)
+    finally:
+        holder.kill()
+        holder.wait()
