@@ -155,8 +155,9 @@ class CheckpointDir:
             JSON-serializable fields of the manifest (copied).
         betas : DiskBetas
         wait : bool, default=False
-            Return only when the commit is durable; it then also deletes
-            everything no manifest names (no write is in flight any more).
+            For a run's last commit: return only when it is durable. It then
+            also deletes everything the manifest does not name, so no ``beta``
+            may be put while it runs.
         """
         self.wait()
         plan = betas.begin_commit()
