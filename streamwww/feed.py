@@ -128,7 +128,8 @@ class SyncFeed:
                      then_beta: bool = True) -> Iterator[tuple[tuple[int, ...], Any, Any]]:
         """``(unit, block, beta)`` for each of ``units``; ``then``: the units the
         next stream starts with, ``then_beta``: whether it trains them (hints for
-        prefetching feeds)."""
+        prefetching feeds). The caller puts a unit's new ``beta`` before it asks
+        for the next unit: prefetches submitted then read that version."""
         for unit in units:
             unit = tuple(int(s) for s in unit)
             yield unit, self.data.block_of(unit, self.bias), self._beta(unit)
@@ -205,12 +206,12 @@ class DaskFeed(SyncFeed):
 
         def settled(u) -> bool:
             # Has every shard of u had its last put of this stream? The caller puts
-            # a unit's beta after fetching the next one: while the generator runs
-            # (``yielded`` counts the unit being handed out), the unit before it is
-            # trained but maybe not put yet.
+            # a unit's beta before fetching the next one: while the generator runs
+            # (``yielded`` counts the unit being handed out), the units before that
+            # one are put.
             if not with_beta:
                 return True
-            busy = {s for v in units[max(0, yielded - 2):] for s in v}
+            busy = {s for v in units[max(0, yielded - 1):] for s in v}
             return busy.isdisjoint(u)
 
         def fill() -> None:

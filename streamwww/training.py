@@ -194,14 +194,14 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                 rows_order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows)
                 backend.bcd_pass(W, block, beta, Cs, active, rows_order, bias, solver, cfg.shark_eps)
             n_rows = block.n_rows
-            # This group's rows are done with: drop them before the next group
-            # arrives (one group less in memory). Start the next group's copy to
-            # the device before fetching this group's beta back, so that a GPU
-            # overlaps the two transfers.
+            # This group is done with: drop its rows, and hand its beta over before
+            # asking for the next group. The write is then queued ahead of the load
+            # that the request starts, so the loader frees this beta before it
+            # decodes another group (one group's beta less at the peak).
             nxt = block = None
-            nxt = _to_device(backend, next(stream, None))
             betas.put_group(list(zip(group, split_rows(backend.get_beta(beta), data.shard_rows[list(group)]))))
             del beta
+            nxt = _to_device(backend, next(stream, None))
             rows += n_rows
             before = cur.pos
             cur.pos += len(group)
