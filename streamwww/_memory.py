@@ -17,17 +17,17 @@ _done = False
 def release_freed_memory() -> None:
     """With ``STREAMWWW_RELEASE_MEMORY=1``: make glibc hand freed memory back to the OS.
 
-    Streaming allocates and frees shard-sized buffers on several threads.
-    glibc's dynamic mmap threshold then serves them from the heap, where freed
-    blocks stay resident: peak RSS of a 4-million-row run sits 200-270 MiB
-    above the process's fixed overhead instead of about 100 MiB.  Fixed
-    thresholds (trim 64 KiB, as Dask sets for its worker processes through
-    ``MALLOC_TRIM_THRESHOLD_``, and mmap 128 KiB) keep it near 100 MiB, but
-    every shard buffer then comes from fresh zeroed pages: on the 2-core VM
-    of docs/benchmarks.md a streamed epoch took 0.51-0.62 s instead of
-    0.41 s.  Speed wins by default; this is the switch for memory-tight
-    machines.  Left alone when any ``MALLOC_*`` variable is set, and on other
-    C libraries.
+    Streaming allocates and frees shard-sized buffers on several threads (ours
+    and Zarr's).  Once one of them is freed, glibc's dynamic mmap threshold
+    serves later ones from per-thread heaps, where freed blocks stay resident.
+    Fixed thresholds (trim 64 KiB, as Dask sets for its worker processes
+    through ``MALLOC_TRIM_THRESHOLD_``, and mmap 128 KiB) return them, but
+    every shard buffer is then fresh zeroed pages.  Measured with
+    tools/bench_outofcore.py part (b) (docs/benchmarks.md): peak RSS above the
+    fixed overhead 79-81 MiB instead of 121-153 MiB, at 7-29 % fewer rows/s.
+    Speed wins by default; this is the switch for memory-tight machines.
+    Left alone when any ``MALLOC_*`` variable is set, and on other C
+    libraries.
     """
     global _done
     if _done:
