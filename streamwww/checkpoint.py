@@ -421,10 +421,7 @@ class DiskBetas:
     def _settle(self, shards) -> None:
         """Wait for the pending writes of ``shards`` and forget them (re-raising a failure)."""
         for s in shards:
-            for fut in self._pending.pop(s, ()):
-                # result() costs a scheduler round trip: call it only to wait or to re-raise
-                if not fut.done() or fut.status != "finished":
-                    fut.result()
+            _wait(self._pending.pop(s, ()))
 
     def _reap(self) -> None:
         """Forget finished writes (re-raising a failed one)."""
@@ -453,10 +450,7 @@ class DiskBetas:
     def end_commit(self, plan: "BetaCommit") -> dict[str, Any]:
         """Wait for the writes of ``plan``, fsync the versions it names; return the manifest's
         ``beta`` entry (versions and sums)."""
-        for fut in plan.futures:
-            # result() costs a scheduler round trip: call it only to wait or to re-raise
-            if not fut.done() or fut.status != "finished":
-                fut.result()
+        _wait(plan.futures)
         with self._lock:
             syncs = {key: self._syncs.pop(key) for key in plan.keys if key in self._syncs}
         for s, v in plan.keys:
@@ -500,6 +494,14 @@ class DiskBetas:
     def mark_committed(self, plan: "BetaCommit") -> None:
         """``plan``'s versions are now the committed ones."""
         self._committed = dict(plan.versions)
+
+
+def _wait(futures) -> None:
+    """Wait for background writes, re-raising a failure. ``result()`` costs a scheduler
+    round trip: it is called only to wait or to re-raise."""
+    for fut in futures:
+        if not fut.done() or fut.status != "finished":
+            fut.result()
 
 
 @dataclass(frozen=True)
