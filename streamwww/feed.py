@@ -22,7 +22,6 @@ logger = logging.getLogger(__name__)
 __all__ = ["DaskExecutor", "SyncFeed", "DaskFeed"]
 
 _OBJECTS: dict[int, Any] = {}
-_WITH_BLOCK = object()  # marks a next-stream unit whose beta is read with its block
 
 
 def _call(token: int, method: str, *args):
@@ -224,7 +223,9 @@ class DaskFeed(SyncFeed):
                 if u is None:
                     return
                 early = then_beta and settled(u)
-                window.append((u, self._submit(u, True, early), _WITH_BLOCK if early else None, False))
+                f = self._submit(u, True, early)
+                # a unit whose beta loads with its block carries the block's future twice
+                window.append((u, f, f if early else None, False))
 
         fill()
         while window and window[0][3]:
@@ -237,8 +238,7 @@ class DaskFeed(SyncFeed):
             fill()
             yield (u, block, beta) if with_beta else (u, block)
             block = beta = None  # the caller is done with this unit: do not hold it while loading the next
-        # A next-stream unit whose beta came with its block carries the block's future twice.
-        self._ahead = [(u, fut, fut if beta_fut is _WITH_BLOCK else None) for u, fut, beta_fut, _ in window]
+        self._ahead = [(u, fut, beta_fut) for u, fut, beta_fut, _ in window]
 
     def train_stream(self, units, then=(), then_beta=True):
         """See :meth:`SyncFeed.train_stream`; ``then_beta``: whether the next stream trains."""

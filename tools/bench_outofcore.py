@@ -10,9 +10,12 @@
     modes interleaved, medians reported. Streamed runs with and without
     checkpoints must give the bitwise-same model.
 (b) Peak RSS of a training process on two generated stores ``--scale`` times
-    apart with the same shard size, against the bound
-    ``(prefetch + 2) x shard bytes + W + fixed overhead`` (fixed overhead: the
-    RSS of the same process after imports and JIT loading, before training).
+    apart with the same shard size, each with default allocator settings and
+    with ``STREAMWWW_RELEASE_MEMORY=1``, against the issue's bound
+    ``(prefetch + 2) x shard bytes + W + fixed overhead`` (bound A) and the
+    same with each shard's ``beta`` counted (bound B); fixed overhead: the RSS
+    of the same process after imports, JIT loading and a tiny streamed run,
+    before training.
 (c) Rows/s and MB/s (uncompressed shard bytes per second of training pass).
 (d) ``--big-gib G``: also generate, convert and train (2 epochs) a store whose
     shards take more than G GiB in memory (use more than half of the RAM).

@@ -89,6 +89,7 @@ class ZarrBackend(ShardBackend):
         for name, target in out.items():
             stored = arrays[name]
             check_fits(name, stored.shape, stored.dtype, target)
-            # Decoded straight into the caller's buffer: no intermediate array.
+            # Into the caller's buffer (no stacking copy; Zarr still decodes each chunk
+            # into a buffer of its own and copies it here).
             stored.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(target))
         return None if layout == "dense" else arrays["indptr"][...]
