@@ -270,6 +270,8 @@ class DiskBetas:
         # A checkpoint needs the committed versions until the next commit; without
         # one, a version is dropped as soon as its successor is written.
         self.keep_superseded = bool(keep_superseded)
+        self._writing: set[tuple[int, int]] = set()  # (shard, version) being written
+        self._newest_written: dict[int, int] = {}  # shard -> newest version on disk
         # Checkpointed runs fsync each version right after its background write, on
         # a thread of its own (fsync waits on the disk, not the CPU, and must not
         # hold up the loader's queue), so that a commit finds them durable.
@@ -335,6 +337,9 @@ class DiskBetas:
         import zarr
 
         path = self.root / self._name(s, v)
+        if not self.keep_superseded:
+            with self._lock:
+                self._writing.add((s, v))
         if path.exists():  # left by a killed run; never part of a committed step
             shutil.rmtree(path)
         rows_per_chunk = max(1, (64 << 20) // max(1, 8 * self.n_models * max(self.m, 1)))
@@ -351,10 +356,18 @@ class DiskBetas:
         if self._syncer is not None:
             with self._lock:
                 self._syncs[(s, v)] = self._syncer.submit(fsync_tree, path)
-        if not self.keep_superseded and v > 1:
-            # No reader needs v - 1 any more: the next read of shard s is
-            # submitted after this write and reads version v.
-            shutil.rmtree(self.root / self._name(s, v - 1), ignore_errors=True)
+        if not self.keep_superseded:
+            # No reader needs a version once a newer one is on disk: the next read of
+            # shard s is submitted after this write and reads the newest version. On
+            # several loader threads v - 1 may still be being written: the later of
+            # the two writes to finish deletes the older version.
+            with self._lock:
+                self._writing.discard((s, v))
+                newest = self._newest_written.get(s, 0)
+                self._newest_written[s] = max(newest, v)
+                drop = v if newest > v else v - 1 if (s, v - 1) not in self._writing else 0
+            if drop > 0:
+                shutil.rmtree(self.root / self._name(s, drop), ignore_errors=True)
 
     def get(self, s: int) -> np.ndarray:
         """The current ``beta`` of shard ``s``."""

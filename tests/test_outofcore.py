@@ -473,6 +473,39 @@ def test_sums_follow_versions_when_writes_finish_out_of_order(tmp_path, monkeypa
         betas.close()
 
 
+@pytest.mark.parametrize("older_first", [True, False])
+def test_superseded_versions_are_deleted_whichever_write_finishes_last(tmp_path, monkeypatch, older_first):
+    """Without a checkpoint only the newest version of a shard's beta stays on disk,
+    also when two versions are written at once and the older one finishes last."""
+    import threading
+
+    from streamwww import checkpoint as C
+    from streamwww.feed import DaskExecutor
+
+    first, last = (1, 2) if older_first else (2, 1)
+    first_done = threading.Event()
+    real = C.DiskBetas._write
+
+    def write(self, s, v, beta):
+        if v == last:
+            assert first_done.wait(30)
+        real(self, s, v, beta)
+        if v == first:
+            first_done.set()
+
+    monkeypatch.setattr(C.DiskBetas, "_write", write)
+    rng = np.random.default_rng(5)
+    b1, b2 = rng.normal(size=(2, 1, 5, 2))
+    with DaskExecutor(n_threads=2) as ex:
+        betas = C.DiskBetas(tmp_path, 1, [5], 3, executor=ex, max_pending=4, keep_superseded=False)
+        betas.put(0, b1)
+        betas.put(0, b2)
+        betas.flush()
+        assert sorted(p.name for p in betas.root.iterdir() if p.name.startswith("s")) == ["s000000-v000002"]
+        assert np.array_equal(betas.get(0), b2)
+        betas.close()
+
+
 def test_scratch_dirs_of_dead_runs_are_removed(tmp_path, rng, monkeypatch):
     """A run without checkpoint_dir keeps beta in $TMPDIR/streamwww-beta-*; a SIGKILLed
     one leaves it behind. The next run removes such directories unless a live process
