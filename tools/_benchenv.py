@@ -21,19 +21,32 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def versions(names=("numpy", "scipy", "numba", "scikit-learn", "dask", "zarr", "pyarrow")) -> str:
+def version_map(names=("numpy", "scipy", "numba", "scikit-learn", "dask", "zarr", "pyarrow")) -> dict:
+    """streamwww, Python and the installed ones of ``names``: name -> version."""
     from importlib.metadata import PackageNotFoundError, version
 
-    parts = [f"Python {platform.python_version()}"]
-    for n in names:
-        try:
-            parts.append(f"{n} {version(n)}")
-        except PackageNotFoundError:
-            pass
     import streamwww
 
-    parts.insert(0, f"streamwww {streamwww.__version__}")
-    return ", ".join(parts)
+    found = {"streamwww": streamwww.__version__, "Python": platform.python_version()}
+    for n in names:
+        try:
+            found[n] = version(n)
+        except PackageNotFoundError:
+            pass
+    return found
+
+
+def versions(names=("numpy", "scipy", "numba", "scikit-learn", "dask", "zarr", "pyarrow")) -> str:
+    return ", ".join(f"{n} {v}" for n, v in version_map(names).items())
+
+
+def save_figure(fig, path: str) -> None:
+    """Lay out, write (110 dpi) and close a Matplotlib figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def header(title: str) -> str:

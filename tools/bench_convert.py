@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import statistics
@@ -33,6 +32,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _benchenv import cpu_model, version_map  # noqa: E402
 
 FEATURES, NNZ, CLASSES = 50_000, 40, 20
 
@@ -109,31 +111,6 @@ def warm_cache(path: Path) -> None:
             pass
 
 
-def versions() -> dict:
-    import numba
-    import numpy
-    import pyarrow
-    import scipy
-    import sklearn
-    import zarr
-
-    import streamwww
-
-    return {"python": platform.python_version(), "numpy": numpy.__version__,
-            "scipy": scipy.__version__, "numba": numba.__version__, "zarr": zarr.__version__,
-            "pyarrow": pyarrow.__version__, "scikit-learn": sklearn.__version__,
-            "streamwww": streamwww.__version__}
-
-
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        return next(line.split(":", 1)[1].strip() for line in out.splitlines()
-                    if line.startswith("Model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or "unknown"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=120, help="MiB of text of the main file")
@@ -169,7 +146,7 @@ def run_all(args: argparse.Namespace, workdir: Path) -> dict:
     report = {"machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
                           "memory_gib": round(os.sysconf("SC_PAGE_SIZE")
                                               * os.sysconf("SC_PHYS_PAGES") / 2**30, 1)},
-              "versions": versions(), "date": time.strftime("%Y-%m-%d"),
+              "versions": version_map(("numpy", "scipy", "numba", "zarr", "pyarrow", "scikit-learn")), "date": time.strftime("%Y-%m-%d"),
               "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
               "data": {"features": FEATURES, "nnz_per_row": NNZ, "classes": CLASSES,
                        "main_mib": main_bytes / 2**20,

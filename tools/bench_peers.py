@@ -66,7 +66,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from _benchenv import LIBSVM_FILES, BenchContext, libsvm_file, load_libsvm  # noqa: E402
+from _benchenv import LIBSVM_FILES, BenchContext, libsvm_file, load_libsvm, save_figure  # noqa: E402
 
 C = 1.0
 N_SHARDS = (8, 4)  # shards of the store (full, quick)
@@ -717,9 +717,7 @@ def plot(ctx: BenchContext, results: dict, datasets: list[dict]) -> str:
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(os.path.join(ctx.plots_dir, fname), dpi=110)
-    plt.close(fig)
+    save_figure(fig, os.path.join(ctx.plots_dir, fname))
     return fname
 
 

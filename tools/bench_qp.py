@@ -258,6 +258,7 @@ def plot(ks_rows: list[dict], c_rows: list[dict], path_k: str, path_c: str) -> N
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from _benchenv import save_figure
 
     series = (("walrus_batch", "Walrus, batched (compiled loop)", "C0", "o-"),
               ("walrus_public", "Walrus, solve_subproblem() per call", "C0", "s--"),
@@ -283,9 +284,7 @@ def plot(ks_rows: list[dict], c_rows: list[dict], path_k: str, path_c: str) -> N
         ax.set_title(f"WW subproblem: Walrus vs generic QP ({title})", fontsize=10)
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
+        save_figure(fig, path)
 
 
 def run(ctx) -> str:

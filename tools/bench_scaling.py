@@ -90,6 +90,7 @@ def plot(rows: list[dict], path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from _benchenv import save_figure
     import matplotlib.ticker  # noqa: F401  (NullFormatter below)
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
@@ -120,9 +121,7 @@ def plot(rows: list[dict], path: str) -> None:
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def run(ctx) -> str:

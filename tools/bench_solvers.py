@@ -46,7 +46,7 @@ from typing import Any, Iterator
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _benchenv import BenchContext, load_libsvm  # noqa: E402
+from _benchenv import BenchContext, load_libsvm, save_figure  # noqa: E402
 
 __all__ = ["run_solvers", "run_accuracy", "make_aloi_like"]
 
@@ -394,9 +394,7 @@ def _plot_ratio(runs, datasets, Cs, path: str) -> None:
     axes[-1].legend(fontsize=7, loc="best")
     fig.suptitle("Walrus vs Shark-style block solver (open triangles: bound, one solver hit its cap)",
                  fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def _plot_convergence(runs, datasets, names, C: float, path: str) -> None:
@@ -436,9 +434,7 @@ def _plot_convergence(runs, datasets, names, C: float, path: str) -> None:
         bot.set_ylabel("gap / gap_1")
         bot.legend(fontsize=7)
         bot.grid(True, which="both", alpha=0.25)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 # ----------------------------------------------------------------------------- Shark study
