@@ -307,6 +307,8 @@ class DiskBetas:
         import zarr
         from zarr.core.buffer.cpu import NDBuffer
 
+        from streamwww.io._chunks import read_whole_chunks
+
         path = self.root / self._name(s, v)
         try:
             arr = zarr.open_array(str(path), mode="r")
@@ -316,7 +318,8 @@ class DiskBetas:
         if arr.shape != shape or arr.dtype != np.float64:
             raise CheckpointError(f"{path}: beta of shape {arr.shape}/{arr.dtype}, expected {shape}/float64")
         try:
-            arr.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(out))
+            if not read_whole_chunks(arr, path, out):
+                arr.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(out))
         except Exception as exc:
             raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
                                   f"({type(exc).__name__}: {exc})") from None

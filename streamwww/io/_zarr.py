@@ -27,6 +27,7 @@ from zarr.codecs import BloscCodec
 from zarr.core.buffer.cpu import NDBuffer
 
 from streamwww.io._backend import ShardBackend, check_fits
+from streamwww.io._chunks import read_whole_chunks
 from streamwww.io._format import FORMAT_VERSION, ShardData, shard_name
 
 _CHUNK_ELEMENTS = 4 * 2**20
@@ -89,7 +90,9 @@ class ZarrBackend(ShardBackend):
         for name, target in out.items():
             stored = arrays[name]
             check_fits(name, stored.shape, stored.dtype, target)
-            # Into the caller's buffer (no stacking copy; Zarr still decodes each chunk
-            # into a buffer of its own and copies it here).
-            stored.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(target))
+            # Into the caller's buffer: whole chunks decoded in place (no transient
+            # chunk-sized buffers, see _chunks); other layouts through Zarr, which
+            # decodes each chunk into a buffer of its own and copies it here.
+            if not read_whole_chunks(stored, root / self.shard_relpath(i) / name, target):
+                stored.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(target))
         return None if layout == "dense" else arrays["indptr"][...]

@@ -1,0 +1,94 @@
+"""Whole-chunk reads straight into a buffer (streamwww.io._chunks) against Zarr's own reads."""
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BloscCodec, ZstdCodec
+
+from streamwww.io._chunks import read_whole_chunks
+
+BLOSC = [BloscCodec(cname="lz4", clevel=5, shuffle="shuffle")]
+
+
+def _array(tmp_path, data, chunks, compressors, name="a", write_empty_chunks=True):
+    arr = zarr.create_array(store=str(tmp_path / name), shape=data.shape, dtype=data.dtype, chunks=chunks,
+                            zarr_format=3, compressors=compressors, fill_value=0,
+                            config={"write_empty_chunks": write_empty_chunks})
+    arr[...] = data
+    return zarr.open_array(str(tmp_path / name), mode="r")
+
+
+@pytest.mark.parametrize("compressors", [BLOSC, None], ids=["blosc", "raw"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.float32, np.float64])
+@pytest.mark.parametrize("shape,chunks", [((1000,), (1000,)), ((1000,), (300,)), ((250, 7), (64, 7)),
+                                          ((3, 40, 5), (3, 40, 5))])
+def test_same_bytes_as_zarr(tmp_path, rng, compressors, dtype, shape, chunks):
+    data = (rng.normal(size=shape) * 1000).astype(dtype)
+    arr = _array(tmp_path, data, chunks, compressors)
+    out = np.full(shape, 7, dtype=dtype)
+    assert read_whole_chunks(arr, tmp_path / "a", out)
+    assert out.tobytes() == arr[...].tobytes() == data.tobytes()
+
+
+def test_missing_chunks_read_as_fill_value(tmp_path, rng):
+    data = rng.integers(1, 5, size=900).astype(np.int32)
+    data[300:600] = 0  # with write_empty_chunks=False Zarr stores no file for this chunk
+    arr = _array(tmp_path, data, (300,), BLOSC, write_empty_chunks=False)
+    assert not (tmp_path / "a" / "c" / "1").exists()
+    out = np.full(900, 9, dtype=np.int32)
+    assert read_whole_chunks(arr, tmp_path / "a", out)
+    assert np.array_equal(out, data)
+
+
+@pytest.mark.parametrize("case", ["zstd", "split along axis 1", "strided out", "other dtype"])
+def test_layouts_not_covered_are_left_to_zarr(tmp_path, rng, case):
+    data = rng.normal(size=(40, 6))
+    compressors = [ZstdCodec(level=3)] if case == "zstd" else BLOSC
+    chunks = (20, 3) if case == "split along axis 1" else (20, 6)
+    arr = _array(tmp_path, data, chunks, compressors)
+    out = np.zeros((40, 12))[:, ::2] if case == "strided out" else np.zeros((40, 6))
+    if case == "other dtype":
+        out = out.astype(np.float32)
+    before = out.copy()
+    assert not read_whole_chunks(arr, tmp_path / "a", out)
+    assert np.array_equal(out, before)
+
+
+@pytest.mark.parametrize("compressors", [BLOSC, None], ids=["blosc", "raw"])
+def test_truncated_chunk_is_an_error_naming_the_file(tmp_path, rng, compressors):
+    arr = _array(tmp_path, rng.normal(size=500), (500,), compressors)
+    chunk = tmp_path / "a" / "c" / "0"
+    chunk.write_bytes(chunk.read_bytes()[:-10])
+    with pytest.raises(ValueError, match=str(chunk)):
+        read_whole_chunks(arr, tmp_path / "a", np.empty(500))
+
+
+def test_store_reads_use_it(tmp_path, rng, monkeypatch):
+    """The Zarr shard backend and DiskBetas read through it (and give what was written)."""
+    import scipy.sparse as sp
+
+    from streamwww import checkpoint as C
+    from streamwww.io import _chunks, _zarr, open_store, write_store
+
+    calls = []
+    real = _chunks.read_whole_chunks
+
+    def spy(array, directory, out):
+        got = real(array, directory, out)
+        calls.append(got)
+        return got
+
+    monkeypatch.setattr(_zarr, "read_whole_chunks", spy)
+    X = sp.random(300, 20, density=0.2, format="csr", random_state=1, dtype=np.float32)
+    y = rng.integers(0, 3, size=300)
+    write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    Xr, yr = open_store(tmp_path / "s.zarr").read_shards([0, 1, 2])
+    assert (Xr != X).nnz == 0 and np.array_equal(yr, y)
+    assert len(calls) == 9 and all(calls)  # indices, data, y of each shard
+
+    monkeypatch.setattr("streamwww.io._chunks.read_whole_chunks", spy)
+    calls.clear()
+    betas = C.DiskBetas(tmp_path / "ck", 1, [100], 4)
+    b = rng.normal(size=(1, 100, 3))
+    betas.put(0, b)
+    assert np.array_equal(betas.get(0), b) and calls == [True]
