@@ -26,7 +26,7 @@ def release_freed_memory() -> None:
     price of fresh zeroed pages for every shard buffer. Since shards and
     ``beta`` are decoded in place (:mod:`streamwww.io._chunks`) that price is
     small: on the benchmark store peak RSS above the fixed overhead is 86 MiB
-    instead of 108-123 MiB for an epoch about 5 % longer (tools/bench_allocator.py,
+    instead of 108-123 MiB, for epochs 4-9 % longer (tools/bench_allocator.py,
     docs/benchmarks.md). The thresholds are the process's: they stay set after
     training. ``STREAMWWW_RELEASE_MEMORY=0`` keeps glibc's dynamic thresholds;
     any ``MALLOC_*`` environment variable also leaves them alone, and so does
