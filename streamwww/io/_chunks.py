@@ -4,9 +4,8 @@ Zarr's codec pipeline reads each chunk into a bytes object, decodes it into a
 new buffer, then copies that into the destination: two shard-sized transient
 allocations per chunk, made on Zarr's worker threads, so they land in several
 glibc heaps that keep them resident (docs/benchmarks.md, out-of-core (b)).
-For the arrays streamed every epoch (shards, ``beta``) that doubled the memory
-held beyond the data, and allocating fresh pages instead costs more time than
-the decode (about 1 ms per MiB on the benchmark machine).
+Handing them back to the OS instead makes each one fresh pages, which cost
+more time than the decode (about 1 ms per MiB on the benchmark machine).
 
 This reader covers the layout streamwww writes: a regular chunk grid split along
 the first axis only, default chunk keys, and the codecs ``bytes`` (little endian)
