@@ -305,9 +305,8 @@ class DiskBetas:
                 out[...] = pending
                 return out
         import zarr
-        from zarr.core.buffer.cpu import NDBuffer
 
-        from streamwww.io._chunks import read_whole_chunks
+        from streamwww.io._chunks import read_into
 
         path = self.root / self._name(s, v)
         try:
@@ -318,8 +317,7 @@ class DiskBetas:
         if arr.shape != shape or arr.dtype != np.float64:
             raise CheckpointError(f"{path}: beta of shape {arr.shape}/{arr.dtype}, expected {shape}/float64")
         try:
-            if not read_whole_chunks(arr, path, out):
-                arr.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(out))
+            read_into(arr, path, out)
         except Exception as exc:
             raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
                                   f"({type(exc).__name__}: {exc})") from None

@@ -12,7 +12,8 @@ the first axis only, default chunk keys, and the codecs ``bytes`` (little endian
 optionally followed by ``blosc``. The compressed chunk is read into one reusable
 buffer per thread and Blosc decodes it into the destination (numcodecs, the
 decoder Zarr itself calls). Anything else returns ``False`` so that the caller
-uses Zarr's own path; the two give the same bytes (tests/io/test_chunks.py).
+uses Zarr's own path (:func:`read_into` does both); the two give the same bytes
+(tests/io/test_chunks.py).
 """
 
 from __future__ import annotations
@@ -123,3 +124,14 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray) -> bool:
         else:  # edge chunk: decode in full, keep the rows inside the array
             dest[...] = np.frombuffer(blosc.decompress(src), np.uint8, dest.nbytes)
     return True
+
+
+def read_into(array, directory: str | Path, out: np.ndarray) -> np.ndarray:
+    """Read all of ``array`` into ``out`` (same shape and dtype): whole chunks in place
+    when :func:`read_whole_chunks` covers the layout, else through Zarr (which decodes
+    each chunk into a buffer of its own and copies it here). Returns ``out``."""
+    if not read_whole_chunks(array, directory, out):
+        from zarr.core.buffer.cpu import NDBuffer
+
+        array.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(out))
+    return out

@@ -24,10 +24,9 @@ from pathlib import Path
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
-from zarr.core.buffer.cpu import NDBuffer
 
 from streamwww.io._backend import ShardBackend, check_fits
-from streamwww.io._chunks import read_whole_chunks
+from streamwww.io._chunks import read_into
 from streamwww.io._format import FORMAT_VERSION, ShardData, shard_name
 
 _CHUNK_ELEMENTS = 4 * 2**20
@@ -87,12 +86,12 @@ class ZarrBackend(ShardBackend):
             arrays = {name: group[name] for name in names}
             if handles is not None:
                 handles[i] = arrays
+        where = root / self.shard_relpath(i)
         for name, target in out.items():
             stored = arrays[name]
             check_fits(name, stored.shape, stored.dtype, target)
-            # Into the caller's buffer: whole chunks decoded in place (no transient
-            # chunk-sized buffers, see _chunks); other layouts through Zarr, which
-            # decodes each chunk into a buffer of its own and copies it here.
-            if not read_whole_chunks(stored, root / self.shard_relpath(i) / name, target):
-                stored.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(target))
-        return None if layout == "dense" else arrays["indptr"][...]
+            read_into(stored, where / name, target)  # no stacking copy, see _chunks
+        if layout == "dense":
+            return None
+        ptr = arrays["indptr"]
+        return read_into(ptr, where / "indptr", np.empty(ptr.shape, dtype=ptr.dtype))
