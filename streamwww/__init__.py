@@ -23,14 +23,14 @@ __version__ = "0.1.0"
 # name -> (module, attribute); attribute None means the module itself.
 _LAZY = {
     "WWClassifier": ("streamwww.estimator", "WWClassifier"),
-    "train": ("streamwww.training", "train"),
-    "resume": ("streamwww.training", "resume"),
+    "train": ("streamwww.api", "train"),
+    "resume": ("streamwww.api", "resume"),
     "open_store": ("streamwww.io", "open_store"),
     "load_model": ("streamwww.model_io", "load_model"),
     "save_model": ("streamwww.model_io", "save_model"),
     "solve_subproblem": ("streamwww.solvers.walrus", "solve_subproblem"),
     "solve_subproblem_batch": ("streamwww.solvers.walrus", "solve_subproblem_batch"),
-    "objective": ("streamwww.objective", None),
+    "objective": ("streamwww.engine.objective", None),
 }
 
 __all__ = sorted(_LAZY) + ["__version__"]

@@ -1,4 +1,5 @@
-"""Parameter validation with scikit-learn's wording, shared by the estimator and ``train``."""
+"""Parameter validation with scikit-learn's wording, and the run options' defaults, shared by the
+estimator, ``train``/``resume`` and the CLI."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_params", "resolve_seed"]
+__all__ = ["check_params", "resolve_seed", "DEFAULTS", "UNMIXED"]
 
 
 def _fail(owner: str, name: str, what: str, value) -> None:
@@ -83,3 +84,18 @@ def resolve_seed(random_state) -> int:
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2**31 - 1))
     return int(random_state) % (2**63)
+
+
+# The one place for the defaults of the run options shared by ``train``, ``resume``,
+# the estimator and the CLI.
+DEFAULTS = {
+    "mix_shards": 2,        # shards trained together as one block (stores)
+    "prefetch": 2,          # shards loading ahead
+    "inner_passes": 1,      # passes over a loaded shard group
+    "eval_every": 1,        # epochs between objective passes
+    "checkpoint_every": 0,  # shards between checkpoints within an epoch (0: epoch ends only)
+}
+
+# Shard mixing needs several shards: in-memory data (one shard) trains unmixed, and
+# so did every checkpoint written before the option existed (their manifests lack it).
+UNMIXED = 1

@@ -2,39 +2,17 @@
 
 from __future__ import annotations
 
-import logging
-import sys
-from contextlib import contextmanager
-
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from streamwww._params import check_params, resolve_seed
+from streamwww._params import check_params
+from streamwww.engine.config import warn_not_converged
+from streamwww.engine.run import Fit, fit_source
+from streamwww.labels import classification_targets
+from streamwww.stream.sources import ArraySource, StoreSource, as_store
 
 __all__ = ["WWClassifier"]
-
-_LOG = logging.getLogger("streamwww")
-
-
-@contextmanager
-def _verbose_logging(verbose: int):
-    """Show the library's epoch lines on stderr for ``verbose > 0`` when logging is unconfigured."""
-    if verbose <= 0 or logging.getLogger().hasHandlers() or _LOG.handlers:
-        yield
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("[streamwww] %(message)s"))
-    old = _LOG.level
-    _LOG.addHandler(handler)
-    _LOG.setLevel(logging.INFO)
-    try:
-        yield
-    finally:
-        _LOG.removeHandler(handler)
-        _LOG.setLevel(old)
-
 
 class WWClassifier(ClassifierMixin, BaseEstimator):
     """Linear Weston-Watkins multiclass SVM, trained exactly by dual block coordinate descent.
@@ -134,18 +112,19 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         -------
         self : WWClassifier
         """
-        from streamwww.training import _ArraySource, _fit_source, _open_store, _StoreSource
-
         self._check_params()
-        store = _open_store(X) if y is None else None
+        store = as_store(X) if y is None else None
         if store is not None:  # a shard store (or its path): streamed shard by shard
-            fitted = _fit_source(self, _StoreSource(store))
-            self._set_fitted({**fitted[0], "n_features_in_": int(store.n_features)})
-            return self
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
-                             order="C", y_numeric=False, multi_output=False, reset=True)
-        fitted = _fit_source(self, _ArraySource.from_labels(X, y, type(self).__name__))
-        self._set_fitted(fitted[0])
+            source = StoreSource(store)
+            fit = fit_source(source, self.get_params(), (float(self.C),))
+            self._set_fitted({**fitted_attributes(fit, 0, source), "n_features_in_": int(store.n_features)})
+        else:
+            X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
+                                 order="C", y_numeric=False, multi_output=False, reset=True)
+            source = ArraySource.from_labels(X, classification_targets(y), type(self).__name__)
+            fit = fit_source(source, self.get_params(), (float(self.C),))
+            self._set_fitted(fitted_attributes(fit, 0, source))
+        warn_not_converged(fit.results, fit.cfg, type(self).__name__)
         return self
 
     def _set_fitted(self, fitted) -> None:
@@ -176,27 +155,10 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         return self.classes_[np.argmax(scores, axis=1)]
 
 
-def encode_labels(estimator_name: str, y) -> tuple[np.ndarray, np.ndarray]:
-    """``(classes, y_index)`` for labels of any type; at least two classes required."""
-    y = column_or_1d(y, warn=True)
-    check_classification_targets(y)
-    classes, y_index = np.unique(y, return_inverse=True)
-    if classes.shape[0] < 2:
-        raise ValueError(f"The number of classes has to be greater than one; got {classes.shape[0]} "
-                         f"class (label {classes[0]!r}). {estimator_name} needs at least two classes.")
-    return classes, y_index.astype(np.int32)
-
-
-def coef_intercept(W: np.ndarray, n_features: int, cfg) -> tuple[np.ndarray, np.ndarray]:
-    """``coef_`` (k, d) and ``intercept_`` (k,) of one model's weights ``W`` (d [+ 1], k)."""
-    coef = np.ascontiguousarray(W[:n_features].T)
-    intercept = (cfg.intercept_scaling * W[n_features]) if cfg.fit_intercept else np.zeros(W.shape[1])
-    return coef, np.asarray(intercept, dtype=np.float64)
-
-
-def fitted_attributes(result, classes, n_features: int, cfg, seed: int) -> dict:
-    """The estimator attributes for one trained model."""
-    coef, intercept = coef_intercept(result.W, n_features, cfg)
-    return {"classes_": classes, "coef_": coef, "intercept_": intercept,
+def fitted_attributes(fit: Fit, j: int, source) -> dict:
+    """The estimator attributes of the ``j``-th model of ``fit`` on ``source``."""
+    result = fit.results[j]
+    coef, intercept = fit.cfg.coef_intercept(result.W, source.data.n_features)
+    return {"classes_": source.classes, "coef_": coef, "intercept_": intercept,
             "n_iter_": int(result.n_iter), "history_": list(result.history),
-            "converged_": bool(result.converged), "seed_": int(seed)}
+            "converged_": bool(result.converged), "seed_": int(fit.seed)}

@@ -16,6 +16,9 @@ import os
 from pathlib import Path
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from streamwww.estimator import WWClassifier
 
 __all__ = ["save_model", "load_model", "MODEL_FORMAT", "MODEL_VERSION"]
 
@@ -25,8 +28,6 @@ MODEL_VERSION = 1
 
 def save_model(model, path) -> Path:
     """Write a fitted :class:`~streamwww.WWClassifier` to ``path`` (``.npz``) atomically."""
-    from sklearn.utils.validation import check_is_fitted
-
     check_is_fitted(model)
     path = Path(path)
     meta = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "params": model.get_params(),
@@ -55,8 +56,6 @@ def load_model(path):
     ValueError
         If the file is not a streamwww model or has an unsupported version.
     """
-    from streamwww.estimator import WWClassifier
-
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as z:

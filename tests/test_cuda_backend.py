@@ -10,8 +10,8 @@ import pytest
 
 import streamwww as sw
 from streamwww.backends import cuda as cuda_backend
-from streamwww.backends._cuda_rowmath import c_index, v_entry, walrus_sweep_cpu
-from streamwww.backends.base import get_backend
+from streamwww.backends.rowmath import c_index, v_entry, walrus_sweep_cpu
+from streamwww.backends import get_backend
 from streamwww.errors import DeviceUnavailableError
 from streamwww.solvers.walrus import walrus_kernel
 
@@ -104,7 +104,7 @@ def test_unavailable_reason_messages(monkeypatch):
 
 @pytest.mark.skipif(not HAS_NUMBA_CUDA, reason="numba-cuda (which provides the simulator) is not installed")
 def test_auto_never_picks_the_simulator():
-    out = _python("from streamwww.backends.base import get_backend\n"
+    out = _python("from streamwww.backends import get_backend\n"
                   "print(get_backend('auto').name, get_backend('cuda').name)",
                   NUMBA_ENABLE_CUDASIM="1")
     assert out == "cpu cuda"

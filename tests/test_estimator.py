@@ -145,7 +145,7 @@ def test_failed_fit_leaves_no_half_fitted_attributes(rng):
 
 
 def test_cuda_without_gpu_is_a_clear_error(rng):
-    from streamwww.backends.base import get_backend
+    from streamwww.backends import get_backend
     from streamwww.errors import DeviceUnavailableError
 
     try:

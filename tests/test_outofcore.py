@@ -62,7 +62,7 @@ def test_sharded_store_trains_and_invariant_holds_on_disk(tmp_path, rng):
         man = cd.load_manifest()
         W = cd.load_W(man)[0]
     store = sw.open_store(tmp_path / "s.zarr")
-    from streamwww.checkpoint import DiskBetas
+    from streamwww.stream.betas import DiskBetas
 
     betas = DiskBetas(ck, 1, store.shard_rows, store.n_classes, versions=man["beta"]["versions"])
     Xs, ys, Bs = [], [], []
@@ -236,10 +236,13 @@ def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mi
     beta must still be each shard's latest version: with 3 shards an epoch often
     starts with a shard the previous one ended with."""
     from streamwww.backends import get_backend
-    from streamwww.checkpoint import DiskBetas
-    from streamwww.data import InMemoryBetas
-    from streamwww.feed import DaskExecutor, DaskFeed, SyncFeed
-    from streamwww.training import SolverConfig, StoreData, run_bcd, shard_order
+    from streamwww.stream.betas import DiskBetas
+    from streamwww.stream.betas import InMemoryBetas
+    from streamwww.stream.feed import DaskExecutor, DaskFeed, SyncFeed
+    from streamwww.engine.config import SolverConfig
+    from streamwww.engine.driver import run_bcd
+    from streamwww.engine.order import shard_order
+    from streamwww.stream.sources import StoreData
 
     X, y = _data(rng, sparse=True)
     write_store(tmp_path / "s.zarr", X, y, shard_rows=200)
@@ -289,8 +292,8 @@ def test_a_beta_being_written_is_read_from_memory(tmp_path, monkeypatch):
     the array that was put (from the outbox), and later the same values from disk."""
     import threading
 
-    from streamwww.checkpoint import DiskBetas
-    from streamwww.feed import DaskExecutor
+    from streamwww.stream.betas import DiskBetas
+    from streamwww.stream.feed import DaskExecutor
 
     release = threading.Event()
     orig = DiskBetas._write
@@ -324,8 +327,8 @@ def test_checkpointed_betas_are_fsynced_in_the_background(tmp_path, monkeypatch)
     (once), so a commit does not pay for it; a failed fsync fails the commit."""
     import threading
 
-    from streamwww import checkpoint as C
-    from streamwww.feed import DaskExecutor
+    from streamwww.stream import betas as C
+    from streamwww.stream.feed import DaskExecutor
 
     calls = []
     real = C.fsync_tree
@@ -362,7 +365,7 @@ def test_commit_in_the_background_captures_state_and_spares_newer_versions(tmp_p
     commit deletes everything the manifest does not name."""
     import threading
 
-    from streamwww import checkpoint as C
+    from streamwww.stream import betas as C
 
     go = threading.Event()
     threads = []
@@ -445,8 +448,8 @@ def test_sums_follow_versions_when_writes_finish_out_of_order(tmp_path, monkeypa
     the sum of beta reported (and committed) must be the current version's."""
     import threading
 
-    from streamwww import checkpoint as C
-    from streamwww.feed import DaskExecutor
+    from streamwww.stream import betas as C
+    from streamwww.stream.feed import DaskExecutor
 
     second_done = threading.Event()
     real = C.DiskBetas._store
@@ -479,8 +482,8 @@ def test_superseded_versions_are_deleted_whichever_write_finishes_last(tmp_path,
     also when two versions are written at once and the older one finishes last."""
     import threading
 
-    from streamwww import checkpoint as C
-    from streamwww.feed import DaskExecutor
+    from streamwww.stream import betas as C
+    from streamwww.stream.feed import DaskExecutor
 
     first, last = (1, 2) if older_first else (2, 1)
     first_done = threading.Event()

@@ -137,7 +137,7 @@ def test_property_kkt(v, C):
 def test_lazily_sorted_prefix_equals_the_full_sort(shift, rng):
     """Above 48 positive entries the kernel sorts a growing prefix by heap selection;
     shifted v puts many entries at C, so the sweep runs deep and the prefix must grow."""
-    from streamwww.backends._cuda_rowmath import walrus_sweep_cpu
+    from streamwww.backends.rowmath import walrus_sweep_cpu
 
     for m in (49, 60, 500, 3000):
         for C in (0.01, 1.0):

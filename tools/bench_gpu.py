@@ -216,7 +216,7 @@ def bench_dataset(name, args, tmp, lines, stream_lines):
             gt, Wg = time_epochs(gpu, blocks, k, Cs, orders)
             Wg_common = Wg if len(gt) == len(ct) else time_epochs(gpu, blocks, k, Cs, orders[:len(ct)])[1]
             err = float(np.abs(Wg_common - Wc).max() / max(np.abs(Wc).max(), 1e-300))
-            t_used = gpu.threads_for(k)
+            t_used = gpu._threads_for(k)
             lines.append(f"| {name} | {k} | {label} | {t_used} | {ct[0]:.3g} | {steady(ct):.3g} | {gt[0]:.3g} | "
                          f"{steady(gt):.3g} | **{steady(ct) / steady(gt):.2f}x** | {err:.1e} |")
             print(lines[-1], flush=True)
@@ -233,8 +233,10 @@ def bench_parallel(name, args, tmp) -> str:
     import warnings
 
     from streamwww.backends.cuda import CUDABackend
-    from streamwww.data import InMemoryBetas, InMemoryData
-    from streamwww.training import SolverConfig, run_bcd
+    from streamwww.stream.betas import InMemoryBetas
+    from streamwww.stream.sources import InMemoryData
+    from streamwww.engine.config import SolverConfig
+    from streamwww.engine.driver import run_bcd
 
     X, y, desc = load(name, args.data_dir, tmp, args.quick, args.rows)
     k = int(y.max()) + 1

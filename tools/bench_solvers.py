@@ -486,8 +486,10 @@ def _shark_eps_study(ctx: BenchContext, datasets: dict[str, tuple], names, C: fl
     and ``changes`` (see :func:`_one_pass_changes`).
     """
     from streamwww.backends.cpu import CPUBackend
-    from streamwww.data import InMemoryBetas, InMemoryData
-    from streamwww.training import SolverConfig, run_bcd
+    from streamwww.stream.betas import InMemoryBetas
+    from streamwww.stream.sources import InMemoryData
+    from streamwww.engine.config import SolverConfig
+    from streamwww.engine.driver import Hooks, run_bcd
 
     caps = CAPS_QUICK if ctx.quick else CAPS_FULL
     out = []
@@ -509,8 +511,8 @@ def _shark_eps_study(ctx: BenchContext, datasets: dict[str, tuple], names, C: fl
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                res = run_bcd(data, betas, cfg, CPUBackend(),
-                              callback=lambda info: info["time"] > cap or time.perf_counter() - t0 > 2.5 * cap + 5)
+                res = run_bcd(data, betas, cfg, CPUBackend(), hooks=Hooks(
+                              callback=lambda info: info["time"] > cap or time.perf_counter() - t0 > 2.5 * cap + 5))
             run = Run(name, C, f"shark eps={eps:g}", histories=[list(res[0].history)])
             run.status = "reached" if run.et(min(DELTAS)) else "capped"
             item["runs"][eps] = run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from streamwww.backends.base import Backend, get_backend
+from streamwww.backends.base import Backend, Block, make_block
+from streamwww.backends.select import get_backend
 
-__all__ = ["Backend", "get_backend"]
+__all__ = ["Backend", "Block", "get_backend", "make_block"]

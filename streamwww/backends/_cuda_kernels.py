@@ -1,4 +1,4 @@
-r"""numba-cuda kernels: exact BCD passes, hinge loss, predictions.
+r"""numba-cuda kernels: exact BCD passes, hinge loss, reductions.
 
 Imported only by :class:`streamwww.backends.cuda.CUDABackend` (never by
 ``import streamwww``).  Kernels are built by small factories, one compilation
@@ -19,7 +19,7 @@ the rows of ``order`` one after another, exactly as the CPU kernel does; the
    flight; when ``2k <= T`` the nonzeros are split among ``G = T // k`` groups
    whose partial sums are added in group order.  At the same time the block sums
    ``beta_i``;
-2. ``v_t`` for all ``t`` in parallel (:func:`._cuda_rowmath.v_entry`); the
+2. ``v_t`` for all ``t`` in parallel (:func:`.rowmath.v_entry`); the
    indices of positive ``v_t`` are appended to a candidate list with a
    shared-memory atomic counter (order arbitrary);
 3. the candidates are sorted by decreasing ``v``, ties by increasing index — a
@@ -28,7 +28,7 @@ the rows of ``order`` one after another, exactly as the CPU kernel does; the
    own: ``O(p)`` time, one barrier).  ``p > T``: bitonic sort of the
    ``next_pow2(p)`` padded list, ``O(log^2 p)`` barriers, ``p / T``
    compare-exchanges per thread per stage;
-4. thread 0 runs the Walrus event sweep (:func:`._cuda_rowmath.walrus_sweep`,
+4. thread 0 runs the Walrus event sweep (:func:`.rowmath.walrus_sweep`,
    the CPU kernel's sweep: ``O(n_u + n_m)`` steps, usually far fewer than
    ``k``); the block writes ``b`` in parallel;
 5. ``Delta = b - beta_i`` in parallel; ``dk[c(t)] = -Delta_t`` and
@@ -57,12 +57,11 @@ import functools
 
 from numba import cuda, float64, int32, int64
 
-from streamwww.backends._cuda_rowmath import c_index, v_entry, walrus_sweep
-from streamwww.backends._kernels import SHARK, WALRUS
+from streamwww.backends.rowmath import c_index, hinge_term, v_entry, walrus_sweep
+from streamwww.solvers import SHARK, WALRUS
 from streamwww.solvers.shark import shark_kernel
 
-__all__ = ["bcd_kernel", "parallel_bcd_kernel", "hinge_kernel", "scores_kernel", "predict_kernel",
-           "sum_kernel", "fill_kernel", "next_pow2", "WALRUS", "SHARK"]
+__all__ = ["bcd_kernel", "parallel_bcd_kernel", "hinge_kernel", "sum_kernel", "fill_kernel", "next_pow2", "WALRUS", "SHARK"]
 
 _sweep = cuda.jit(device=True)(walrus_sweep)
 _shark = cuda.jit(device=True)(shark_kernel.py_func)
@@ -569,55 +568,10 @@ def hinge_kernel(dense: bool, tpb: int):
             sy = score(W, mdl, data, indices, lo, hi, bias, yi)
             for j in range(k):
                 if j != yi:
-                    h = 1.0 - (sy - score(W, mdl, data, indices, lo, hi, bias, j))
-                    if h > 0.0:
-                        loss += h
+                    loss += hinge_term(sy, score(W, mdl, data, indices, lo, hi, bias, j))
         total = _block_sum(red, loss, tid, TPB)
         if tid == 0:
             out[mi, blk] = total
-
-    return kernel
-
-
-@functools.lru_cache(maxsize=None)
-def scores_kernel(dense: bool):
-    """``out[mi, i, j] = s_j(x_i)`` for model ``models[mi]``; one thread per (row, class), grid ``(*, L)``."""
-    row_range, score = _row_score(dense)
-
-    @cuda.jit
-    def kernel(W, data, indices, indptr, ncols, n, bias, models, out):
-        e = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        mi = cuda.blockIdx.y
-        k = W.shape[2]
-        if e < n * k:
-            i = e // k
-            j = e - i * k
-            lo, hi = row_range(indptr, ncols, i)
-            out[mi, i, j] = score(W, models[mi], data, indices, lo, hi, bias, j)
-
-    return kernel
-
-
-@functools.lru_cache(maxsize=None)
-def predict_kernel(dense: bool):
-    """``out[mi, i] = argmax_j s_j(x_i)`` (first maximum, as ``numpy.argmax``); one thread per row."""
-    row_range, score = _row_score(dense)
-
-    @cuda.jit
-    def kernel(W, data, indices, indptr, ncols, n, bias, models, out):
-        i = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
-        mi = cuda.blockIdx.y
-        k = W.shape[2]
-        if i < n:
-            lo, hi = row_range(indptr, ncols, i)
-            best = 0
-            bv = score(W, models[mi], data, indices, lo, hi, bias, 0)
-            for j in range(1, k):
-                sj = score(W, models[mi], data, indices, lo, hi, bias, j)
-                if sj > bv:
-                    bv = sj
-                    best = j
-            out[mi, i] = best
 
     return kernel
 

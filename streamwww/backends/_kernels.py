@@ -18,20 +18,23 @@ loss ``k - 1`` such a row has in the primal), so the duality gap stays exact.
 All kernels handle several models at once (``W[M, D, k]``, ``beta[M, n, m]``,
 one ``C`` per model) and update only the models listed in ``models``; models
 are independent, so they run in parallel without changing any result.  The
-row gather (``_scores_*``) and scatter (``_scatter_*``) are the only parts that
-differ between dense and CSR rows; the per-row step is shared.
+row gather and scatter (:func:`row_scores`, :func:`row_scatter`, resolved at
+compile time for a dense array or a CSR tuple) are the only parts that differ
+between dense and CSR rows: one pass and one hinge sum serve both.  The scalar
+row formulas (``c(t)``, ``v_t``, the hinge term) come from :mod:`.rowmath`,
+shared with the CUDA kernels.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, types
+from numba.extending import overload
 
+from streamwww.backends.rowmath import c_index, hinge_term, v_entry
+from streamwww.solvers import SHARK, WALRUS  # noqa: F401  (the solver ids the kernels branch on)
 from streamwww.solvers.shark import shark_kernel
 from streamwww.solvers.walrus import walrus_kernel
-
-WALRUS = 0
-SHARK = 1
 
 # Up to this many classes the kernels are compiled once per k (see ``ktag``):
 # with k a compile-time constant the k-long gather/scatter loops are unrolled
@@ -52,48 +55,35 @@ def _n_classes(W, ktag):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scores_csr(Wm, data, indices, lo, hi, bias, s, k):
+def _gather(s, Wm, f, a, k):
+    """``s += a * Wm[f, :]`` (one feature's share of the scores)."""
     for j in range(k):
-        s[j] = 0.0
-    for p in range(lo, hi):
-        a = data[p]
-        f = indices[p]
-        for j in range(k):
-            s[j] += a * Wm[f, j]
-    if bias != 0.0:
-        f = Wm.shape[0] - 1
-        for j in range(k):
-            s[j] += bias * Wm[f, j]
+        s[j] += a * Wm[f, j]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scatter_csr(Wm, data, indices, lo, hi, bias, dk, k):
-    for p in range(lo, hi):
-        a = data[p]
-        f = indices[p]
-        for j in range(k):
-            Wm[f, j] += a * dk[j]
-    if bias != 0.0:
-        f = Wm.shape[0] - 1
-        for j in range(k):
-            Wm[f, j] += bias * dk[j]
+def _add_row(Wm, f, a, dk, k):
+    """``Wm[f, :] += a * dk`` (one feature's share of step 4)."""
+    for j in range(k):
+        Wm[f, j] += a * dk[j]
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _add_row_some(Wm, f, a, dk, cls, n):
-    """``Wm[f, j] += a * dk[j]`` for the classes ``j`` in ``cls[:n]``."""
+    """``Wm[f, j] += a * dk[j]`` for the classes ``j`` in ``cls[:n]`` (the others' ``dk`` is 0)."""
     for q in range(n):
         j = cls[q]
         Wm[f, j] += a * dk[j]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scatter_csr_some(Wm, data, indices, lo, hi, bias, dk, cls, n):
-    """``_scatter_csr`` restricted to the classes ``cls[:n]`` (the others' ``dk`` is 0)."""
+def _scores_csr(Wm, data, indices, lo, hi, bias, s, k):
+    for j in range(k):
+        s[j] = 0.0
     for p in range(lo, hi):
-        _add_row_some(Wm, indices[p], data[p], dk, cls, n)
+        _gather(s, Wm, indices[p], data[p], k)
     if bias != 0.0:
-        _add_row_some(Wm, Wm.shape[0] - 1, bias, dk, cls, n)
+        _gather(s, Wm, Wm.shape[0] - 1, bias, k)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -101,38 +91,38 @@ def _scores_dense(Wm, x, bias, s, k):
     for j in range(k):
         s[j] = 0.0
     for f in range(x.shape[0]):
-        a = x[f]
-        if a != 0.0:
-            for j in range(k):
-                s[j] += a * Wm[f, j]
+        if x[f] != 0.0:
+            _gather(s, Wm, f, x[f], k)
     if bias != 0.0:
-        f = Wm.shape[0] - 1
-        for j in range(k):
-            s[j] += bias * Wm[f, j]
+        _gather(s, Wm, Wm.shape[0] - 1, bias, k)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scatter_dense(Wm, x, bias, dk, k):
-    for f in range(x.shape[0]):
-        a = x[f]
-        if a != 0.0:
-            for j in range(k):
-                Wm[f, j] += a * dk[j]
-    if bias != 0.0:
-        f = Wm.shape[0] - 1
-        for j in range(k):
-            Wm[f, j] += bias * dk[j]
+def _add_feature(Wm, f, a, dk, cls, n, k, few):
+    """Feature ``f``'s share of step 4: all classes, or only ``cls[:n]`` when ``few``."""
+    if few:
+        _add_row_some(Wm, f, a, dk, cls, n)
+    else:
+        _add_row(Wm, f, a, dk, k)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scatter_dense_some(Wm, x, bias, dk, cls, n):
-    """``_scatter_dense`` restricted to the classes ``cls[:n]``."""
-    for f in range(x.shape[0]):
-        a = x[f]
-        if a != 0.0:
-            _add_row_some(Wm, f, a, dk, cls, n)
+def _scatter_csr(Wm, data, indices, lo, hi, bias, dk, cls, n, k, few):
+    """Step 4 for a CSR row."""
+    for p in range(lo, hi):
+        _add_feature(Wm, indices[p], data[p], dk, cls, n, k, few)
     if bias != 0.0:
-        _add_row_some(Wm, Wm.shape[0] - 1, bias, dk, cls, n)
+        _add_feature(Wm, Wm.shape[0] - 1, bias, dk, cls, n, k, few)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scatter_dense(Wm, x, bias, dk, cls, n, k, few):
+    """Step 4 for a dense row (its zeros skipped)."""
+    for f in range(x.shape[0]):
+        if x[f] != 0.0:
+            _add_feature(Wm, f, x[f], dk, cls, n, k, few)
+    if bias != 0.0:
+        _add_feature(Wm, Wm.shape[0] - 1, bias, dk, cls, n, k, few)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -149,8 +139,7 @@ def _row_step(s, y, sq, brow, C, solver, eps, v, bnew, dk, idx, grad, cls, k):
     for t in range(m):
         bsum += brow[t]
     for t in range(m):
-        c = t + 1 if t + 1 != y else 0
-        v[t] = (1.0 - (sy - s[c])) / sq + brow[t] + bsum
+        v[t] = v_entry(sy, s[c_index(t, y)], sq, brow[t], bsum)
     if solver == WALRUS:
         walrus_kernel(v, C, bnew, idx)
     else:
@@ -159,7 +148,7 @@ def _row_step(s, y, sq, brow, C, solver, eps, v, bnew, dk, idx, grad, cls, k):
     total = 0.0
     for t in range(m):
         d = bnew[t] - brow[t]
-        c = t + 1 if t + 1 != y else 0
+        c = c_index(t, y)
         if d != 0.0:
             cls[n] = c
             n += 1
@@ -191,8 +180,43 @@ def _few(n, k, ktag):
     return len(ktag) == 0 and 0 < n and 2 * n <= k
 
 
-def _bcd_pass_csr(W, data, indices, indptr, y, sqnorms, beta, Cs, models, order, bias, solver, eps, ktag):
-    """One exact BCD pass over the CSR rows ``order`` for each model in ``models``."""
+def row_scores(Wm, X, i, bias, s, k):
+    """``s = Wm^T x_i`` (plus the intercept); ``X`` a dense array or a CSR ``(data, indices, indptr)``."""
+    raise NotImplementedError  # compiled only, through the overload below
+
+
+def row_scatter(Wm, X, i, bias, dk, cls, n, k, few):
+    """``Wm[f, :] += x_if * dk`` for the row's features (only classes ``cls[:n]`` when ``few``)."""
+    raise NotImplementedError
+
+
+@overload(row_scores, inline="always")
+def _row_scores_impl(Wm, X, i, bias, s, k):
+    if isinstance(X, types.BaseTuple):
+        def csr(Wm, X, i, bias, s, k):
+            _scores_csr(Wm, X[0], X[1], X[2][i], X[2][i + 1], bias, s, k)
+        return csr
+
+    def dense(Wm, X, i, bias, s, k):
+        _scores_dense(Wm, X[i], bias, s, k)
+    return dense
+
+
+@overload(row_scatter, inline="always")
+def _row_scatter_impl(Wm, X, i, bias, dk, cls, n, k, few):
+    if isinstance(X, types.BaseTuple):
+        def csr(Wm, X, i, bias, dk, cls, n, k, few):
+            _scatter_csr(Wm, X[0], X[1], X[2][i], X[2][i + 1], bias, dk, cls, n, k, few)
+        return csr
+
+    def dense(Wm, X, i, bias, dk, cls, n, k, few):
+        _scatter_dense(Wm, X[i], bias, dk, cls, n, k, few)
+    return dense
+
+
+def _bcd_pass(W, X, y, sqnorms, beta, Cs, models, order, bias, solver, eps, ktag):
+    """One exact BCD pass over the rows ``order`` of ``X`` (dense, or a CSR
+    ``(data, indices, indptr)`` tuple) for each model in ``models``."""
     k = _n_classes(W, ktag)
     m = k - 1
     for mi in prange(models.shape[0]):
@@ -213,54 +237,17 @@ def _bcd_pass_csr(W, data, indices, indptr, y, sqnorms, beta, Cs, models, order,
             if sq == 0.0:
                 _zero_row(bm[i], C)
                 continue
-            lo = indptr[i]
-            hi = indptr[i + 1]
-            _scores_csr(Wm, data, indices, lo, hi, bias, s, k)
+            row_scores(Wm, X, i, bias, s, k)
             n = _row_step(s, y[i], sq, bm[i], C, solver, eps, v, bnew, dk, idx, grad, cls, k)
-            if _few(n, k, ktag):
-                _scatter_csr_some(Wm, data, indices, lo, hi, bias, dk, cls, n)
-            elif n:
-                _scatter_csr(Wm, data, indices, lo, hi, bias, dk, k)
-
-
-def _bcd_pass_dense(W, X, y, sqnorms, beta, Cs, models, order, bias, solver, eps, ktag):
-    """One exact BCD pass over the dense rows ``order`` for each model in ``models``."""
-    k = _n_classes(W, ktag)
-    m = k - 1
-    for mi in prange(models.shape[0]):
-        mdl = models[mi]
-        Wm = W[mdl]
-        bm = beta[mdl]
-        C = Cs[mdl]
-        s = np.empty(k)
-        dk = np.empty(k)
-        v = np.empty(m)
-        bnew = np.empty(m)
-        grad = np.empty(m)
-        idx = np.empty(m, dtype=np.int64)
-        cls = np.empty(k, dtype=np.int64)
-        for p in range(order.shape[0]):
-            i = order[p]
-            sq = sqnorms[i]
-            if sq == 0.0:
-                _zero_row(bm[i], C)
-                continue
-            x = X[i]
-            _scores_dense(Wm, x, bias, s, k)
-            n = _row_step(s, y[i], sq, bm[i], C, solver, eps, v, bnew, dk, idx, grad, cls, k)
-            if _few(n, k, ktag):
-                _scatter_dense_some(Wm, x, bias, dk, cls, n)
-            elif n:
-                _scatter_dense(Wm, x, bias, dk, k)
+            if n:
+                row_scatter(Wm, X, i, bias, dk, cls, n, k, _few(n, k, ktag))
 
 
 # One implementation, two compilations: the parallel build runs models on
 # separate threads; the serial build (prange acts as range) avoids opening a
 # thread-pool region per pass when there is a single model.
-bcd_pass_csr = njit(cache=True, parallel=True)(_bcd_pass_csr)
-bcd_pass_csr_serial = njit(cache=True, nogil=True)(_bcd_pass_csr)
-bcd_pass_dense = njit(cache=True, parallel=True)(_bcd_pass_dense)
-bcd_pass_dense_serial = njit(cache=True, nogil=True)(_bcd_pass_dense)
+bcd_pass = njit(cache=True, parallel=True)(_bcd_pass)
+bcd_pass_serial = njit(cache=True, nogil=True)(_bcd_pass)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -269,45 +256,27 @@ def _row_hinge(s, y, k):
     loss = 0.0
     for j in range(k):
         if j != y:
-            h = 1.0 - (sy - s[j])
-            if h > 0.0:
-                loss += h
+            loss += hinge_term(sy, s[j])
     return loss
 
 
-def _hinge_sum_csr(W, data, indices, indptr, y, bias, models, out, ktag):
+def _hinge_sum(W, X, y, bias, models, out, ktag):
     """``out[mi] = sum_i sum_{j != y_i} max(0, 1 - (s_y - s_j))`` for model ``models[mi]``."""
     k = _n_classes(W, ktag)
-    n = indptr.shape[0] - 1
     for mi in prange(models.shape[0]):
         Wm = W[models[mi]]
         s = np.empty(k)
         total = 0.0
-        for i in range(n):
-            _scores_csr(Wm, data, indices, indptr[i], indptr[i + 1], bias, s, k)
-            total += _row_hinge(s, y[i], k)
-        out[mi] = total
-
-
-def _hinge_sum_dense(W, X, y, bias, models, out, ktag):
-    """Dense counterpart of :func:`_hinge_sum_csr`."""
-    k = _n_classes(W, ktag)
-    for mi in prange(models.shape[0]):
-        Wm = W[models[mi]]
-        s = np.empty(k)
-        total = 0.0
-        for i in range(X.shape[0]):
-            _scores_dense(Wm, X[i], bias, s, k)
+        for i in range(y.shape[0]):
+            row_scores(Wm, X, i, bias, s, k)
             total += _row_hinge(s, y[i], k)
         out[mi] = total
 
 
 # As for the passes: models in parallel, and a serial build for one model (a
 # thread-pool region per shard cost ~10x the evaluation on a busy 2-core machine).
-hinge_sum_csr = njit(cache=True, parallel=True)(_hinge_sum_csr)
-hinge_sum_csr_serial = njit(cache=True, nogil=True)(_hinge_sum_csr)
-hinge_sum_dense = njit(cache=True, parallel=True)(_hinge_sum_dense)
-hinge_sum_dense_serial = njit(cache=True, nogil=True)(_hinge_sum_dense)
+hinge_sum = njit(cache=True, parallel=True)(_hinge_sum)
+hinge_sum_serial = njit(cache=True, nogil=True)(_hinge_sum)
 
 
 # Serial and GIL-free: shards are prepared on loader threads while a pass runs.

@@ -1,7 +1,7 @@
-"""The interface every compute backend implements, and backend selection.
+"""The interface every compute backend implements, and the block of rows they consume.
 
-The training driver (:mod:`streamwww.training`) only talks to a :class:`Backend`;
-it never branches on the device except to pick one here.  Arrays a backend
+The training driver (:mod:`streamwww.engine.driver`) only talks to a :class:`Backend`;
+:mod:`streamwww.backends.select` picks one.  Arrays a backend
 returns from ``allocate_W``/``put_*`` are opaque to the driver (NumPy arrays on
 the CPU, device arrays on a GPU) and come back to the host only through
 ``to_host``/``get_beta``.
@@ -9,19 +9,15 @@ the CPU, device arrays on a GPU) and come back to the host only through
 
 from __future__ import annotations
 
-import importlib
-import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww.errors import DeviceUnavailableError
+from streamwww.backends import _kernels as K
 
-logger = logging.getLogger(__name__)
-
-__all__ = ["Block", "Backend", "get_backend", "make_block"]
+__all__ = ["Block", "Backend", "make_block"]
 
 
 @dataclass
@@ -59,8 +55,6 @@ def _dense_is_smaller(X) -> bool:
 
 def make_block(X, y, bias: float) -> Block:
     """Normalize ``(X, y)`` into a :class:`Block` (no copy when already in shape)."""
-    from streamwww.backends import _kernels as K
-
     if sp.issparse(X) and _dense_is_smaller(X):
         # Nearly dense rows: the dense kernel skips zeros in the same feature
         # order, so the model is bitwise the same, ~10% faster (satimage, letter),
@@ -118,39 +112,8 @@ class Backend(Protocol):
     def to_host(self, W: Any) -> np.ndarray:
         """Copy the weights back to the host."""
 
+    def synchronize(self) -> None:
+        """Wait for the device work queued so far (for timing; results never need it)."""
 
-_BACKENDS = {"cpu": "streamwww.backends.cpu", "cuda": "streamwww.backends.cuda"}
-
-
-def get_backend(device: str = "auto") -> Backend:
-    """Return the backend for ``device`` ('auto', 'cpu' or 'cuda').
-
-    'auto' picks CUDA when a usable GPU and its libraries are present, else CPU.
-    'cuda' without a usable GPU raises :class:`~streamwww.errors.DeviceUnavailableError`.
-    """
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"The 'device' parameter must be one of 'auto', 'cpu', 'cuda'. Got {device!r} instead.")
-    if device in ("auto", "cuda"):
-        reason = None
-        try:
-            cuda = importlib.import_module(_BACKENDS["cuda"])
-        except ModuleNotFoundError as exc:
-            if exc.name != _BACKENDS["cuda"]:
-                raise
-            reason = "this build of streamwww has no CUDA backend"
-        else:
-            # 'auto' asks the stricter question (e.g. it never picks the CUDA simulator).
-            reason = cuda.unavailable_reason(auto=device == "auto")
-            if reason is None:
-                try:
-                    return cuda.CUDABackend()
-                except DeviceUnavailableError as exc:
-                    if device == "cuda":
-                        raise
-                    reason = str(exc)
-        if device == "cuda":
-            raise DeviceUnavailableError(f"device='cuda' was requested but cannot be used: {reason}.")
-        logger.debug("device='auto': using the CPU (%s)", reason)
-    from streamwww.backends.cpu import CPUBackend
-
-    return CPUBackend()
+    def close(self) -> None:
+        """Release the device's resources (memory pools, streams); the backend is not used after."""

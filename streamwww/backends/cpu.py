@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
 
 from streamwww.backends import _kernels as K
 from streamwww.backends.base import Block, make_block
+from streamwww.solvers import SOLVER_IDS
 from streamwww.solvers.shark import SHARK_EPS
 
 __all__ = ["CPUBackend", "bcd_pass"]
@@ -36,28 +36,15 @@ class CPUBackend:
         Cs = np.ascontiguousarray(Cs, dtype=np.float64)
         models = np.ascontiguousarray(models, dtype=np.int64)
         order = np.ascontiguousarray(order, dtype=np.int64)
-        one = models.shape[0] == 1
-        if block.is_sparse:
-            X = block.X
-            kernel = K.bcd_pass_csr_serial if one else K.bcd_pass_csr
-            kernel(W, X.data, X.indices, X.indptr, block.y, block.sqnorms, beta,
-                   Cs, models, order, float(bias), int(solver), float(eps), K.ktag(W.shape[2]))
-        else:
-            kernel = K.bcd_pass_dense_serial if one else K.bcd_pass_dense
-            kernel(W, block.X, block.y, block.sqnorms, beta, Cs, models, order,
-                   float(bias), int(solver), float(eps), K.ktag(W.shape[2]))
+        kernel = K.bcd_pass_serial if models.shape[0] == 1 else K.bcd_pass
+        kernel(W, _rows(block), block.y, block.sqnorms, beta, Cs, models, order,
+               float(bias), int(solver), float(eps), K.ktag(W.shape[2]))
 
     def hinge_sums(self, W, block: Block, bias, models) -> np.ndarray:
         models = np.ascontiguousarray(models, dtype=np.int64)
         out = np.zeros(models.shape[0], dtype=np.float64)
-        one = models.shape[0] == 1
-        if block.is_sparse:
-            X = block.X
-            kernel = K.hinge_sum_csr_serial if one else K.hinge_sum_csr
-            kernel(W, X.data, X.indices, X.indptr, block.y, float(bias), models, out, K.ktag(W.shape[2]))
-        else:
-            kernel = K.hinge_sum_dense_serial if one else K.hinge_sum_dense
-            kernel(W, block.X, block.y, float(bias), models, out, K.ktag(W.shape[2]))
+        kernel = K.hinge_sum_serial if models.shape[0] == 1 else K.hinge_sum
+        kernel(W, _rows(block), block.y, float(bias), models, out, K.ktag(W.shape[2]))
         return out
 
     def sq_frobenius(self, W) -> np.ndarray:
@@ -65,6 +52,18 @@ class CPUBackend:
 
     def to_host(self, W) -> np.ndarray:
         return np.array(W, copy=True)
+
+    def synchronize(self) -> None:
+        """Nothing queued: CPU kernels finish before they return."""
+
+    def close(self) -> None:
+        """Nothing to release: the CPU backend holds no resources."""
+
+
+def _rows(block: Block):
+    """The kernels' view of a block's rows: the dense array, or a CSR ``(data, indices, indptr)``."""
+    X = block.X
+    return (X.data, X.indices, X.indptr) if block.is_sparse else X
 
 
 def bcd_pass(W, X, y, beta, C, order, *, bias: float = 0.0, subproblem: str = "walrus",
@@ -112,6 +111,6 @@ def bcd_pass(W, X, y, beta, C, order, *, bias: float = 0.0, subproblem: str = "w
         block.sqnorms = np.ascontiguousarray(sqnorms, dtype=np.float64)
     Cs = np.atleast_1d(np.asarray(C, dtype=np.float64))
     models = np.arange(W3.shape[0], dtype=np.int64)
-    solver = K.WALRUS if subproblem == "walrus" else K.SHARK
+    solver = SOLVER_IDS[subproblem]
     CPUBackend().bcd_pass(W3, block, B3, np.broadcast_to(Cs, (W3.shape[0],)), models,
                           np.asarray(order), bias, solver, shark_eps)

@@ -356,8 +356,7 @@ class CUDABackend:
     chunk_bytes : int, default=32 MiB
         Size of each of the two pinned staging buffers.
     use_cupy : {'auto', True, False}, default='auto'
-        Use CuPy (when importable, never under the simulator) for the hinge loss,
-        scores and predictions; the numba-cuda kernels are the fallback.
+        Use CuPy (when importable, never under the simulator) for the hinge loss; the numba-cuda kernels are the fallback.
     parallel_blocks : int, optional
         Opt-in *row-parallel* mode (PASSCoDe-style, docs/gpu.md): this many thread
         blocks per model process different rows at once and add their updates to
@@ -447,7 +446,7 @@ class CUDABackend:
             self.device_name = "CUDA device"
 
     # ------------------------------------------------------------------ configuration
-    def threads_for(self, k: int) -> int:
+    def _threads_for(self, k: int) -> int:
         """Threads per block used for ``k`` classes."""
         if self._tpb is not None:
             return self._tpb
@@ -465,7 +464,7 @@ class CUDABackend:
 
     def _layout(self, k: int, tpb: int | None = None) -> tuple[int, bool]:
         """``(kk, use_shared)``: per-class vector length and whether they fit shared memory."""
-        tpb = self.threads_for(k) if tpb is None else tpb
+        tpb = self._threads_for(k) if tpb is None else tpb
         kk = max(k, self._K.next_pow2(k - 1))
         return kk, kk <= self._kc_for(tpb)
 
@@ -653,7 +652,7 @@ class CUDABackend:
         st = self._stream
         block.ready.wait(st)
         beta.ready.wait(st)
-        tpb = self.threads_for(k)
+        tpb = self._threads_for(k)
         kk, use_shared = self._layout(k, tpb)
         scr_f, scr_i = self._scratch_for(models.shape[0], kk)
         kernel = self._K.bcd_kernel(not block.is_sparse, tpb, self._kc_for(tpb))
@@ -688,7 +687,7 @@ class CUDABackend:
         B0 = B0buf[:nb].reshape(beta.array.shape)
         B0.copy_to_device(beta.array, stream=st)
         k = W.shape[2]
-        tpb = self.threads_for(k)
+        tpb = self._threads_for(k)
         kk, use_shared = self._layout(k, tpb)
         nblk = max(1, min(int(self.parallel_blocks), order.shape[0]))
         scr_f, scr_i = self._scratch_for(models.shape[0] * nblk, kk)
@@ -714,7 +713,7 @@ class CUDABackend:
         self.parallel_blocks = None
         self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps)
 
-    # ------------------------------------------------------------------ objective and prediction
+    # ------------------------------------------------------------------ objective
     def hinge_sums(self, W, block: DeviceBlock, bias, models) -> np.ndarray:
         """Per listed model, the summed WW hinge loss of the block's rows (float64, host)."""
         models = np.ascontiguousarray(models, dtype=np.int64)
@@ -744,45 +743,6 @@ class CUDABackend:
         res = out.copy_to_host(stream=st)
         st.synchronize()
         return res
-
-    def decision_function(self, W, block: DeviceBlock, bias, models) -> np.ndarray:
-        """Class scores ``s_j(x_i)`` of shape ``(len(models), n, k)`` on the host (float64)."""
-        models = np.ascontiguousarray(models, dtype=np.int64)
-        L, n, k = models.shape[0], block.n_rows, W.shape[2]
-        if L == 0 or n == 0:
-            return np.zeros((L, n, k))
-        if self._cupy is not None:
-            try:
-                return np.stack([self._cupy.asnumpy(S) for S in self._scores_cupy(W, block, float(bias), models)])
-            except Exception as exc:  # noqa: BLE001
-                self._cupy_failed(exc)
-        tpb = 8 if self.simulator else 256
-        return self._row_kernel(self._K.scores_kernel(not block.is_sparse), tpb, (n * k + tpb - 1) // tpb,
-                                (L, n, k), np.float64, W, block, bias, models)
-
-    def predict(self, W, block: DeviceBlock, bias, models) -> np.ndarray:
-        """Class index with the largest score (first one on ties), shape ``(len(models), n)``, int64."""
-        models = np.ascontiguousarray(models, dtype=np.int64)
-        L, n = models.shape[0], block.n_rows
-        if L == 0 or n == 0:
-            return np.zeros((L, n), dtype=np.int64)
-        if self._cupy is not None:
-            try:
-                return np.stack([self._cupy.asnumpy(S.argmax(axis=1)) for S in
-                                 self._scores_cupy(W, block, float(bias), models)]).astype(np.int64)
-            except Exception as exc:  # noqa: BLE001
-                self._cupy_failed(exc)
-        tpb = 8 if self.simulator else 128
-        return self._row_kernel(self._K.predict_kernel(not block.is_sparse), tpb, (n + tpb - 1) // tpb,
-                                (L, n), np.int64, W, block, bias, models)
-
-    def primal(self, W, blocks, bias, Cs, models) -> np.ndarray:
-        """``1/2 ||W_m||^2 + C_m * hinge`` over an iterable of device blocks, per listed model."""
-        models = np.ascontiguousarray(models, dtype=np.int64)
-        hinge = np.zeros(models.shape[0])
-        for b in blocks:
-            hinge += self.hinge_sums(W, b, bias, models)
-        return 0.5 * self.sq_frobenius(W)[models] + np.asarray(Cs, dtype=np.float64)[models] * hinge
 
     # CuPy paths (optional; real GPU only) -----------------------------------------
     def _cupy_failed(self, exc):

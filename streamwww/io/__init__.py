@@ -8,10 +8,12 @@ Public API::
     convert_libsvm(input, output, ...) -> ShardStore
     make_data(output, rows=..., features=..., nnz_per_row=..., classes=..., seed=...) -> dict
     LibsvmReader(path, ...), iter_libsvm_blocks(path, ...), load_libsvm(path, ...)
+    read_into(array, path, out)  -> a local Zarr array's chunks decoded into a caller's buffer
 
 The on-disk format is described in docs/FORMAT.md.
 """
 
+from streamwww.io._chunks import read_into
 from streamwww.io._progress import ProgressEvent
 from streamwww.io.convert import convert_libsvm
 from streamwww.io.datagen import make_data
@@ -35,5 +37,6 @@ __all__ = [
     "load_libsvm",
     "make_data",
     "open_store",
+    "read_into",
     "write_store",
 ]

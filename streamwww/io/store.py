@@ -41,6 +41,7 @@ from streamwww.io._format import (
     shard_nbytes,
 )
 from streamwww.io._progress import ProgressCallback, ProgressEvent
+from streamwww.labels import encode_labels, format_label, summarize_classes  # noqa: F401  (re-exported for io)
 
 __all__ = ["ShardStore", "open_store", "write_store"]
 
@@ -561,68 +562,6 @@ def build_metadata(*, format: str, layout: str, n_features: int, dtype: np.dtype
     }
     meta["fingerprint"] = fingerprint(meta)
     return meta
-
-
-def encode_labels(y, classes=None, who: str = "write_store") -> tuple[np.ndarray, np.ndarray]:
-    """Map label values to class indices.
-
-    Returns ``(classes, y_index)``: the sorted unique classes (float64 for
-    numeric labels, str otherwise) and int32 indices into them. With
-    ``classes`` given, a label outside it is an error that names it.
-    """
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise DataFormatError(f"{who}: y must be 1-D. Got an array of shape {y.shape} instead.")
-
-    def as_labels(a, name):
-        a = np.asarray(a)
-        if a.dtype.kind in "biuf":
-            a = a.astype(np.float64)
-            if not np.all(np.isfinite(a)):
-                raise DataFormatError(f"{who}: {name} contains NaN or infinite labels.")
-            return a
-        if a.dtype.kind in "USO":
-            try:
-                return a.astype(str)
-            except (TypeError, ValueError) as exc:
-                raise DataFormatError(f"{who}: {name} must hold numbers or strings.") from exc
-        raise DataFormatError(f"{who}: {name} must hold numbers or strings. "
-                              f"Got dtype {a.dtype} instead.")
-
-    values = as_labels(y, "y")
-    if classes is None:
-        cls = np.unique(values)
-    else:
-        cls = as_labels(classes, "classes")
-        if cls.ndim != 1 or len(np.unique(cls)) != len(cls):
-            raise DataFormatError(f"{who}: classes must be 1-D without repeated values.")
-        if cls.dtype.kind != values.dtype.kind and len(values):
-            raise DataFormatError(f"{who}: y holds {values.dtype.kind!r}-kind labels but "
-                                  f"classes holds {cls.dtype.kind!r}-kind ones.")
-        cls = np.sort(cls)
-    idx = np.searchsorted(cls, values)
-    bad = (idx >= len(cls)) | (cls[np.minimum(idx, len(cls) - 1)] != values) if len(cls) \
-        else np.ones(len(values), dtype=bool)
-    if bad.any():
-        first = int(np.argmax(bad))
-        raise DataFormatError(f"{who}: label {format_label(values[first])} (row {first}) is not "
-                              f"one of the classes {summarize_classes(cls)}.")
-    return cls, idx.astype(np.int32)
-
-
-def format_label(value) -> str:
-    """Label as a user wrote it: ``3`` rather than ``3.0``."""
-    if isinstance(value, (float, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
-def summarize_classes(classes: np.ndarray, limit: int = 8) -> str:
-    """``[1, 2, 3, ... 26]``-style summary of a class list."""
-    shown = [format_label(c) for c in classes[:limit]]
-    if len(classes) > limit:
-        shown.append(f"... {format_label(classes[-1])}")
-    return "[" + ", ".join(shown) + "]"
 
 
 def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,

@@ -6,4 +6,9 @@
 
 from streamwww.solvers.walrus import solve_subproblem, solve_subproblem_batch
 
-__all__ = ["solve_subproblem", "solve_subproblem_batch"]
+# The block solver a backend kernel runs, by id (a compile-time branch in the kernels).
+WALRUS = 0
+SHARK = 1
+SOLVER_IDS = {"walrus": WALRUS, "shark": SHARK}
+
+__all__ = ["solve_subproblem", "solve_subproblem_batch", "WALRUS", "SHARK", "SOLVER_IDS"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import streamwww as sw
-from streamwww.backends.base import get_backend, make_block
+from streamwww.backends import get_backend, make_block
 from streamwww.backends.cpu import CPUBackend
 from streamwww.backends.cuda import CUDABackend, simulator_enabled, unavailable_reason
 

@@ -69,7 +69,7 @@ def test_store_reads_use_it(tmp_path, rng, monkeypatch):
     """The Zarr shard backend and DiskBetas read through it (and give what was written)."""
     import scipy.sparse as sp
 
-    from streamwww import checkpoint as C
+    from streamwww.stream import betas as C
     from streamwww.io import _chunks, open_store, write_store
 
     calls = []

@@ -17,6 +17,8 @@ import warnings
 from collections import deque
 from typing import Any, Iterable, Iterator
 
+from streamwww.stream.betas import stack_rows
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["DaskExecutor", "SyncFeed", "DaskFeed"]
@@ -48,7 +50,7 @@ class DaskExecutor:
         import dask
         from distributed import Client, LocalCluster
 
-        from ._memory import release_freed_memory
+        from streamwww._memory import release_freed_memory
 
         release_freed_memory()
         _quiet_distributed_logs()
@@ -119,8 +121,6 @@ class SyncFeed:
         self.data, self.betas, self.bias = data, betas, bias
 
     def _beta(self, unit) -> Any:
-        from streamwww.data import stack_rows
-
         return stack_rows([self.betas.get(s) for s in unit])
 
     def train_stream(self, units: Iterable[tuple[int, ...]], then: Iterable[tuple[int, ...]] = (),
@@ -151,7 +151,7 @@ class DaskFeed(SyncFeed):
     their shards is still to be trained in this stream; those read theirs when
     the next stream starts, after the last :meth:`DiskBetas.put`.
 
-    A ``beta`` read never waits for a background write: :class:`DiskBetas` serves
+    A ``beta`` read never waits for a background write: :class:`~streamwww.stream.betas.DiskBetas` serves
     versions still being written from memory.
     """
 

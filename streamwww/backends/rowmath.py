@@ -1,7 +1,7 @@
-r"""The per-row scalar mathematics of the GPU kernels, free of any CUDA import.
+r"""The per-row scalar mathematics of both backends, free of any CUDA import.
 
 Everything here is plain Numba (``@njit``) or plain Python, so that one source
-serves three callers: the CUDA kernels (numba-cuda compiles ``@njit`` functions
+serves four callers: the CPU kernels (:mod:`._kernels`), the CUDA kernels (numba-cuda compiles ``@njit`` functions
 called from a kernel as device functions, and :mod:`._cuda_kernels` wraps the
 plain functions with ``cuda.jit(device=True)``), the CUDA simulator (which runs
 them as Python), and CPU tests that check them against the CPU reference
@@ -24,12 +24,11 @@ agree to rounding (bitwise where the compiler contracts no multiply-add).
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
-from streamwww.solvers.walrus import _add, walrus_sweep  # noqa: F401  (one sweep for both backends)
+from streamwww.solvers.walrus import walrus_sweep  # one sweep for both backends
 
-__all__ = ["c_index", "v_entry", "walrus_sweep", "walrus_sweep_cpu"]
+__all__ = ["c_index", "v_entry", "hinge_term", "walrus_sweep", "walrus_sweep_cpu"]
 
 
 @njit(inline="always")
@@ -42,6 +41,13 @@ def c_index(t, y):
 def v_entry(s_y, s_c, sqnorm, beta_t, beta_sum):
     """``v_t = (1 - (s_y - s_c(t))) / ||x||^2 + beta_t + sum(beta)`` (step 2 of Algorithm 1)."""
     return (1.0 - (s_y - s_c)) / sqnorm + beta_t + beta_sum
+
+
+@njit(inline="always")
+def hinge_term(s_y, s_j):
+    """``max(0, 1 - (s_y - s_j))``: one class's term of the WW hinge loss."""
+    h = 1.0 - (s_y - s_j)
+    return h if h > 0.0 else 0.0
 
 
 walrus_sweep_cpu = njit(cache=True)(walrus_sweep)

@@ -1,0 +1,197 @@
+"""``train`` and ``resume``: the Python API for runs (several ``C``, stores, checkpoints, model files).
+
+Both build :class:`~streamwww.WWClassifier` models from one
+:func:`~streamwww.engine.run.fit_source` call; ``resume`` reads the settings
+a checkpoint recorded and trains again with them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.utils.validation import validate_data
+
+from streamwww._params import DEFAULTS, UNMIXED, check_params
+from streamwww.checkpoint import CheckpointDir
+from streamwww.engine.config import warn_not_converged
+from streamwww.engine.run import fit_source
+from streamwww.errors import CheckpointError
+from streamwww.estimator import WWClassifier, fitted_attributes
+from streamwww.labels import classification_targets
+from streamwww.model_io import save_model
+from streamwww.stream.sources import ArraySource, StoreSource, as_store
+
+__all__ = ["train", "resume"]
+
+
+def _build_models(template, fit, source, n_features_in, feature_names=None) -> list[WWClassifier]:
+    models = []
+    for j, c in enumerate(fit.cfg.Cs):
+        est = clone(template).set_params(C=c)
+        est.n_features_in_ = n_features_in
+        if feature_names is not None:
+            est.feature_names_in_ = feature_names
+        est._set_fitted(fitted_attributes(fit, j, source))
+        models.append(est)
+    return models
+
+
+def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept: bool = True,
+          intercept_scaling: float = 1.0, gap_decay: float | None = None, subproblem: str = "walrus",
+          random_state=None, device: str = "auto", verbose: int = 0, checkpoint_dir=None,
+          checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
+          inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
+          mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None):
+    """Train Weston-Watkins linear SVM(s) and return fitted :class:`~streamwww.WWClassifier` (s).
+
+    Parameters
+    ----------
+    data : tuple (X, y), str, Path or ShardStore
+        In-memory rows (dense or sparse) and labels of any type, or a shard
+        store (see :func:`streamwww.io.open_store`) that is streamed shard by
+        shard.  Fitting arrays is streaming over one in-memory shard: a
+        one-shard store of the same rows gives the bitwise-identical model.
+    C : float or list of float, default=1.0
+        Regularization.  A list trains one model per value in the same passes
+        over the data; each equals the model a single-``C`` run would give.
+    tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state, device, verbose
+        As in :class:`~streamwww.WWClassifier`.
+    checkpoint_dir : str or Path, optional
+        Keep ``beta`` and crash-safe checkpoints here.  If it already holds a
+        checkpoint of the same data and settings, training continues from it.
+    checkpoint_every : int, default=0
+        Also checkpoint every this many shards within an epoch (0: at epoch ends only).
+    prefetch : int, default=2
+        Shards (and their ``beta``) loaded ahead in the background.
+    inner_passes : int, default=1
+        Exact passes over each shard group while it is loaded (block minimization).
+    eval_every : int, default=1
+        Compute the objectives (a streaming pass) every this many epochs.
+    mix_shards : int, default=2
+        Shards trained together as one block, their rows interleaved in a seeded
+        random order; the groups are cut anew every epoch from the shuffled
+        shard order.  ``1`` trains shard by shard, which converges several times
+        slower: with fixed shard membership (letter in 8 shards: not at
+        0.0009 gap_1 after 300 epochs; 2 shards per group: 95; in memory: 89;
+        docs/benchmarks.md, out-of-core part (e)).  Costs ``mix_shards`` shards of memory per group.  Ignored
+        for in-memory data (one shard).
+    model_out : str or Path, optional
+        Save the model (or, with a list of ``C``, ``<stem>-C<value><suffix>`` per model).
+    callback : callable, optional
+        Called after each evaluated epoch with a dict (``epoch``, ``time``,
+        ``models``, ``primal``, ``dual``, ``rel_gap``, ``rows_per_s``, and
+        ``weights``: ``weights(j)`` returns copies of ``(coef, intercept)`` of
+        the j-th model in ``models`` as they are now); a truthy return value
+        stops training (status 'stopped').
+    progress : callable, optional
+        ``progress(epoch, shards_done, n_shards, rows)`` after each shard.
+
+    Returns
+    -------
+    WWClassifier or list of WWClassifier
+        A list exactly when ``C`` is a list (or tuple / array).
+    """
+    models, fit = _train(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
+                         intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
+                         random_state=random_state, device=device, verbose=verbose,
+                         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, prefetch=prefetch,
+                         inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
+                         model_out=model_out, callback=callback, progress=progress)
+    warn_not_converged(fit.results, fit.cfg, "train")
+    return models
+
+
+def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state,
+           device, verbose, checkpoint_dir, checkpoint_every, prefetch, inner_passes, eval_every, mix_shards,
+           model_out, callback, progress):
+    """:func:`train` without the convergence warnings (its callers warn at the user's line)."""
+    Cs = check_params("train", C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
+                      intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
+                      random_state=random_state, device=device, verbose=verbose,
+                      inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
+                      allow_C_list=True)
+    for pname, val, low in (("checkpoint_every", checkpoint_every, 0), ("prefetch", prefetch, 1)):
+        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < low:
+            raise ValueError(f"The {pname!r} parameter of train must be an int in [{low}, inf). Got {val!r} instead.")
+    template = WWClassifier(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
+                            intercept_scaling=intercept_scaling, gap_decay=gap_decay,
+                            subproblem=subproblem, random_state=random_state, device=device,
+                            verbose=verbose)
+    store = as_store(data)
+    feature_names = None
+    if store is not None:
+        source = StoreSource(store)
+        n_features_in = source.data.n_features
+    elif isinstance(data, tuple) and len(data) == 2:
+        X, y = validate_data(template, data[0], data[1], accept_sparse="csr",
+                             dtype=[np.float64, np.float32], order="C", reset=True)
+        source = ArraySource.from_labels(X, classification_targets(y), "train")
+        n_features_in = template.n_features_in_
+        feature_names = getattr(template, "feature_names_in_", None)
+    else:
+        raise ValueError("The 'data' parameter of train must be an (X, y) tuple, a shard store or its "
+                         f"path. Got {type(data).__name__} instead.")
+    many = isinstance(C, (list, tuple, np.ndarray))
+    fit = fit_source(source, template.get_params(), Cs, checkpoint_dir=checkpoint_dir,
+                     checkpoint_every=checkpoint_every, prefetch=prefetch, inner_passes=inner_passes,
+                     eval_every=eval_every, mix_shards=mix_shards, callback=callback, progress=progress,
+                     C_is_list=many)
+    models = _build_models(template, fit, source, n_features_in, feature_names)
+    if model_out is not None:
+        _save_models(models, model_out, many=len(models) > 1 or many)
+    return (models if many else models[0]), fit
+
+
+def _save_models(models, model_out, many: bool) -> list[Path]:
+    out = Path(model_out)
+    if not many:
+        return [save_model(models[0], out)]
+    return [save_model(m, out.with_name(f"{out.stem}-C{m.C:g}{out.suffix or '.npz'}")) for m in models]
+
+
+def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,
+           progress=None, max_iter: int | None = None):
+    """Continue an interrupted run from its checkpoint directory.
+
+    The run continues with its recorded settings and data; it ends with the
+    model the uninterrupted run gives (bitwise on the CPU).  Resuming a
+    finished run changes nothing and returns its model(s).
+
+    Parameters
+    ----------
+    checkpoint_dir : str or Path
+    store : str, Path or ShardStore, optional
+        The data store, if it moved since the checkpoint was written (its
+        fingerprint must match).
+    model_out : str or Path, optional
+        Save the model(s) as :func:`train` does.
+    max_iter : int, optional
+        A new epoch limit; models that stopped at the old limit continue.
+    callback, progress : callable, optional
+        As in :func:`train`.
+
+    Returns
+    -------
+    WWClassifier or list of WWClassifier
+        A list when the run trained several values of ``C``.
+    """
+    with CheckpointDir(checkpoint_dir, lock=False) as probe:
+        manifest = probe.load_manifest()
+    if manifest["data"]["kind"] != "store":
+        raise CheckpointError(f"{checkpoint_dir}: this run trained on in-memory arrays; resume it by calling "
+                              "train((X, y), checkpoint_dir=...) again with the same arrays and settings")
+    store = as_store(store if store is not None else manifest["data"]["path"])
+    cfg = manifest["config"]
+    params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
+    if max_iter is not None:
+        params["max_iter"] = max_iter
+    Cs = cfg["Cs"]
+    models, fit = _train(store, C=Cs if manifest["run"].get("C_is_list", len(Cs) > 1) else Cs[0], **params,
+                         checkpoint_dir=checkpoint_dir, checkpoint_every=manifest["run"]["checkpoint_every"],
+                         prefetch=manifest["run"]["prefetch"], inner_passes=cfg["inner_passes"],
+                         eval_every=cfg["eval_every"], mix_shards=cfg.get("mix_shards", UNMIXED),
+                         model_out=model_out, callback=callback, progress=progress)
+    warn_not_converged(fit.results, fit.cfg, "resume")
+    return models

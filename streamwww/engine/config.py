@@ -1,0 +1,123 @@
+"""What a run is: its settings (:class:`SolverConfig`), where it stands (:class:`Cursor`),
+what it produced (:class:`ModelResult`), and the stopping rule, stated once."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from streamwww._params import UNMIXED
+from streamwww.solvers.shark import SHARK_EPS
+
+__all__ = ["SolverConfig", "ModelResult", "Cursor", "results_to_json", "results_from_json",
+           "warn_not_converged"]
+
+
+@dataclass(frozen=True)
+class SolverConfig:
+    """Everything that determines the optimization path (and so the model)."""
+
+    Cs: tuple[float, ...]
+    tol: float = 1e-3
+    max_iter: int = 1000
+    gap_decay: float | None = None
+    fit_intercept: bool = True
+    intercept_scaling: float = 1.0
+    subproblem: str = "walrus"
+    seed: int = 0
+    inner_passes: int = 1
+    eval_every: int = 1
+    shark_eps: float = SHARK_EPS
+    mix_shards: int = UNMIXED
+
+    @property
+    def bias(self) -> float:
+        """Value of the appended constant feature (0.0: no intercept)."""
+        return float(self.intercept_scaling) if self.fit_intercept else 0.0
+
+    def n_weight_rows(self, n_features: int) -> int:
+        """Rows of one model's ``W``: the features, plus the intercept's."""
+        return int(n_features) + (1 if self.fit_intercept else 0)
+
+    def evaluates(self, epoch: int) -> bool:
+        """Are the objectives computed after (1-based) ``epoch``?  Always after the
+        last, and after the first when the gap-decay rule needs ``gap_1``."""
+        return (epoch == self.max_iter or epoch % self.eval_every == 0
+                or (self.gap_decay is not None and epoch == 1))
+
+    def converged(self, gap: float, rel_gap: float, gap_1: float | None) -> bool:
+        """The stopping rule: ``rel_gap <= tol``, or ``gap <= gap_decay * gap_1``."""
+        if rel_gap <= self.tol:
+            return True
+        return self.gap_decay is not None and gap_1 is not None and gap <= self.gap_decay * gap_1
+
+    def coef_intercept(self, W, n_features: int) -> tuple[np.ndarray, np.ndarray]:
+        """``coef_`` (k, d) and ``intercept_`` (k,) of one model's weights ``W`` (d [+ 1], k)."""
+        coef = np.ascontiguousarray(W[:n_features].T)
+        intercept = (self.intercept_scaling * W[n_features]) if self.fit_intercept else np.zeros(W.shape[1])
+        return coef, np.asarray(intercept, dtype=np.float64)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "Cs": list(self.Cs)}
+
+
+@dataclass
+class ModelResult:
+    """Outcome of training one model (one value of ``C``)."""
+
+    C: float
+    W: object = None  # host weights (D, k) once training ends
+    n_iter: int = 0
+    history: list[dict[str, float]] = field(default_factory=list)
+    gap_1: float | None = None
+    status: str = "running"  # 'converged', 'max_iter', 'stopped'
+
+    @property
+    def converged(self) -> bool:
+        return self.status == "converged"
+
+
+@dataclass
+class Cursor:
+    """Where a run stands: ``pos`` shards of epoch ``epoch`` (0-based) are done."""
+
+    epoch: int = 0
+    pos: int = 0
+    train_time: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"epoch": self.epoch, "pos": self.pos, "train_time": self.train_time}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Cursor":
+        return cls(int(d["epoch"]), int(d["pos"]), float(d["train_time"]))
+
+
+def results_to_json(results: list[ModelResult]) -> list[dict]:
+    return [{"C": r.C, "n_iter": r.n_iter, "history": r.history, "gap_1": r.gap_1, "status": r.status}
+            for r in results]
+
+
+def results_from_json(items) -> list[ModelResult]:
+    return [ModelResult(C=float(d["C"]), n_iter=int(d["n_iter"]), history=list(d["history"]),
+                        gap_1=d["gap_1"], status=str(d["status"])) for d in items]
+
+
+def warn_not_converged(results: list[ModelResult], cfg: SolverConfig, owner: str, stacklevel: int = 2) -> None:
+    """A :class:`~sklearn.exceptions.ConvergenceWarning` per model that hit ``max_iter``.
+
+    Called by the public entry points themselves, so that ``stacklevel=2`` names
+    the user's line (a warning raised deep in the driver would name a library line).
+    """
+    for res in results:
+        if res.status != "max_iter" or not res.history:
+            continue
+        last = res.history[-1]
+        crit = f"relative duality gap {last['rel_gap']:.3g} > tol {cfg.tol:g}"
+        if cfg.gap_decay is not None:
+            crit += f" and gap {last['gap']:.3g} > gap_decay {cfg.gap_decay:g} x gap_1 {res.gap_1:.3g}"
+        warnings.warn(f"{owner} did not converge after {res.n_iter} epochs (C={res.C:g}); "
+                      f"{crit}. Increase max_iter or loosen tol.", ConvergenceWarning, stacklevel=stacklevel + 1)

@@ -1,0 +1,197 @@
+"""Algorithm 1 of Wang & Scott (ICML 2021), shard by shard: the training driver.
+
+Each epoch visits the shards in a seeded order, in groups; each group is one
+block of rows, and each row's block subproblem is solved exactly (Walrus) by
+the backend's pass.  After an evaluated epoch the objectives decide who stops.
+All array arithmetic lives in the backend kernels and in
+:mod:`streamwww.engine.objective`; reading shards (and their ``beta``) ahead
+is the feed's job; making state durable is the checkpoint hook's.
+
+Several models (one per ``C``) share every pass over the data; each is updated,
+evaluated and stopped exactly as it would be alone, so a model trained in a
+group equals its own single-``C`` run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from streamwww.backends.base import Backend
+from streamwww.engine import objective
+from streamwww.engine.config import Cursor, ModelResult, SolverConfig
+from streamwww.engine.order import EpochPlan, row_order
+from streamwww.solvers import SOLVER_IDS
+from streamwww.stream.betas import split_rows
+from streamwww.stream.feed import SyncFeed
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Hooks", "run_bcd"]
+
+
+@dataclass
+class Hooks:
+    """What the driver calls out to; every hook is optional.
+
+    checkpoint : callable
+        ``checkpoint(W_host, cursor, results)`` every ``checkpoint_every`` shards
+        within an epoch and after every epoch.  It must capture the state before
+        returning (``W`` and ``results`` change afterwards) and may make it
+        durable in the background.
+    callback : callable
+        Called after each evaluated epoch with a dict (epoch, time, and per-model
+        primal, dual, rel_gap lists, ``weights(j)``: the current ``(coef,
+        intercept)`` of the j-th active model); a truthy return value stops training.
+    progress : callable
+        ``progress(epoch, shards_done, n_shards, rows)`` after each group (1-based epoch).
+    """
+
+    checkpoint: Callable[[np.ndarray, Cursor, list[ModelResult]], None] | None = None
+    checkpoint_every: int = 0
+    callback: Callable[[dict[str, Any]], Any] | None = None
+    progress: Callable[[int, int, int, int], None] | None = None
+
+    def checkpoint_due(self, before: int, after: int, n_shards: int) -> bool:
+        """Did the position cross a multiple of ``checkpoint_every`` (epoch ends excluded)?"""
+        every = self.checkpoint_every
+        return (self.checkpoint is not None and every > 0 and after // every > before // every
+                and after < n_shards)
+
+
+def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=None,
+            cursor: Cursor | None = None, results: list[ModelResult] | None = None,
+            hooks: Hooks | None = None) -> list[ModelResult]:
+    """Train one model per ``cfg.Cs`` by exact dual BCD over ``data``'s shards.
+
+    Parameters
+    ----------
+    data : object
+        Shards: ``n_shards``, ``shard_rows``, ``n_features``, ``n_classes`` and
+        ``block_of(shards, bias) -> Block``.
+    betas : InMemoryBetas or DiskBetas
+        Per-shard dual variables: ``get``, ``put_group``, ``sums``.
+    cfg : SolverConfig
+    backend : Backend
+    feed : SyncFeed or DaskFeed, optional
+        Delivers shard groups (and their ``beta``) in order; default: synchronous reads.
+    W0, cursor, results : optional
+        State to continue from (a resumed checkpoint); default: a fresh start.
+    hooks : Hooks, optional
+
+    Returns
+    -------
+    list of ModelResult
+        One per ``C``, in order, with host weights ``W`` of shape (D, k); a model
+        still running at ``max_iter`` has status 'max_iter'.
+    """
+    hooks = hooks if hooks is not None else Hooks()
+    feed = feed if feed is not None else SyncFeed(data, betas, cfg.bias)
+    results = results if results is not None else [ModelResult(C=float(C)) for C in cfg.Cs]
+    cur = cursor if cursor is not None else Cursor()
+    W = (backend.put_W(W0) if W0 is not None
+         else backend.allocate_W(len(cfg.Cs), cfg.n_weight_rows(data.n_features), int(data.n_classes)))
+    Cs = np.asarray(cfg.Cs, dtype=np.float64)
+    solver = SOLVER_IDS[cfg.subproblem]
+    plan = EpochPlan(cfg, data.n_shards)
+    active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
+    wall0 = time.perf_counter() - cur.train_time
+
+    while cur.epoch < cfg.max_iter and active.size:
+        t0 = time.perf_counter()
+        rows = 0
+        stream = feed.train_stream(plan.groups(cur.epoch, cur.pos), *plan.after_training(cur.epoch))
+        for group, block, beta in _on_device(backend, stream):
+            for p in range(cfg.inner_passes):  # exact block minimization over the group's rows
+                order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows)
+                backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps)
+            n_rows = block.n_rows
+            # Drop the group's rows and hand its beta over before the loop asks for
+            # the next group: the write then queues ahead of that load, and the
+            # loader frees this beta before it decodes another (one beta less at the peak).
+            block = None
+            betas.put_group(list(zip(group, split_rows(backend.get_beta(beta), data.shard_rows[list(group)]))))
+            beta = None
+            rows += n_rows
+            before, cur.pos = cur.pos, cur.pos + len(group)
+            if hooks.progress is not None:
+                hooks.progress(cur.epoch + 1, cur.pos, data.n_shards, n_rows)
+            if hooks.checkpoint_due(before, cur.pos, data.n_shards):
+                cur.train_time += time.perf_counter() - t0  # the commit's capture is not training
+                hooks.checkpoint(backend.to_host(W), cur, results)
+                t0 = time.perf_counter()
+        epoch_time = time.perf_counter() - t0
+        cur.train_time += epoch_time
+        cur.epoch, cur.pos = cur.epoch + 1, 0
+        for i in active:
+            results[i].n_iter = cur.epoch
+
+        if cfg.evaluates(cur.epoch):
+            active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
+                               wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
+                               then=plan.next_groups(cur.epoch))
+        if hooks.checkpoint is not None:
+            hooks.checkpoint(backend.to_host(W), cur, results)
+
+    Wh = backend.to_host(W)
+    for i, res in enumerate(results):
+        res.W = Wh[i]
+        if res.status == "running":
+            res.status = "max_iter"
+    return results
+
+
+def _on_device(backend: Backend, stream):
+    """The feed's ``(group, block, beta)`` items, made resident on the backend's device."""
+    for group, block, beta in stream:
+        yield group, backend.put_block(block), backend.put_beta(beta)
+        block = beta = None  # hold no group while the feed loads the next one
+
+
+def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active, results, cur: Cursor,
+              hooks: Hooks, *, wall: float, rows: int, epoch_time: float, then=()) -> np.ndarray:
+    """Primal, dual and gap of every active model (one streaming pass); who stops."""
+    hinge = np.zeros(active.shape[0])
+    beta_sum = np.zeros(active.shape[0])
+    for (s,), block in feed.eval_stream(then):
+        hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active)
+        beta_sum += betas.sums(s, active)
+    Cs = np.asarray(cfg.Cs, dtype=np.float64)
+    wsq = backend.sq_frobenius(W)[active]
+    P = objective.primal(wsq, hinge, Cs[active])
+    D = objective.dual(wsq, beta_sum)
+    G = objective.gap(P, D)
+    R = np.atleast_1d(objective.relative_gap(P, D))
+    rows_per_s = rows / epoch_time if epoch_time > 0 else float("inf")
+
+    finished = set()
+    for j, i in enumerate(active):
+        res = results[i]
+        if res.gap_1 is None:
+            res.gap_1 = float(G[j])
+        res.history.append({"epoch": cur.epoch, "time": cur.train_time, "wall_time": wall,
+                            "primal": float(P[j]), "dual": float(D[j]),
+                            "gap": float(G[j]), "rel_gap": float(R[j])})
+        if cfg.converged(float(G[j]), float(R[j]), res.gap_1):
+            res.status = "converged"
+            finished.add(int(i))
+        logger.info("epoch %d  C=%g  primal %.8g  dual %.8g  rel. gap %.3e  time %.3fs  %.0f rows/s",
+                    cur.epoch, res.C, P[j], D[j], R[j], cur.train_time, rows_per_s)
+    stop = False
+    if hooks.callback is not None:
+        def weights(j: int = 0):
+            return cfg.coef_intercept(backend.to_host(W)[active[j]], data.n_features)  # to_host copies
+
+        stop = bool(hooks.callback({"epoch": cur.epoch, "time": cur.train_time, "models": [int(i) for i in active],
+                                    "primal": P.tolist(), "dual": D.tolist(), "rel_gap": R.tolist(),
+                                    "rows_per_s": rows_per_s, "weights": weights}))
+    active = np.array([i for i in active if int(i) not in finished], dtype=np.int64)
+    if stop:
+        for i in active:
+            results[i].status = "stopped"
+        active = active[:0]
+    return active

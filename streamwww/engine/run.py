@@ -1,0 +1,161 @@
+"""Fit one source: pick the backend, set up ``beta``, the feed and the checkpoint, run the driver.
+
+This is the one fit path for arrays and stores, with or without checkpoints,
+fresh or resumed.  It knows no estimator: it takes the estimator's parameters
+as a dict and returns the driver's results with the settings they came from.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from streamwww._fsutil import ScratchDir
+from streamwww._logging import verbose_logging
+from streamwww._params import DEFAULTS, UNMIXED, resolve_seed
+from streamwww.backends.select import get_backend
+from streamwww.checkpoint import CheckpointDir, check_compatible
+from streamwww.engine.config import (
+    Cursor,
+    ModelResult,
+    SolverConfig,
+    results_from_json,
+    results_to_json,
+)
+from streamwww.engine.driver import Hooks, run_bcd
+from streamwww.stream.betas import DiskBetas, InMemoryBetas
+from streamwww.stream.feed import DaskExecutor, DaskFeed, SyncFeed
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Fit", "fit_source", "solver_config"]
+
+
+@dataclass
+class Fit:
+    """What :func:`fit_source` returns: one result per ``C``, and the settings used."""
+
+    results: list[ModelResult]
+    cfg: SolverConfig
+    seed: int
+
+
+def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every: int = 1,
+                  mix_shards: int = UNMIXED) -> SolverConfig:
+    """The :class:`SolverConfig` of estimator parameters ``params`` (``get_params()``)."""
+    gap_decay = params["gap_decay"]
+    return SolverConfig(Cs=tuple(float(c) for c in Cs), tol=float(params["tol"]),
+                        max_iter=int(params["max_iter"]),
+                        gap_decay=None if gap_decay is None else float(gap_decay),
+                        fit_intercept=bool(params["fit_intercept"]),
+                        intercept_scaling=float(params["intercept_scaling"]),
+                        subproblem=params["subproblem"], seed=int(seed),
+                        inner_passes=int(inner_passes), eval_every=int(eval_every),
+                        mix_shards=int(mix_shards))
+
+
+def loader_threads(prefetch: int) -> int:
+    """Dask worker threads for loads and writes: up to ``prefetch + 1``, leaving one
+    core to the training thread. On 2 cores that is one thread: tasks then run one
+    at a time in submission order, so a load never shares the loader's core with
+    a beta write (measured: a concurrent load took 40-90 ms instead of 25-35)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 2
+    return max(1, min(int(prefetch) + 1, cores - 1))
+
+
+def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
+               checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
+               inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
+               mix_shards: int = DEFAULTS["mix_shards"], callback=None, progress=None,
+               C_is_list: bool = False) -> Fit:
+    """Train one model per ``Cs`` on ``source`` (:mod:`streamwww.stream.sources`).
+
+    ``params`` are the estimator's parameters (``tol``, ``max_iter``, ...,
+    ``random_state``, ``device``, ``verbose``); the other options are
+    :func:`streamwww.train`'s.  In-memory data is one shard and trains unmixed.
+    """
+    data = source.data
+    backend = get_backend(params["device"])
+    ckpt = CheckpointDir(checkpoint_dir) if checkpoint_dir is not None else None
+    scratch = executor = betas = None
+    try:
+        manifest = ckpt.load_manifest() if ckpt is not None and ckpt.has_checkpoint() else None
+        seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
+                else resolve_seed(params["random_state"]))
+        cfg = solver_config(params, Cs, seed, inner_passes, eval_every,
+                            mix_shards if source.streamed else UNMIXED)
+        fingerprint = source.fingerprint() if ckpt is not None else None
+        if manifest is not None:
+            check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
+
+        if source.streamed:
+            executor = DaskExecutor(n_threads=loader_threads(prefetch))
+        if ckpt is not None or source.streamed:
+            if ckpt is None:
+                scratch = ScratchDir("streamwww-beta-")
+            betas = DiskBetas(ckpt.path if ckpt is not None else scratch.path, len(cfg.Cs), data.shard_rows,
+                              data.n_classes, executor=executor,
+                              versions=(manifest["beta"]["versions"] if manifest else None),
+                              sums=(manifest["beta"]["sums"] if manifest else None),
+                              max_pending=max(1, prefetch), keep_superseded=ckpt is not None,
+                              durable=ckpt is not None)
+        else:
+            betas = InMemoryBetas(len(cfg.Cs), data.shard_rows, data.n_classes)
+        feed = DaskFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
+
+        cursor, start = Cursor(), {}
+        if manifest is not None:
+            cursor = Cursor.from_json(manifest["cursor"])
+            results0 = results_from_json(manifest["results"])
+            for r in results0:  # a larger max_iter continues models that stopped at the old limit
+                if r.status == "max_iter" and r.n_iter < cfg.max_iter:
+                    r.status = "running"
+            if any(r.status == "running" for r in results0):
+                manifest["finished"] = False
+            start = {"W0": ckpt.load_W(manifest), "results": results0}
+            logger.info("resuming %s at epoch %d, shard %d of %d", ckpt.path, cursor.epoch + 1,
+                        cursor.pos, data.n_shards)
+
+        commit = None
+        if ckpt is not None:
+            header = {"config": cfg.to_json(),
+                      "estimator_params": {k: v for k, v in params.items() if k != "C"
+                                           and not isinstance(v, np.random.RandomState)},
+                      "run": {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
+                              "C_is_list": bool(C_is_list)},
+                      "data": {**source.describe(), "fingerprint": fingerprint}}
+            step = [int(manifest["step"]) if manifest else 0]
+
+            def commit(W, cur: Cursor, results: list[ModelResult], finished: bool = False) -> None:
+                step[0] += 1
+                ckpt.commit(step[0], W, {**header, "finished": finished, "cursor": cur.to_json(),
+                                         "results": results_to_json(results)}, betas, wait=finished)
+
+        with verbose_logging(int(params["verbose"])):
+            results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor,
+                              hooks=Hooks(checkpoint=commit, checkpoint_every=checkpoint_every,
+                                          callback=callback, progress=progress), **start)
+        if commit is not None and not (manifest is not None and manifest.get("finished")):
+            # Final statuses ('max_iter'), same W; resuming a finished run writes nothing.
+            commit(np.stack([r.W for r in results]), cursor, results, finished=True)
+        if ckpt is not None:
+            ckpt.wait()  # the last epoch's commit, when there was no final one
+    finally:
+        if ckpt is not None:
+            ckpt.drain()  # a commit in progress still needs the beta writes and the executor
+        if isinstance(betas, DiskBetas):
+            betas.close()
+        if executor is not None:
+            executor.close()
+        if ckpt is not None:
+            ckpt.close()
+        if scratch is not None:
+            scratch.close()
+        backend.close()
+    return Fit(results, cfg, seed)

@@ -1,0 +1,1 @@
+"""What streams to the device: data sources, per-shard ``beta``, and the prefetching feed."""

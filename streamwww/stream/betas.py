@@ -1,0 +1,356 @@
+"""Per-shard dual variables ``beta[n_models, rows, k-1]``: in RAM, or versioned on disk.
+
+:class:`InMemoryBetas` keeps them in RAM (in-memory data); :class:`DiskBetas`
+keeps one Zarr v3 array per shard and version under ``<root>/beta.zarr``,
+written in the background, so that a checkpoint (:mod:`streamwww.checkpoint`)
+can name a consistent set of versions while training goes on.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamwww._fsutil import fsync_path, fsync_tree
+from streamwww.errors import CheckpointError
+
+__all__ = ["InMemoryBetas", "DiskBetas", "BetaCommit", "stack_rows", "split_rows"]
+
+_NAME = "s{:06d}-v{:06d}"
+
+
+def beta_name(shard: int, version: int) -> str:
+    """The array name of ``version`` of ``shard``'s beta under ``beta.zarr``."""
+    return _NAME.format(shard, version)
+
+
+def stack_rows(arrays) -> np.ndarray:
+    """Per-shard ``beta[n_models, rows, k-1]`` arrays as one, rows in order (no copy for one)."""
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=1)
+
+
+def split_rows(beta: np.ndarray, rows) -> list[np.ndarray]:
+    """Inverse of :func:`stack_rows`: views of ``beta`` with ``rows[j]`` rows each."""
+    if len(rows) == 1:
+        return [beta]
+    return np.split(beta, np.cumsum(rows)[:-1], axis=1)
+
+
+class InMemoryBetas:
+    """Dual variables ``beta[n_models, n_rows_s, k-1]`` per shard, kept in RAM."""
+
+    def __init__(self, n_models: int, shard_rows, n_classes: int):
+        self._arrays = [np.zeros((n_models, int(n), n_classes - 1), dtype=np.float64) for n in shard_rows]
+
+    def get(self, i: int) -> np.ndarray:
+        return self._arrays[i]
+
+    def put(self, i: int, beta: np.ndarray) -> None:
+        self._arrays[i] = beta
+
+    def put_group(self, items) -> None:
+        """``put`` each ``(shard, beta)`` of ``items``."""
+        for i, beta in items:
+            self.put(i, beta)
+
+    def sums(self, i: int, models: np.ndarray) -> np.ndarray:
+        """``sum(beta)`` of shard ``i`` for each listed model."""
+        return self._arrays[i].sum(axis=(1, 2))[models]  # no copy of beta
+
+
+class DiskBetas:
+    """Per-shard dual variables in Zarr v3 arrays under ``<checkpoint>/beta.zarr``.
+
+    Version 0 of every shard is implicit (all zeros).  ``put`` writes a new
+    version, in the background when an executor (:class:`streamwww.stream.feed.DaskExecutor`) is given.
+    """
+
+    def __init__(self, root, n_models: int, shard_rows, n_classes: int, executor=None,
+                 versions: dict[int, int] | None = None, sums=None, max_pending: int = 2,
+                 keep_superseded: bool = True, durable: bool = False):
+        import zarr
+
+        self.root = Path(root) / "beta.zarr"
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not (self.root / "zarr.json").exists():
+            zarr.open_group(str(self.root), mode="w", zarr_format=3)
+        self.n_models = int(n_models)
+        self.shard_rows = [int(r) for r in shard_rows]
+        self.m = int(n_classes) - 1
+        self.executor = executor
+        self.versions = {s: 0 for s in range(len(self.shard_rows))}
+        if versions:
+            self.versions.update({int(s): int(v) for s, v in versions.items()})
+        # sum(beta) per model: of the versions made durable so far (the manifest's), and
+        # of versions written since, by shard and version (two writes of one shard may
+        # finish out of order on several loader threads)
+        self._durable_sums = (np.zeros((len(self.shard_rows), self.n_models)) if sums is None
+                              else np.asarray(sums, dtype=np.float64).reshape(len(self.shard_rows), self.n_models))
+        self._version_sums: dict[int, dict[int, np.ndarray]] = {s: {} for s in range(len(self.shard_rows))}
+        self._committed = dict(self.versions)
+        self._pending: dict[int, list[Any]] = {}  # shard -> its writes in flight, oldest first
+        self._outbox: dict[tuple[int, int], np.ndarray] = {}  # versions being written
+        self._lock = threading.Lock()
+        self._dirty: set[tuple[int, int]] = set()
+        self.max_pending = max(1, int(max_pending))
+        # A checkpoint needs the committed versions until the next commit; without
+        # one, a version is dropped as soon as its successor is written.
+        self.keep_superseded = bool(keep_superseded)
+        self._writing: set[tuple[int, int]] = set()  # (shard, version) being written
+        self._newest_written: dict[int, int] = {}  # shard -> newest version on disk
+        # Checkpointed runs fsync each version right after its background write, on
+        # a thread of its own (fsync waits on the disk, not the CPU, and must not
+        # hold up the loader's queue), so that a commit finds them durable.
+        self._syncer = None
+        if durable and executor is not None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._syncer = ThreadPoolExecutor(1, thread_name_prefix="streamwww-fsync")
+        self._syncs: dict[tuple[int, int], Any] = {}
+
+    def read(self, s: int, v: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros), into ``out`` if given
+        (a float64 view of shape ``(n_models, rows, k-1)``, e.g. a slice of a group's beta)."""
+        shape = (self.n_models, self.shard_rows[s], self.m)
+        if out is None:
+            out = np.empty(shape, dtype=np.float64)
+        if out.shape != shape or out.dtype != np.float64:
+            raise ValueError(f"beta buffer of shape {out.shape}/{out.dtype}; expected {shape}/float64")
+        if v == 0:
+            out[...] = 0.0
+            return out
+        with self._lock:
+            # A version still waiting for (or in) its background write is read from
+            # memory: no wait for the write, no disk read. A version not in the
+            # outbox has been written completely (the entry leaves after the write).
+            pending = self._outbox.get((s, v))
+            if pending is not None:
+                out[...] = pending
+                return out
+        import zarr
+
+        from streamwww.io import read_into
+
+        path = self.root / beta_name(s, v)
+        try:
+            arr = zarr.open_array(str(path), mode="r")
+        except Exception as exc:  # zarr raises several types for missing/corrupt arrays
+            raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
+                                  f"({type(exc).__name__}: {exc})") from None
+        if arr.shape != shape or arr.dtype != np.float64:
+            raise CheckpointError(f"{path}: beta of shape {arr.shape}/{arr.dtype}, expected {shape}/float64")
+        try:
+            read_into(arr, path, out)
+        except Exception as exc:
+            raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
+                                  f"({type(exc).__name__}: {exc})") from None
+        return out
+
+    def read_group(self, shards, versions) -> np.ndarray:
+        """The ``beta`` of several shards (given versions), rows stacked in order, read
+        straight into one array."""
+        rows = [self.shard_rows[s] for s in shards]
+        beta = np.empty((self.n_models, sum(rows), self.m), dtype=np.float64)
+        r0 = 0
+        for s, v, r in zip(shards, versions, rows):
+            self.read(s, v, out=beta[:, r0:r0 + r])
+            r0 += r
+        return beta
+
+    def _write(self, s: int, v: int, beta: np.ndarray) -> None:
+        import zarr
+
+        path = self.root / beta_name(s, v)
+        if not self.keep_superseded:
+            with self._lock:
+                self._writing.add((s, v))
+        if path.exists():  # left by a killed run; never part of a committed step
+            shutil.rmtree(path)
+        rows_per_chunk = max(1, (64 << 20) // max(1, 8 * self.n_models * max(self.m, 1)))
+        # Uncompressed: beta is rewritten every epoch, and zstd cost 3x the write
+        # time and 4x the read time of raw chunks (25k x 19 float64: 27 vs 8 ms,
+        # 12 vs 3 ms), which the prefetch thread could not hide.
+        arr = zarr.create_array(store=str(path), shape=beta.shape, dtype="float64",
+                                chunks=(self.n_models, min(beta.shape[1], rows_per_chunk) or 1, self.m),
+                                zarr_format=3, overwrite=True, compressors=None,
+                                # write_empty_chunks: skip Zarr's chunk == fill-value scan, a
+                                # full extra pass over beta on Zarr's one I/O thread
+                                config={"write_empty_chunks": True})
+        arr[...] = beta
+        if self._syncer is not None:
+            with self._lock:
+                self._syncs[(s, v)] = self._syncer.submit(fsync_tree, path)
+        if not self.keep_superseded:
+            # No reader needs a version once a newer one is on disk: the next read of
+            # shard s is submitted after this write and reads the newest version. On
+            # several loader threads v - 1 may still be being written: the later of
+            # the two writes to finish deletes the older version.
+            with self._lock:
+                self._writing.discard((s, v))
+                newest = self._newest_written.get(s, 0)
+                self._newest_written[s] = max(newest, v)
+                drop = v if newest > v else v - 1 if (s, v - 1) not in self._writing else 0
+            if drop > 0:
+                shutil.rmtree(self.root / beta_name(s, drop), ignore_errors=True)
+
+    def get(self, s: int) -> np.ndarray:
+        """The current ``beta`` of shard ``s``."""
+        return self.read(s, self.versions[s])
+
+    def version(self, s: int) -> int:
+        """The current version of shard ``s``: what a prefetch submitted now must read."""
+        return self.versions[s]
+
+    def put(self, s: int, beta: np.ndarray) -> None:
+        """Store a new version of shard ``s``'s ``beta`` (in the background with a client)."""
+        self.put_group([(s, beta)])
+
+    def put_group(self, items) -> None:
+        """Store new versions of several shards' ``beta``: ``items`` of ``(shard, beta)``,
+        written by one background task (one scheduler round trip per group)."""
+        keys = []
+        for s, beta in items:
+            v = self.versions[s] + 1
+            self.versions[s] = v
+            self._dirty.add((s, v))
+            keys.append((s, v))
+        if self.executor is None:
+            for (s, v), (_, beta) in zip(keys, items):
+                self._store(s, v, beta)
+            return
+        # Bound the memory held by earlier writes still in flight (max_pending shards,
+        # or one group if larger), and forget finished writes at once: a live future
+        # keeps its task alive.
+        self._reap()
+        while sum(map(len, self._pending.values())) >= max(self.max_pending, len(keys)):
+            self._settle([next(iter(self._pending))])
+            self._reap()
+        # beta travels through an outbox, not as a task argument: distributed keeps
+        # recent task events (with their arguments) in a log, which held every
+        # beta array of a run in memory (7.6 MB per shard, measured). Readers
+        # of (s, v) take it from the outbox until its write is complete.
+        with self._lock:
+            for key, (_, beta) in zip(keys, items):
+                self._outbox[key] = beta
+        fut = self.executor.submit(self, "_write_queued", tuple(keys))
+        for s, _ in keys:
+            self._pending.setdefault(s, []).append(fut)
+
+    def _store(self, s: int, v: int, beta: np.ndarray) -> None:
+        """Write version ``v`` of shard ``s`` and record its sum (on the loader when queued)."""
+        total = beta.sum(axis=(1, 2))
+        with self._lock:
+            sums = self._version_sums[s]
+            sums[v] = total
+            if not self.keep_superseded:  # no commit will ask for older versions' sums
+                for old in [u for u in sums if u < v]:
+                    del sums[old]
+        self._write(s, v, beta)
+
+    def _write_queued(self, keys) -> None:
+        for s, v in keys:
+            try:
+                self._store(s, v, self._outbox[(s, v)])
+            finally:
+                with self._lock:
+                    del self._outbox[(s, v)]
+
+    def _settle(self, shards) -> None:
+        """Wait for the pending writes of ``shards`` and forget them (re-raising a failure)."""
+        for s in shards:
+            _wait(self._pending.pop(s, ()))
+
+    def _reap(self) -> None:
+        """Forget finished writes (re-raising a failed one)."""
+        self._settle([s for s, futs in self._pending.items() if all(f.done() for f in futs)])
+
+    def sums(self, s: int, models: np.ndarray) -> np.ndarray:
+        """``sum(beta)`` of shard ``s``'s current version for each listed model."""
+        self._settle([s])  # the background write computes the sum
+        with self._lock:
+            got = self._version_sums[s].get(self.versions[s])
+            return (got if got is not None else self._durable_sums[s])[models]
+
+    def begin_commit(self) -> "BetaCommit":
+        """What a commit of the current versions needs (on the thread that puts).
+
+        The returned plan names every shard's current version and the writes to
+        wait for; :meth:`end_commit` completes it, on any thread, while new
+        versions are put.
+        """
+        keys = sorted(self._dirty)
+        self._dirty = set()
+        shards = {s for s, _ in keys}
+        futures = list({id(f): f for s in shards for f in self._pending.get(s, ())}.values())
+        return BetaCommit(dict(self.versions), keys, futures)
+
+    def end_commit(self, plan: "BetaCommit") -> dict[str, Any]:
+        """Wait for the writes of ``plan``, fsync the versions it names; return the manifest's
+        ``beta`` entry (versions and sums)."""
+        _wait(plan.futures)
+        with self._lock:
+            syncs = {key: self._syncs.pop(key) for key in plan.keys if key in self._syncs}
+        for s, v in plan.keys:
+            synced = syncs.get((s, v))
+            if plan.versions[s] == v:  # superseded versions are never committed
+                if synced is not None:
+                    synced.result()  # fsynced in the background (re-raises its error)
+                else:
+                    fsync_tree(self.root / beta_name(s, v))
+            elif synced is not None:  # not committed: let it finish before anything deletes it
+                synced.exception()
+        fsync_path(self.root)
+        with self._lock:
+            for s in {s for s, _ in plan.keys}:
+                sums, v = self._version_sums[s], plan.versions[s]
+                self._durable_sums[s] = sums[v]
+                for old in [u for u in sums if u <= v]:
+                    del sums[old]
+            durable = self._durable_sums.tolist()
+        return {"versions": {str(s): int(v) for s, v in plan.versions.items()}, "sums": durable}
+
+    def flush(self) -> set[int]:
+        """Wait for every pending write, fsync the written versions; return the shards written."""
+        plan = self.begin_commit()
+        self._settle(list(self._pending))
+        self.end_commit(plan)
+        return {s for s, _ in plan.keys}
+
+    def close(self) -> None:
+        """Stop the background fsync thread (after :meth:`flush`, or when abandoning the run)."""
+        if self._syncer is not None:
+            self._syncer.shutdown(wait=True)
+            self._syncer = None
+
+    def drop_superseded(self, plan: "BetaCommit") -> None:
+        """Delete the versions that ``plan``'s (now committed) versions superseded."""
+        for s in {s for s, _ in plan.keys}:
+            for v in range(max(1, self._committed[s]), plan.versions[s]):
+                shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
+
+    def mark_committed(self, plan: "BetaCommit") -> None:
+        """``plan``'s versions are now the committed ones."""
+        self._committed = dict(plan.versions)
+
+
+def _wait(futures) -> None:
+    """Wait for background writes, re-raising a failure. ``result()`` costs a scheduler
+    round trip: it is called only to wait or to re-raise."""
+    for fut in futures:
+        if not fut.done() or fut.status != "finished":
+            fut.result()
+
+
+@dataclass(frozen=True)
+class BetaCommit:
+    """A commit of :class:`DiskBetas` in progress: every shard's version, and the
+    versions written since the last commit (``keys``) with their write futures."""
+
+    versions: dict[int, int]
+    keys: list[tuple[int, int]]
+    futures: list[Any]
