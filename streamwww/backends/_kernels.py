@@ -108,9 +108,13 @@ def _add_feature(Wm, f, a, dk, cls, n, k, few):
 
 @njit(cache=True, nogil=True, inline="always")
 def _scatter_csr(Wm, data, indices, lo, hi, bias, dk, cls, n, k, few):
-    """Step 4 for a CSR row."""
-    for p in range(lo, hi):
-        _add_feature(Wm, indices[p], data[p], dk, cls, n, k, few)
+    """Step 4 for a CSR row (``few`` tested once per row, not per feature: 10 % on sector)."""
+    if few:
+        for p in range(lo, hi):
+            _add_row_some(Wm, indices[p], data[p], dk, cls, n)
+    else:
+        for p in range(lo, hi):
+            _add_row(Wm, indices[p], data[p], dk, k)
     if bias != 0.0:
         _add_feature(Wm, Wm.shape[0] - 1, bias, dk, cls, n, k, few)
 
@@ -118,9 +122,14 @@ def _scatter_csr(Wm, data, indices, lo, hi, bias, dk, cls, n, k, few):
 @njit(cache=True, nogil=True, inline="always")
 def _scatter_dense(Wm, x, bias, dk, cls, n, k, few):
     """Step 4 for a dense row (its zeros skipped)."""
-    for f in range(x.shape[0]):
-        if x[f] != 0.0:
-            _add_feature(Wm, f, x[f], dk, cls, n, k, few)
+    if few:
+        for f in range(x.shape[0]):
+            if x[f] != 0.0:
+                _add_row_some(Wm, f, x[f], dk, cls, n)
+    else:
+        for f in range(x.shape[0]):
+            if x[f] != 0.0:
+                _add_row(Wm, f, x[f], dk, k)
     if bias != 0.0:
         _add_feature(Wm, Wm.shape[0] - 1, bias, dk, cls, n, k, few)
 
