@@ -178,7 +178,7 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
         A list when the run trained several values of ``C``.
     """
     with CheckpointDir(checkpoint_dir, lock=False) as probe:
-        manifest = probe.load_manifest()
+        manifest = probe.load_settings()
     if manifest["data"]["kind"] != "store":
         raise CheckpointError(f"{checkpoint_dir}: this run trained on in-memory arrays; resume it by calling "
                               "train((X, y), checkpoint_dir=...) again with the same arrays and settings")

@@ -7,31 +7,39 @@ The ``beta`` arrays themselves are :class:`~streamwww.stream.betas.DiskBetas`'
 Layout of a checkpoint directory::
 
     LOCK                    held (flock) by the one trainer using the directory
-    manifest.json           the commit record, replaced atomically; written last
+    manifest.json           the latest commit record, replaced atomically; written last
+    manifest.prev.json      the commit before it, kept (with all it names) as a fallback
     W-000012.npy            weights of step 12, float64 (n_models, D, k)
     beta.zarr/s000003-v000007   Zarr v3 array: shard 3's beta, version 7, (n_models, rows, k-1)
+
+Every manifest carries a blake2b checksum of itself and of the ``W`` it names,
+and the per-model sum of every ``beta`` version it names; a resume checks all
+three and falls back to the previous commit when the latest is damaged.
 
 A shard's ``beta`` is never overwritten: each pass writes a new version, and
 the manifest names the version of every shard that belongs with the ``W`` it
 names.  A commit captures ``W``, the versions and the state, then, on a
 background thread while training goes on, (1) waits for pending ``beta`` writes
 and fsyncs them, (2) writes and fsyncs ``W``, (3) writes ``manifest.json.tmp``,
-fsyncs it, renames it over ``manifest.json`` and fsyncs the directory, then (4)
-deletes files no manifest names.  A process killed at any instant therefore
+fsyncs it, moves the old ``manifest.json`` to ``manifest.prev.json``, renames
+the new one into place and fsyncs the directory, then (4) deletes files neither
+manifest names.  A process killed at any instant therefore
 leaves the previous manifest and everything it names intact; stray files from
 the killed step are ignored and collected by the next commit.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
 import shutil
 import time
+import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -43,11 +51,33 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CheckpointDir", "check_compatible", "FORMAT", "VERSION"]
+__all__ = ["CheckpointDir", "CheckpointFallbackWarning", "check_compatible", "manifest_checksum",
+           "array_digest", "FORMAT", "VERSION"]
+
+
+class CheckpointFallbackWarning(UserWarning):
+    """The latest checkpoint was damaged; training resumed from the one before it."""
+
+
+def manifest_checksum(manifest: dict[str, Any]) -> str:
+    """blake2b of a manifest's canonical JSON, its ``checksum`` field left out."""
+    body = {k: v for k, v in manifest.items() if k != "checksum"}
+    return hashlib.blake2b(json.dumps(body, sort_keys=True, separators=(",", ":")).encode(),
+                           digest_size=16).hexdigest()
+
+
+def array_digest(a: np.ndarray) -> str:
+    """blake2b of an array's bytes (C order), its dtype and shape."""
+    a = np.ascontiguousarray(a)
+    h = hashlib.blake2b(f"{a.dtype.str}{a.shape}".encode(), digest_size=16)
+    h.update(a.data)
+    return h.hexdigest()
 
 FORMAT = "streamwww-checkpoint"
-VERSION = 1
+VERSION = 2  # 2: blake2b of W and of the manifest, the previous commit kept
+READS = (1, 2)
 _MANIFEST = "manifest.json"
+_PREVIOUS = "manifest.prev.json"
 _BETA_NAME = re.compile(r"^s(\d{6})-v(\d{6})$")
 _W_NAME = re.compile(r"^W-(\d{6})\.npy$")
 
@@ -69,7 +99,9 @@ class CheckpointDir:
         self.path.mkdir(parents=True, exist_ok=True)
         self._lock_fd = None
         self._scanned = False  # garbage not yet collected by a full scan in this process
-        self._last_W: str | None = None
+        self._latest: dict[str, Any] | None = None  # the latest committed manifest (loaded or written)
+        self._W_names: list[str] = []  # weights files the kept manifests name
+        self._previous: dict[str, Any] | None = None  # the kept commit before the latest, once loaded
         self._committer = None  # one background thread, created by the first commit
         self._inflight = None  # the commit in progress (a concurrent.futures.Future)
         if lock:
@@ -106,38 +138,116 @@ class CheckpointDir:
 
     # -- reading ---------------------------------------------------------------
     def has_checkpoint(self) -> bool:
-        return (self.path / _MANIFEST).exists()
+        return (self.path / _MANIFEST).exists() or (self.path / _PREVIOUS).exists()
 
-    def load_manifest(self) -> dict[str, Any]:
-        """The committed manifest, validated; raises CheckpointError when unusable."""
-        mpath = self.path / _MANIFEST
+    def load_manifest(self, name: str = _MANIFEST) -> dict[str, Any]:
+        """A committed manifest (the latest by default), validated and its checksum checked;
+        raises CheckpointError when unusable."""
+        mpath = self.path / name
         try:
             manifest = json.loads(mpath.read_text())
         except FileNotFoundError:
-            raise CheckpointError(f"{self.path}: no checkpoint here (missing {_MANIFEST})") from None
+            raise CheckpointError(f"{self.path}: no checkpoint here (missing {name})") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise CheckpointError(f"{mpath}: corrupt manifest ({exc})") from None
-        if manifest.get("format") != FORMAT:
+        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
             raise CheckpointError(f"{mpath}: not a streamwww checkpoint")
-        if manifest.get("version") != VERSION:
+        if manifest.get("version") not in READS:
             raise CheckpointError(f"{mpath}: checkpoint format version {manifest.get('version')} "
-                                  f"is not supported (this streamwww reads version {VERSION})")
+                                  f"is not supported (this streamwww reads versions "
+                                  f"{', '.join(map(str, READS))})")
+        if manifest["version"] >= 2 and manifest.get("checksum") != manifest_checksum(manifest):
+            raise CheckpointError(f"{mpath}: the manifest does not match its checksum (edited or damaged)")
         return manifest
 
     def load_W(self, manifest: dict[str, Any]) -> np.ndarray:
+        """The weights a manifest names, checked against its hash (its sum for version 1)."""
         path = self.path / manifest["W"]
         try:
             W = np.load(path, allow_pickle=False)
         except FileNotFoundError:
-            raise CheckpointError(f"{path}: missing weights named by {_MANIFEST}") from None
-        except ValueError as exc:
+            raise CheckpointError(f"{path}: missing weights named by the manifest") from None
+        except (ValueError, OSError, EOFError) as exc:
             raise CheckpointError(f"{path}: corrupt weights ({exc})") from None
         if list(W.shape) != manifest["W_shape"] or W.dtype != np.float64:
             raise CheckpointError(f"{path}: weights of shape {W.shape}/{W.dtype}, expected "
                                   f"{tuple(manifest['W_shape'])}/float64")
-        if manifest.get("W_sum") is not None and float(W.sum()) != manifest["W_sum"]:
-            raise CheckpointError(f"{path}: weights do not match the checksum in {_MANIFEST}")
+        if manifest.get("W_blake2b") is not None:
+            if array_digest(W) != manifest["W_blake2b"]:
+                raise CheckpointError(f"{path}: the weights do not match their hash in the manifest (damaged)")
+        elif manifest.get("W_sum") is not None and float(W.sum()) != manifest["W_sum"]:
+            raise CheckpointError(f"{path}: weights do not match the checksum in the manifest")
         return W
+
+    def load_settings(self) -> dict[str, Any]:
+        """The newest readable manifest, for the run's settings (no ``W`` or ``beta`` checked)."""
+        try:
+            return self.load_manifest(_MANIFEST)
+        except CheckpointError:
+            if not (self.path / _PREVIOUS).exists():
+                raise
+            return self.load_manifest(_PREVIOUS)
+
+    def load(self, verify: Callable[[dict[str, Any]], None] | None = None, repair: bool = True
+             ) -> tuple[dict[str, Any], np.ndarray]:
+        """The latest intact checkpoint: ``(manifest, W)``.
+
+        The latest commit is checked (manifest checksum, ``W`` hash, and
+        ``verify(manifest)``, e.g. the ``beta`` it names); if it is damaged the
+        previous commit, which is kept until the next one is committed, is used
+        instead, with a warning that names the damage.  With ``repair`` (the
+        locked trainer) the damaged manifest is set aside as
+        ``manifest.damaged-<time>.json`` so that the next commit keeps the intact one.
+
+        Raises
+        ------
+        CheckpointError
+            When no intact checkpoint remains; the message names every damage found.
+        """
+        damage = []
+        for name in (_MANIFEST, _PREVIOUS):
+            if not (self.path / name).exists():
+                continue
+            try:
+                manifest = self.load_manifest(name)
+                W = self.load_W(manifest)
+                if verify is not None:
+                    verify(manifest)
+            except CheckpointError as exc:
+                damage.append((name, str(exc)))
+                continue
+            if damage:
+                warnings.warn(f"{self.path}: the latest checkpoint is damaged ({damage[0][1]}); "
+                              f"resuming from the one before it (step {manifest['step']}, epoch "
+                              f"{manifest['cursor']['epoch']})", CheckpointFallbackWarning, stacklevel=2)
+                if repair and self._lock_fd is not None:
+                    os.replace(self.path / _MANIFEST, self.path / f"manifest.damaged-{int(time.time())}.json")
+                    os.replace(self.path / _PREVIOUS, self.path / _MANIFEST)
+                    fsync_path(self.path)
+            if manifest.get("version", 1) < 2:
+                logger.warning("%s: checkpoint format version 1 carries no checksums for W and the manifest; "
+                               "it resumes, and the next commit writes version %d", self.path, VERSION)
+            self._latest = manifest
+            self._W_names = [manifest["W"]]
+            if not damage and (self.path / _PREVIOUS).exists():
+                try:
+                    self._previous = self.load_manifest(_PREVIOUS)
+                    self._W_names.append(self._previous["W"])
+                except CheckpointError:
+                    self._previous = None
+            return manifest, W
+        if not damage:
+            raise CheckpointError(f"{self.path}: no checkpoint here (missing {_MANIFEST})")
+        raise CheckpointError(f"{self.path}: no intact checkpoint left: "
+                              + "; ".join(msg for _, msg in damage)
+                              + "; train again with a new --checkpoint-dir")
+
+    @property
+    def previous_versions(self) -> dict[int, int] | None:
+        """The ``beta`` versions of the kept previous commit (after :meth:`load`), or None."""
+        if self._previous is None:
+            return None
+        return {int(s): int(v) for s, v in self._previous["beta"]["versions"].items()}
 
     # -- writing ---------------------------------------------------------------
     def commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas", *,
@@ -195,45 +305,61 @@ class CheckpointDir:
             os.fsync(f.fileno())
         os.replace(tmp, wpath)
         manifest = {"format": FORMAT, "version": VERSION, "step": int(step), "W": wname,
-                    "W_shape": list(W.shape), "W_sum": float(W.sum()),
+                    "W_shape": list(W.shape), "W_blake2b": array_digest(W),
                     "beta": beta, "created": time.time(), **state}
+        manifest["checksum"] = manifest_checksum(manifest)
         mtmp = self.path / (_MANIFEST + ".tmp")
         with open(mtmp, "w") as f:
             json.dump(manifest, f, indent=1, sort_keys=True)
             f.flush()
             os.fsync(f.fileno())
+        # The latest commit becomes the previous one (kept, with everything it names,
+        # until this one is superseded); killed between the renames, the previous
+        # one is the checkpoint, which is right: this one was not committed yet.
+        # A commit with no new beta (a run's final commit, which only records the
+        # statuses) replaces the latest in place: the fallback stays a different state.
+        if plan.keys and self._latest is not None and (self.path / _MANIFEST).exists():
+            os.replace(self.path / _MANIFEST, self.path / _PREVIOUS)
+            self._previous = self._latest
         os.replace(mtmp, self.path / _MANIFEST)
         fsync_path(self.path)
+        self._latest = manifest
+        previous = self._previous
         # What the new manifest superseded is known exactly: no directory scan per
         # commit (that was O(shards) per commit). One scan per process clears what a
         # killed run left behind; while training goes on it spares beta versions
         # newer than the manifest's (they may be this run's writes in flight).
+        kept = [m for m in (manifest, previous) if m is not None]
         if final or not self._scanned:
-            self.collect_garbage(manifest, keep_newer=not final)
+            self.collect_garbage(kept, keep_newer=not final)
             self._scanned = True
         else:
-            if self._last_W is not None and self._last_W != wname:
-                (self.path / self._last_W).unlink(missing_ok=True)
+            named = {m["W"] for m in kept}
+            for old in self._W_names:
+                if old not in named:
+                    (self.path / old).unlink(missing_ok=True)
             betas.drop_superseded(plan)
         betas.mark_committed(plan)
-        self._last_W = wname
+        self._W_names = [m["W"] for m in kept]
         logger.debug("checkpoint step %d committed in %.3fs", step, time.perf_counter() - t0)
 
-    def collect_garbage(self, manifest: dict[str, Any], keep_newer: bool = False) -> None:
-        """Delete weights and beta versions the manifest does not name (with ``keep_newer``,
-        only beta versions older than the manifest's)."""
+    def collect_garbage(self, manifests: list[dict[str, Any]], keep_newer: bool = False) -> None:
+        """Delete weights and beta versions no manifest of ``manifests`` (the latest first)
+        names (with ``keep_newer``, only beta versions older than the latest's)."""
+        weights = {m["W"] for m in manifests}
         for p in self.path.iterdir():
-            if (_W_NAME.match(p.name) and p.name != manifest["W"]) or p.name.endswith(".tmp"):
+            if (_W_NAME.match(p.name) and p.name not in weights) or p.name.endswith(".tmp"):
                 p.unlink(missing_ok=True)
         bdir = self.path / "beta.zarr"
         if bdir.exists():
-            named = {int(s): int(v) for s, v in manifest["beta"]["versions"].items()}
+            named = [{int(s): int(v) for s, v in m["beta"]["versions"].items()} for m in manifests]
             for p in bdir.iterdir():
                 m = _BETA_NAME.match(p.name)
                 if m is None:
                     continue
                 s, v = int(m.group(1)), int(m.group(2))
-                if v != named.get(s, 0) and not (keep_newer and v > named.get(s, 0)):
+                newest = named[0].get(s, 0)
+                if all(v != n.get(s, 0) for n in named) and not (keep_newer and v > newest):
                     shutil.rmtree(p, ignore_errors=True)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import streamwww as sw
-from streamwww.checkpoint import CheckpointDir
+from streamwww.checkpoint import CheckpointDir, CheckpointFallbackWarning, manifest_checksum
 from streamwww.errors import CheckpointError
 from streamwww.io import write_store
 
@@ -73,11 +73,14 @@ def test_sharded_store_trains_and_invariant_holds_on_disk(tmp_path, rng):
     assert Ball.min() >= 0 and Ball.max() <= 0.05 and Ball.max() > 0
     np.testing.assert_allclose(W, W_from_beta(Xall, yall, Ball, store.n_classes, bias=1.0), atol=1e-10)
     assert man["finished"] is True
-    # garbage is collected as training goes: one W file, exactly the beta versions the manifest names
-    assert [p.name for p in ck.glob("W-*.npy")] == [man["W"]]
-    named = {f"s{int(s):06d}-v{v:06d}" for s, v in man["beta"]["versions"].items() if v > 0}
+    # garbage is collected as training goes: what the latest and the kept previous manifest
+    # name (the fallback), nothing else
+    prev = json.loads((ck / "manifest.prev.json").read_text())
+    assert prev["step"] < man["step"]
+    assert sorted(p.name for p in ck.glob("W-*.npy")) == sorted({man["W"], prev["W"]})
+    named = {f"s{int(s):06d}-v{v:06d}" for m in (man, prev) for s, v in m["beta"]["versions"].items() if v > 0}
     assert {p.name for p in (ck / "beta.zarr").iterdir() if p.name.startswith("s")} == named
-    assert len(named) == store.n_shards and not list(ck.glob("*.tmp"))
+    assert len(named) >= store.n_shards and not list(ck.glob("*.tmp"))
 
 
 def test_list_of_C_streamed_equals_single_runs(tmp_path, rng):
@@ -149,6 +152,7 @@ def test_resume_in_process_after_interrupt_and_finished_run_unchanged(tmp_path, 
     man = json.loads((ck / "manifest.json").read_text())
     man["results"][0]["status"] = "running"
     man["finished"] = False
+    man["checksum"] = manifest_checksum(man)  # an edit the checksum does not accept unless re-sealed
     (ck / "manifest.json").write_text(json.dumps(man))
     resumed = sw.train(store, checkpoint_dir=ck, checkpoint_every=2, **kw)
     assert resumed.coef_.tobytes() == reference.coef_.tobytes() and resumed.n_iter_ == reference.n_iter_
@@ -185,33 +189,76 @@ def test_lock_stops_a_second_trainer(tmp_path):
     CheckpointDir(tmp_path / "ck").close()  # free again
 
 
-@pytest.mark.parametrize("damage", ["manifest", "W", "beta", "version"])
-def test_corrupt_or_missing_pieces_are_clear_errors(tmp_path, rng, damage):
+def _damage(ck, man, what: str) -> None:
+    """Damage one piece of the commit ``man`` names in checkpoint directory ``ck``."""
+    mfile = ck / ("manifest.json" if man["step"] == json.loads((ck / "manifest.json").read_text())["step"]
+                  else "manifest.prev.json")
+    if what == "manifest-json":
+        mfile.write_text("{not json")
+    elif what == "manifest-edit":  # valid JSON, edited without a new checksum
+        edited = dict(man, cursor={**man["cursor"], "epoch": 0})
+        mfile.write_text(json.dumps(edited))
+    elif what == "W-missing":
+        (ck / man["W"]).unlink()
+    elif what == "W-flip":
+        raw = bytearray((ck / man["W"]).read_bytes())
+        raw[-3] ^= 0x40
+        (ck / man["W"]).write_bytes(bytes(raw))
+    elif what in ("beta-missing", "beta-chunk", "beta-flip"):
+        v = man["beta"]["versions"]["1"]
+        arr = ck / "beta.zarr" / f"s000001-v{v:06d}"
+        chunks = sorted(p for p in (arr / "c").rglob("*") if p.is_file())
+        if what == "beta-missing":
+            import shutil
+
+            shutil.rmtree(arr)
+        elif what == "beta-chunk":
+            chunks[0].unlink()
+        else:  # the top byte of a float64 in the middle of the chunk
+            raw = bytearray(chunks[0].read_bytes())
+            raw[(len(raw) // 16) * 8 + 7] ^= 0x40
+            chunks[0].write_bytes(bytes(raw))
+    elif what == "version":
+        mfile.write_text(json.dumps(dict(man, version=99)))
+    else:  # pragma: no cover
+        raise KeyError(what)
+
+
+DAMAGE = ["manifest-json", "manifest-edit", "W-missing", "W-flip", "beta-missing", "beta-chunk", "beta-flip",
+          "version"]
+
+
+@pytest.mark.parametrize("damage", DAMAGE)
+def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, rng, damage):
+    """Damage to the latest commit is found at resume; training continues from the commit
+    before it, says so, and ends with the uninterrupted run's model, bitwise."""
+    X, y = _data(rng)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, y, shard_rows=200)
+    kw = dict(C=1.0, random_state=0, tol=0.0)
+    reference = sw.train(store, max_iter=5, **kw)
+    ck = tmp_path / "ck"
+    sw.train(store, max_iter=3, checkpoint_dir=ck, **kw)
+    _damage(ck, json.loads((ck / "manifest.json").read_text()), damage)
+    with pytest.warns(CheckpointFallbackWarning, match="damaged.*resuming from the one before it"):
+        resumed = sw.train(store, max_iter=5, checkpoint_dir=ck, **kw)
+    assert resumed.coef_.tobytes() == reference.coef_.tobytes()
+    assert resumed.n_iter_ == 5 and list(ck.glob("manifest.damaged-*.json"))
+
+
+@pytest.mark.parametrize("damage", ["manifest-json", "W-flip", "beta-chunk", "beta-flip"])
+def test_no_intact_checkpoint_is_a_clear_error(tmp_path, rng, damage):
     X, y = _data(rng)
     store = tmp_path / "s.zarr"
     write_store(store, X, y, shard_rows=200)
     ck = tmp_path / "ck"
     sw.train(store, C=1.0, random_state=0, max_iter=2, checkpoint_dir=ck, tol=0.0)
-    man = json.loads((ck / "manifest.json").read_text())
-    if damage == "manifest":
-        (ck / "manifest.json").write_text("{not json")
-        match = "corrupt manifest"
-    elif damage == "W":
-        (ck / man["W"]).unlink()
-        match = "missing weights"
-    elif damage == "beta":
-        v = man["beta"]["versions"]["1"]
-        import shutil
-
-        shutil.rmtree(ck / "beta.zarr" / f"s000001-v{v:06d}")
-        match = "cannot read beta of shard 1"
-    else:
-        man["version"] = 99
-        (ck / "manifest.json").write_text(json.dumps(man))
-        match = "version 99 is not supported"
-    with pytest.raises(CheckpointError, match=match):
-        m = sw.train(store, C=1.0, random_state=0, max_iter=4, checkpoint_dir=ck, tol=0.0)
-        m.coef_  # pragma: no cover
+    latest = json.loads((ck / "manifest.json").read_text())
+    previous = json.loads((ck / "manifest.prev.json").read_text())
+    _damage(ck, previous, damage)
+    _damage(ck, latest, damage)
+    with pytest.raises(CheckpointError, match="no intact checkpoint left"):
+        sw.train(store, C=1.0, random_state=0, max_iter=4, checkpoint_dir=ck, tol=0.0)
 
 
 def test_model_file_round_trip(tmp_path, rng):
@@ -362,7 +409,7 @@ def test_commit_in_the_background_captures_state_and_spares_newer_versions(tmp_p
     """A commit captures W, state and versions when called and completes on its own
     thread while new versions are written; its first garbage scan (which clears what
     a killed run left) must not delete those newer versions; the final (waited)
-    commit deletes everything the manifest does not name."""
+    commit deletes everything neither the manifest nor the previous one (the fallback) names."""
     import threading
 
     from streamwww.stream import betas as C
@@ -408,8 +455,9 @@ def test_commit_in_the_background_captures_state_and_spares_newer_versions(tmp_p
         man = ck.load_manifest()
         assert man["beta"]["versions"] == {"0": 2, "1": 1} and np.allclose(man["beta"]["sums"][0], b2.sum())
         assert sorted(p.name for p in stray.iterdir() if p.name.startswith("s")) == \
-            ["s000000-v000002", "s000001-v000001"]
-        assert sorted(p.name for p in tmp_path.glob("W-*")) == ["W-000002.npy"]
+            ["s000000-v000001", "s000000-v000002", "s000001-v000001"]
+        assert sorted(p.name for p in tmp_path.glob("W-*")) == ["W-000001.npy", "W-000002.npy"]
+        assert ck.load_manifest("manifest.prev.json")["step"] == 1
         betas.close()
     finally:
         ck.close()

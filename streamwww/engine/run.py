@@ -26,6 +26,7 @@ from streamwww.engine.config import (
     results_to_json,
 )
 from streamwww.engine.driver import Hooks, run_bcd
+from streamwww.errors import CheckpointError
 from streamwww.stream.betas import DiskBetas, InMemoryBetas
 from streamwww.stream.feed import DaskExecutor, DaskFeed, SyncFeed
 
@@ -57,6 +58,24 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         mix_shards=int(mix_shards))
 
 
+def check_manifest(path, manifest: dict, data) -> None:
+    """A manifest checked against the data and the checkpoint's own contents, not trusted:
+    shapes, cursor, model count, and every ``beta`` version it names (read and summed)."""
+    n_models = len(manifest["config"]["Cs"])
+    D = int(data.n_features) + (1 if manifest["config"]["fit_intercept"] else 0)
+    where = f"{path}/manifest (step {manifest.get('step')})"
+    if list(manifest["W_shape"]) != [n_models, D, int(data.n_classes)]:
+        raise CheckpointError(f"{where}: W of shape {tuple(manifest['W_shape'])}, the data needs "
+                              f"{(n_models, D, int(data.n_classes))}")
+    cur = manifest["cursor"]
+    if not (0 <= int(cur["epoch"]) and 0 <= int(cur["pos"]) <= data.n_shards) or \
+            len(manifest["results"]) != n_models:
+        raise CheckpointError(f"{where}: cursor {cur} or {len(manifest['results'])} results do not fit "
+                              f"{data.n_shards} shards and {n_models} models")
+    DiskBetas(path, n_models, data.shard_rows, data.n_classes).verify(
+        manifest["beta"]["versions"], manifest["beta"]["sums"], where)
+
+
 def loader_threads(prefetch: int) -> int:
     """Dask worker threads for loads and writes: up to ``prefetch + 1``, leaving one
     core to the training thread. On 2 cores that is one thread: tasks then run one
@@ -85,7 +104,9 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     ckpt = CheckpointDir(checkpoint_dir) if checkpoint_dir is not None else None
     scratch = executor = betas = None
     try:
-        manifest = ckpt.load_manifest() if ckpt is not None and ckpt.has_checkpoint() else None
+        manifest = W0 = None
+        if ckpt is not None and ckpt.has_checkpoint():
+            manifest, W0 = ckpt.load(verify=lambda m: check_manifest(ckpt.path, m, data))
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
         cfg = solver_config(params, Cs, seed, inner_passes, eval_every,
@@ -104,7 +125,8 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                               versions=(manifest["beta"]["versions"] if manifest else None),
                               sums=(manifest["beta"]["sums"] if manifest else None),
                               max_pending=max(1, prefetch), keep_superseded=ckpt is not None,
-                              durable=ckpt is not None)
+                              durable=ckpt is not None,
+                              previous_versions=ckpt.previous_versions if ckpt is not None else None)
         else:
             betas = InMemoryBetas(len(cfg.Cs), data.shard_rows, data.n_classes)
         feed = DaskFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
@@ -118,7 +140,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                     r.status = "running"
             if any(r.status == "running" for r in results0):
                 manifest["finished"] = False
-            start = {"W0": ckpt.load_W(manifest), "results": results0}
+            start = {"W0": W0, "results": results0}
             logger.info("resuming %s at epoch %d, shard %d of %d", ckpt.path, cursor.epoch + 1,
                         cursor.pos, data.n_shards)
 

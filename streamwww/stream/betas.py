@@ -72,7 +72,8 @@ class DiskBetas:
 
     def __init__(self, root, n_models: int, shard_rows, n_classes: int, executor=None,
                  versions: dict[int, int] | None = None, sums=None, max_pending: int = 2,
-                 keep_superseded: bool = True, durable: bool = False):
+                 keep_superseded: bool = True, durable: bool = False,
+                 previous_versions: dict[int, int] | None = None):
         import zarr
 
         self.root = Path(root) / "beta.zarr"
@@ -93,6 +94,10 @@ class DiskBetas:
                               else np.asarray(sums, dtype=np.float64).reshape(len(self.shard_rows), self.n_models))
         self._version_sums: dict[int, dict[int, np.ndarray]] = {s: {} for s in range(len(self.shard_rows))}
         self._committed = dict(self.versions)
+        # the versions of the commit before (kept on disk as the checkpoint's fallback)
+        self._previous = dict(self._committed)
+        if previous_versions:
+            self._previous.update({int(s): int(v) for s, v in previous_versions.items()})
         self._pending: dict[int, list[Any]] = {}  # shard -> its writes in flight, oldest first
         self._outbox: dict[tuple[int, int], np.ndarray] = {}  # versions being written
         self._lock = threading.Lock()
@@ -197,6 +202,26 @@ class DiskBetas:
                 drop = v if newest > v else v - 1 if (s, v - 1) not in self._writing else 0
             if drop > 0:
                 shutil.rmtree(self.root / beta_name(s, drop), ignore_errors=True)
+
+    def verify(self, versions, sums, where) -> None:
+        """Read every named version and compare its per-model sum with ``sums`` (a
+        manifest's): a damaged, missing or zeroed chunk changes the sum.  Raises
+        :class:`~streamwww.errors.CheckpointError` naming the shard, the version and ``where``."""
+        n = len(self.shard_rows)
+        names = {str(s) for s in range(n)}
+        if set(map(str, versions)) != names:
+            raise CheckpointError(f"{where}: names beta of {len(versions)} shards; the data has {n}")
+        want = np.asarray(sums, dtype=np.float64)
+        if want.size != n * self.n_models:
+            raise CheckpointError(f"{where}: {want.size} beta sums for {n} shards x {self.n_models} models")
+        want = want.reshape(n, self.n_models)
+        for s in range(n):
+            v = int(versions[str(s)] if str(s) in versions else versions[s])
+            got = self.read(s, v).sum(axis=(1, 2)) if v else np.zeros(self.n_models)
+            # Summation order may differ from the writer's (a view vs a fresh array): not bitwise.
+            if not np.all(np.abs(got - want[s]) <= 1e-9 * np.maximum(1.0, np.abs(want[s]))):
+                raise CheckpointError(f"{self.root / beta_name(s, v)}: beta of shard {s} version {v} does not "
+                                      f"match its sum in {where} ({got.tolist()} vs {want[s].tolist()}): damaged")
 
     def get(self, s: int) -> np.ndarray:
         """The current ``beta`` of shard ``s``."""
@@ -328,14 +353,16 @@ class DiskBetas:
             self._syncer = None
 
     def drop_superseded(self, plan: "BetaCommit") -> None:
-        """Delete the versions that ``plan``'s (now committed) versions superseded."""
+        """Delete the versions that ``plan``'s (now committed) versions superseded, except
+        the ones of the commit before it, which stay as the fallback."""
         for s in {s for s, _ in plan.keys}:
-            for v in range(max(1, self._committed[s]), plan.versions[s]):
-                shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
+            for v in range(max(1, self._previous[s]), plan.versions[s]):
+                if v != self._committed[s]:
+                    shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
 
     def mark_committed(self, plan: "BetaCommit") -> None:
-        """``plan``'s versions are now the committed ones."""
-        self._committed = dict(plan.versions)
+        """``plan``'s versions are now the committed ones; the committed ones become the previous."""
+        self._previous, self._committed = self._committed, dict(plan.versions)
 
 
 def _wait(futures) -> None:
