@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from streamwww.errors import ChecksumError
 from streamwww.io._backend import ShardBackend, check_fits
-from streamwww.io._chunks import crc32c
+from streamwww.io._chunks import _scratch, crc32c
 from streamwww.io._format import CHECKSUM_KEY, DAMAGED_FIX, FORMAT_VERSION, ShardData, shard_name
 
 _PIECE = 16 * 2**20
@@ -89,18 +89,24 @@ class ParquetBackend(ShardBackend):
         if checksums is None:  # version 1: no file checksum recorded
             table = pq.read_table(str(path), memory_map=False, page_checksum_verification=True)
         else:
-            # the file's bytes are checked, then parsed from the same buffer
+            # The file's bytes are checked, then parsed from the same buffer: this
+            # thread's reusable one (fresh pages cost more than the check, see _chunks).
+            # Nothing returned refers to it: every part is copied into ``out`` below.
             try:
-                with open(path, "rb") as f:
-                    buf = f.read()
+                with open(path, "rb", buffering=0) as f:
+                    size = os.fstat(f.fileno()).st_size
+                    buf = _scratch(size)
+                    if f.readinto(buf) != size:
+                        raise ChecksumError(path, "file", "file", f"cannot read {size} bytes",
+                                            DAMAGED_FIX)
             except FileNotFoundError:
                 raise ChecksumError(path, "file", "file", "shard file is missing", DAMAGED_FIX) from None
             expected = int(checksums["file"][0])
             if (got := crc32c(buf)) != expected:
                 raise ChecksumError(path, "file", "file", f"crc32c mismatch: the file hashes to "
                                     f"{got:#010x}, the metadata records {expected:#010x} "
-                                    f"({os.path.getsize(path)} bytes)", DAMAGED_FIX)
-            table = pq.read_table(pa.BufferReader(buf), page_checksum_verification=True)
+                                    f"({size} bytes)", DAMAGED_FIX)
+            table = pq.read_table(pa.BufferReader(pa.py_buffer(buf)), page_checksum_verification=True)
         parts = {"y": table.column("y").to_numpy()}
         indptr = None
         if layout == "dense":

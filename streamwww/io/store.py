@@ -250,6 +250,33 @@ class ShardStore:
                 return f"column index out of range [0, {self.n_features})"
         return None
 
+    def verify(self, progress=None) -> int:
+        """Read every shard once, as training does, checking all it checks.
+
+        Parameters
+        ----------
+        progress : callable, optional
+            Called with the index of each shard once it is verified.
+
+        Returns
+        -------
+        int
+            The number of shards read.
+
+        Raises
+        ------
+        ChecksumError
+            The first shard whose stored bytes do not match their recorded
+            checksums, or that lacks a chunk (format version 2 on).
+        ShardFormatError
+            The first shard that cannot be read or does not match the metadata.
+        """
+        for i in range(self.n_shards):
+            self.read_shard(i)
+            if progress is not None:
+                progress(i)
+        return self.n_shards
+
     def iter_shards(self) -> Iterator[tuple[sp.csr_matrix | np.ndarray, np.ndarray]]:
         """Yield ``read_shard(i)`` for every shard in order."""
         for i in range(self.n_shards):

@@ -350,3 +350,23 @@ def test_checksummed_array_api(tmp_path, rng, chunks):
         _chunks.read_into(arr, where, np.empty_like(data), checksums=sums[:-1])
     with pytest.raises(ValueError, match="'missing' parameter"):
         _chunks.read_into(arr, where, np.empty_like(data), missing="zeros")
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_info_verify(tmp_path, capsys, small_chunks):
+    from streamwww.cli import main
+
+    store = _store(tmp_path / "s", fmt="zarr")
+    assert main(["info", str(store.path), "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "crc32c of every stored chunk" in out and "verified     3 shard(s), checksums" in out
+    (store.path / "shard-00002" / "y" / "c" / "1").unlink()
+    assert main(["info", str(store.path), "--verify"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("streamwww info: error: ")
+    assert "shard 2 (shard-00002)" in err[0] and "y/c/1: chunk file is missing" in err[0]
+    assert main(["info", str(DATA / "v1-parquet"), "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "none (format version 1): convert again" in out and "metadata only" in out
