@@ -12,6 +12,7 @@ __all__ = [
     "DataFormatError",
     "LibsvmFormatError",
     "ShardFormatError",
+    "ChecksumError",
     "StoreExistsError",
     "CheckpointError",
     "DeviceUnavailableError",
@@ -48,6 +49,42 @@ class LibsvmFormatError(DataFormatError):
 
 class ShardFormatError(DataFormatError):
     """A shard store that is incomplete, corrupt or of an unknown version."""
+
+
+class ChecksumError(ShardFormatError):
+    """Stored bytes that do not match their recorded checksum, or a chunk that is missing.
+
+    Raised when a chunk's or file's content checksum (crc32c) differs from the
+    one stored beside it or recorded in the metadata, or when a chunk that was
+    written is gone: the data is damaged and must not be used.
+
+    Parameters
+    ----------
+    path : str
+        The damaged file (a chunk file or a whole Parquet shard).
+    array : str
+        The array (or column set) it belongs to, e.g. ``"data"``.
+    chunk : str
+        Which chunk of the array, e.g. ``"0"`` or ``"2.0"`` (``"file"`` for a whole file).
+    reason : str
+        What does not match.
+    fix : str
+        What to do about it.
+    where : str, optional
+        What the file belongs to (e.g. ``"STORE: shard 2 (shard-00002)"``), put first.
+    """
+
+    def __init__(self, path: str, array: str, chunk: str, reason: str, fix: str,
+                 where: str | None = None):
+        self.path, self.array, self.chunk = str(path), str(array), str(chunk)
+        self.reason, self.fix = str(reason), str(fix)
+        self.where = None if where is None else str(where)
+        head = f"{self.where}: " if self.where else ""
+        super().__init__(f"{head}{self.path}: {self.reason} (array {self.array!r}, chunk {self.chunk}); "
+                         f"{self.fix}")
+
+    def __reduce__(self):  # picklable, so that Dask hands the same error back from a worker
+        return type(self), (self.path, self.array, self.chunk, self.reason, self.fix, self.where)
 
 
 class StoreExistsError(StreamwwwError, FileExistsError):

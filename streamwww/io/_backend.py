@@ -34,12 +34,19 @@ class ShardBackend(ABC):
 
     @abstractmethod
     def write_shard(self, root: Path, i: int, shard: ShardData, *, n_features: int,
-                    row_offset: int) -> None:
-        """Write shard ``i`` under ``root``."""
+                    row_offset: int) -> dict:
+        """Write shard ``i`` under ``root``; return its content checksums,
+        ``{CHECKSUM_KEY: {name: [crc32c, ...]}}`` (names as :meth:`checksum_names`),
+        for the shard's record in the metadata."""
+
+    @abstractmethod
+    def checksum_names(self, layout: str) -> tuple[str, ...]:
+        """The names under which a shard of ``layout`` records its checksums."""
 
     @abstractmethod
     def read_shard_into(self, root: Path, i: int, out: dict[str, np.ndarray], *, layout: str,
-                        n_features: int, handles: dict | None = None) -> np.ndarray | None:
+                        n_features: int, handles: dict | None = None,
+                        checksums: dict | None = None) -> np.ndarray | None:
         """Read shard ``i`` into preallocated arrays, with only that shard's files read.
 
         ``out`` holds writable arrays (views into one buffer when several shards
@@ -50,6 +57,12 @@ class ShardBackend(ABC):
 
         ``handles``, if given, is the opened store's cache of per-shard handles
         (open arrays) that a backend may keep between reads.
+
+        ``checksums``, if given (format version 2 on), is the shard's recorded
+        checksums as :meth:`write_shard` returned them: every stored byte read
+        must match them, and every chunk must exist, else
+        :class:`~streamwww.errors.ChecksumError` (naming the file, the array and
+        the chunk). Without it (version 1) nothing is verified.
 
         Returns the shard's CSR ``indptr`` (rows + 1 offsets from 0) for the
         sparse layout, None for dense. The store validates shapes and ranges

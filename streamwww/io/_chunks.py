@@ -9,11 +9,20 @@ more time than the decode (about 1 ms per MiB on the benchmark machine).
 
 This reader covers the layout streamwww writes: a regular chunk grid split along
 the first axis only, default chunk keys, and the codecs ``bytes`` (little endian)
-optionally followed by ``blosc``. The compressed chunk is read into one reusable
-buffer per thread and Blosc decodes it into the destination (numcodecs, the
-decoder Zarr itself calls). Anything else returns ``False`` so that the caller
-uses Zarr's own path (:func:`read_into` does both); the two give the same bytes
-(tests/io/test_chunks.py).
+optionally followed by ``blosc``, optionally followed by ``crc32c``. The stored
+chunk is read into one reusable buffer per thread, its crc32c trailer checked,
+and Blosc decodes it into the destination (numcodecs, the decoder Zarr itself
+calls). Anything else returns ``False`` so that the caller uses Zarr's own path
+(:func:`read_into` does both); the two give the same bytes (tests/io/test_chunks.py).
+
+Integrity (docs/FORMAT.md, "Integrity"): an array made by
+:func:`create_checksummed_array` ends its codec chain with ``crc32c`` (each
+stored chunk carries the crc32c of its compressed bytes) and has every chunk
+written, even one equal to the fill value. :func:`chunk_checksums` returns those
+crc32c values once written, for the caller to record; :func:`read_into` with
+``checksums=`` (the recorded values) and ``missing="error"`` then refuses a
+chunk whose bytes changed, one rewritten with other (validly compressed) data,
+and a missing one, raising :class:`~streamwww.errors.ChecksumError`.
 """
 
 from __future__ import annotations
@@ -22,12 +31,19 @@ import os
 import struct
 import sys
 import threading
+from collections.abc import Sequence
+from itertools import product
 from pathlib import Path
 
 import numpy as np
 
+from streamwww.errors import ChecksumError
+
 _local = threading.local()
 _BLOSC_HEADER = 16  # c-blosc frame: version, versionlz, flags, typesize, nbytes, blocksize, cbytes
+_CRC_BYTES = 4  # the crc32c codec appends the little-endian crc32c of the bytes before it
+MISSING = ("fill", "error")
+DEFAULT_FIX = "the data is damaged: write it again from its source"
 
 
 def _scratch(nbytes: int) -> memoryview:
@@ -38,9 +54,28 @@ def _scratch(nbytes: int) -> memoryview:
     return memoryview(buf)[:nbytes]
 
 
-def _codecs(metadata) -> str | None:
-    """``"raw"``, ``"blosc"``, or ``None`` for a codec chain this reader does not cover."""
-    from zarr.codecs import BloscCodec, BytesCodec
+def crc32c(buf) -> int:
+    """crc32c (Castagnoli) of a bytes-like object, as an unsigned 32-bit int (google-crc32c,
+    the library Zarr's ``crc32c`` codec uses; hardware-accelerated where the CPU has it)."""
+    import google_crc32c
+
+    if not isinstance(buf, bytes):
+        buf = np.frombuffer(buf, dtype=np.uint8)  # zero-copy; google-crc32c takes bytes or arrays
+    return int(google_crc32c.value(buf))
+
+
+def has_checksums(array) -> bool:
+    """Whether ``array``'s codec chain ends with Zarr v3's ``crc32c`` codec."""
+    from zarr.codecs import Crc32cCodec
+
+    codecs = list(getattr(array.metadata, "codecs", ()))
+    return bool(codecs) and isinstance(codecs[-1], Crc32cCodec)
+
+
+def _codecs(metadata) -> tuple[str, bool] | None:
+    """``(kind, crc)``: kind ``"raw"`` or ``"blosc"``, ``crc`` whether a ``crc32c``
+    codec ends the chain; ``None`` for a codec chain this reader does not cover."""
+    from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec
 
     codecs = list(metadata.codecs)
     if not codecs or not isinstance(codecs[0], BytesCodec):
@@ -48,14 +83,71 @@ def _codecs(metadata) -> str | None:
     endian = codecs[0].endian
     if endian is not None and (endian.value != "little" or sys.byteorder != "little"):
         return None
+    crc = isinstance(codecs[-1], Crc32cCodec)
+    if crc:
+        codecs = codecs[:-1]
     if len(codecs) == 1:
-        return "raw"
+        return "raw", crc
     if len(codecs) == 2 and isinstance(codecs[1], BloscCodec):
-        return "blosc"
+        return "blosc", crc
     return None
 
 
-def read_whole_chunks(array, directory: str | Path, out: np.ndarray) -> bool:
+def _grid(array) -> list[tuple[int, ...]]:
+    """Coordinates of every chunk of ``array``'s regular grid, in C order."""
+    shape = tuple(array.shape)
+    chunk = tuple(array.metadata.chunk_grid.chunk_shape)
+    return list(product(*(range(-(-s // c)) for s, c in zip(shape, chunk))))
+
+
+def _chunk_path(array, directory, coords: tuple[int, ...]) -> str:
+    return os.path.join(directory, array.metadata.encode_chunk_key(coords))
+
+
+def _label(coords: tuple[int, ...]) -> str:
+    return ".".join(map(str, coords))
+
+
+def _check_args(missing: str, checksums, n_chunks: int, array, directory, fix: str) -> None:
+    if missing not in MISSING:
+        raise ValueError(f"The 'missing' parameter must be one of {list(MISSING)}. "
+                         f"Got {missing!r} instead.")
+    if checksums is None:
+        return
+    name = os.path.basename(os.fspath(directory))
+    if not has_checksums(array):
+        raise ChecksumError(directory, name, "*", "checksums are recorded for this array but its "
+                            "codecs carry none (it was rewritten)", fix)
+    if len(checksums) != n_chunks:
+        raise ChecksumError(directory, name, "*", f"{len(checksums)} chunk checksums are recorded "
+                            f"but the array has {n_chunks} chunks", fix)
+
+
+def _verify(path: str, name: str, coords, buf: memoryview, expected: int | None, fix: str) -> memoryview:
+    """Check a stored chunk's crc32c trailer (and the recorded value); return its payload."""
+    size = len(buf)
+    if size < _CRC_BYTES:
+        raise ChecksumError(path, name, _label(coords), f"chunk of {size} bytes has no crc32c", fix)
+    stored = struct.unpack_from("<I", buf, size - _CRC_BYTES)[0]
+    payload = buf[:size - _CRC_BYTES]
+    computed = crc32c(payload)
+    if computed != stored:
+        raise ChecksumError(path, name, _label(coords), f"crc32c mismatch: the chunk's bytes hash "
+                            f"to {computed:#010x}, its stored checksum is {stored:#010x}", fix)
+    if expected is not None and stored != int(expected):
+        raise ChecksumError(path, name, _label(coords), f"crc32c mismatch: the chunk holds "
+                            f"{stored:#010x}, the metadata records {int(expected):#010x} "
+                            f"(the chunk was rewritten)", fix)
+    return payload
+
+
+def _missing_chunk(path: str, name: str, coords, fix: str) -> ChecksumError:
+    return ChecksumError(path, name, _label(coords), "chunk file is missing (every chunk was "
+                         "written, so this is damage, not a chunk of fill values)", fix)
+
+
+def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing: str = "fill",
+                      checksums: Sequence[int] | None = None, fix: str = DEFAULT_FIX) -> bool:
     """Read all of the Zarr v3 ``array`` stored in ``directory`` into ``out``.
 
     Parameters
@@ -66,6 +158,17 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray) -> bool:
         The array's directory on the local file system.
     out : numpy.ndarray
         C-contiguous, of the array's shape and dtype.
+    missing : {"fill", "error"}, default="fill"
+        A chunk file that does not exist: ``"fill"`` reads it as the fill value
+        (Zarr's rule, for arrays written without every chunk); ``"error"``
+        raises :class:`~streamwww.errors.ChecksumError`.
+    checksums : sequence of int, optional
+        The crc32c of every chunk in C order of the chunk grid, as recorded by
+        :func:`chunk_checksums` when the array was written; each chunk's stored
+        crc32c must equal it. Chunks' own crc32c trailers are checked whenever
+        the codecs end with ``crc32c``, recorded values or not.
+    fix : str
+        What to do about damage, ending the error message.
 
     Returns
     -------
@@ -75,9 +178,12 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray) -> bool:
 
     Raises
     ------
+    ChecksumError
+        A chunk whose crc32c does not match, a missing chunk with
+        ``missing="error"``, or recorded checksums that do not fit the array.
     ValueError
-        A chunk whose size or Blosc header does not match the metadata (the
-        message names the chunk's file).
+        A chunk (without crc32c) whose size or Blosc header does not match the
+        metadata (the message names the chunk's file).
     """
     from zarr.core.chunk_grids import RegularChunkGrid
     from zarr.core.metadata import ArrayV3Metadata
@@ -88,33 +194,50 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray) -> bool:
             or out.ndim == 0 or out.dtype.hasobject):
         return False
     chunk = tuple(md.chunk_grid.chunk_shape)
-    if chunk[1:] != tuple(array.shape[1:]) or (kind := _codecs(md)) is None:
+    if chunk[1:] != tuple(array.shape[1:]) or (codecs := _codecs(md)) is None:
         return False
+    kind, crc = codecs
     from numcodecs import blosc
 
+    rows = out.shape[0]
+    n_chunks = -(-rows // chunk[0])
+    _check_args(missing, checksums, n_chunks, array, directory, fix)
+    name = os.path.basename(os.fspath(directory))
     row_bytes = out.dtype.itemsize * int(np.prod(out.shape[1:], dtype=np.int64))
     chunk_bytes = chunk[0] * row_bytes
     flat = out.reshape(-1).view(np.uint8)
-    rows = out.shape[0]
     for i, r0 in enumerate(range(0, rows, chunk[0])):
         r1 = min(rows, r0 + chunk[0])
         dest = flat[r0 * row_bytes:r1 * row_bytes]
-        path = os.path.join(directory, md.encode_chunk_key((i,) + (0,) * (out.ndim - 1)))
+        coords = (i,) + (0,) * (out.ndim - 1)
+        path = os.path.join(directory, md.encode_chunk_key(coords))
         try:
             f = open(path, "rb", buffering=0)
         except FileNotFoundError:  # never written: all fill value (Zarr's rule)
+            if missing == "error":
+                raise _missing_chunk(path, name, coords, fix) from None
             out[r0:r1] = md.fill_value
             continue
         with f:
             size = os.fstat(f.fileno()).st_size
-            if kind == "raw":
+            if kind == "raw" and not crc:
                 # an edge chunk is stored full size; only its first rows are data
                 if size != chunk_bytes or f.readinto(dest) != dest.nbytes:
                     raise ValueError(f"{path}: {size} bytes, expected {chunk_bytes}")
                 continue
             src = _scratch(size)
-            if f.readinto(src) != size or size < _BLOSC_HEADER:
+            if f.readinto(src) != size:
                 raise ValueError(f"{path}: cannot read {size} bytes")
+        if crc:
+            src = _verify(path, name, coords, src, None if checksums is None else checksums[i], fix)
+            size = len(src)
+        if kind == "raw":
+            if size != chunk_bytes:
+                raise ChecksumError(path, name, _label(coords), f"{size} bytes, expected {chunk_bytes}", fix)
+            dest[...] = np.frombuffer(src, np.uint8, dest.nbytes)
+            continue
+        if size < _BLOSC_HEADER:
+            raise ValueError(f"{path}: cannot read {size} bytes")
         nbytes, cbytes = struct.unpack_from("<I", src, 4)[0], struct.unpack_from("<I", src, 12)[0]
         if nbytes != chunk_bytes or cbytes != size:
             raise ValueError(f"{path}: Blosc frame of {nbytes} bytes ({cbytes} compressed, file {size}); "
@@ -126,12 +249,133 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray) -> bool:
     return True
 
 
-def read_into(array, directory: str | Path, out: np.ndarray) -> np.ndarray:
-    """Read all of ``array`` into ``out`` (same shape and dtype): whole chunks in place
-    when :func:`read_whole_chunks` covers the layout, else through Zarr (which decodes
-    each chunk into a buffer of its own and copies it here). Returns ``out``."""
-    if not read_whole_chunks(array, directory, out):
+def _verify_files(array, directory, *, missing: str, checksums, fix: str) -> None:
+    """Check every chunk file of ``array`` (existence, crc32c trailer, recorded value)
+    ahead of a read through Zarr, which would read a missing chunk as fill values and
+    cannot compare with recorded checksums."""
+    grid = _grid(array)
+    _check_args(missing, checksums, len(grid), array, directory, fix)
+    name = os.path.basename(os.fspath(directory))
+    crc = has_checksums(array)
+    for i, coords in enumerate(grid):
+        path = _chunk_path(array, directory, coords)
+        try:
+            with open(path, "rb") as f:
+                buf = memoryview(f.read()) if crc else None
+        except FileNotFoundError:
+            if missing == "error":
+                raise _missing_chunk(path, name, coords, fix) from None
+            continue
+        if crc:
+            _verify(path, name, coords, buf, None if checksums is None else checksums[i], fix)
+
+
+def read_into(array, directory: str | Path, out: np.ndarray, *, missing: str = "fill",
+              checksums: Sequence[int] | None = None, fix: str = DEFAULT_FIX) -> np.ndarray:
+    """Read all of ``array`` into ``out`` (same shape and dtype), verifying checksums.
+
+    Whole chunks are decoded in place when :func:`read_whole_chunks` covers the
+    layout, else the array is read through Zarr (which decodes each chunk into a
+    buffer of its own and copies it here), after every chunk file was checked as
+    :func:`read_whole_chunks` checks it. ``missing``, ``checksums`` and ``fix``
+    are as there. Returns ``out``.
+
+    Raises
+    ------
+    ChecksumError
+        A damaged or (with ``missing="error"``) missing chunk; the message names
+        the chunk's file, the array, the chunk and ``fix``.
+    """
+    if not read_whole_chunks(array, directory, out, missing=missing, checksums=checksums, fix=fix):
         from zarr.core.buffer.cpu import NDBuffer
 
+        if checksums is not None or missing != "fill" or has_checksums(array):
+            _verify_files(array, directory, missing=missing, checksums=checksums, fix=fix)
         array.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(out))
     return out
+
+
+def chunk_checksums(array, directory: str | Path) -> list[int]:
+    """The crc32c of every chunk of a checksummed ``array``, in C order of its chunk grid.
+
+    Read back from the chunk files just written (each one's trailer checked
+    against its bytes, so a write that went wrong is caught here). Record the
+    list with the array and pass it as ``checksums=`` to :func:`read_into`.
+
+    Parameters
+    ----------
+    array : zarr.Array
+        An array made by :func:`create_checksummed_array` (codecs ending with
+        ``crc32c``), every chunk written.
+    directory : str or Path
+        The array's directory on the local file system.
+
+    Returns
+    -------
+    list of int
+        Unsigned 32-bit values (JSON-able).
+
+    Raises
+    ------
+    ValueError
+        If the array's codecs do not end with ``crc32c``.
+    ChecksumError
+        If a chunk is missing or does not match its own trailer.
+    """
+    if not has_checksums(array):
+        raise ValueError(f"{directory}: the array's codecs do not end with crc32c")
+    name = os.path.basename(os.fspath(directory))
+    out = []
+    for coords in _grid(array):
+        path = _chunk_path(array, directory, coords)
+        try:
+            with open(path, "rb") as f:
+                buf = memoryview(f.read())
+        except FileNotFoundError:
+            raise _missing_chunk(path, name, coords, "write the array again") from None
+        payload = _verify(path, name, coords, buf, None, "write the array again")
+        out.append(struct.unpack_from("<I", buf, len(payload))[0])
+    return out
+
+
+def create_checksummed_array(parent, name: str, *, data: np.ndarray | None = None,
+                             shape: tuple[int, ...] | None = None, dtype=None,
+                             chunks: tuple[int, ...], compressors: Sequence = (), **kwargs):
+    """Create a Zarr v3 array whose chunks carry a crc32c and are all written.
+
+    The codec chain is ``bytes``, then ``compressors``, then ``crc32c``; the
+    array's config has ``write_empty_chunks=True``, so every chunk written is
+    stored even when it equals the fill value, and a missing chunk file can be
+    treated as damage (``missing="error"`` in :func:`read_into`).
+
+    Parameters
+    ----------
+    parent : zarr.Group
+        Where to create it.
+    name : str
+        The array's name in ``parent``.
+    data : numpy.ndarray, optional
+        Initial content (then ``shape`` and ``dtype`` come from it).
+    shape, dtype : optional
+        For an array without ``data`` (write every chunk before recording
+        :func:`chunk_checksums`).
+    chunks : tuple of int
+        Chunk shape (split along the first axis only for in-place reads).
+    compressors : sequence of zarr BytesBytesCodec, default=()
+        E.g. ``[BloscCodec(...)]``.
+    **kwargs
+        Passed to :meth:`zarr.Group.create_array`.
+
+    Returns
+    -------
+    zarr.Array
+    """
+    from zarr.codecs import Crc32cCodec
+
+    config = {**kwargs.pop("config", {}), "write_empty_chunks": True}
+    if data is not None:
+        kwargs["data"] = data
+    else:
+        kwargs["shape"], kwargs["dtype"] = shape, dtype
+    return parent.create_array(name, chunks=chunks, compressors=[*compressors, Crc32cCodec()],
+                               config=config, **kwargs)

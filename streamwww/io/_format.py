@@ -17,7 +17,13 @@ import numpy as np
 import scipy.sparse as sp
 
 FORMAT_NAME = "streamwww-shards"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Versions this streamwww reads. Version 1 (before 2026-11-24) records no content
+# checksums: it is read as before, with its own fingerprint (docs/FORMAT.md).
+READ_VERSIONS = (1, 2)
+CHECKSUM_KEY = "crc32c"  # per-shard record: {array name: [crc32c of each stored chunk]}
+DAMAGED_FIX = ("the store is damaged: convert it again from its source "
+               "(streamwww convert ... --overwrite)")
 MARKER = "streamwww.json"
 LAYOUTS = ("sparse", "dense")
 DTYPES = ("float32", "float64")
@@ -95,14 +101,21 @@ def labels_from_json(values: list, label_type: str) -> np.ndarray:
 
 
 def fingerprint(meta: dict) -> str:
-    """Stable SHA-256 identifying the data a store returns.
+    """Stable SHA-256 identifying the data a store returns and the bytes that hold it.
 
     Covers the fields that change what ``read_shard`` returns (shapes, dtype,
-    layout, classes) and each shard's rows, nnz and content hash. Two
-    conversions of the same text with the same options have the same
-    fingerprint, whatever the format (Zarr or Parquet) or compression.
+    layout, classes) and each shard's rows, nnz and content hash; from format
+    version 2 on also each shard's recorded crc32c checksums (the stored
+    chunks, checked on every read), so a store whose checksums were edited
+    has another fingerprint. Two conversions of the same text with the same
+    options and format have the same fingerprint. Version-1 stores keep the
+    fingerprint they were written with (no checksums).
     """
     payload = {k: meta[k] for k in _FINGERPRINT_FIELDS}
-    payload["shards"] = [[s["rows"], s["nnz"], s["sha256"]] for s in meta["shards"]]
+    if meta["format_version"] == 1:
+        payload["shards"] = [[s["rows"], s["nnz"], s["sha256"]] for s in meta["shards"]]
+    else:
+        payload["shards"] = [[s["rows"], s["nnz"], s["sha256"], s[CHECKSUM_KEY]]
+                             for s in meta["shards"]]
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

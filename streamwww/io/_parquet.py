@@ -8,20 +8,28 @@ Columns (docs/FORMAT.md)::
     x        fixed_size_list<float, n_features>   dense layout
 
 The file's key-value metadata ``streamwww`` (JSON) describes the shard. Pages
-are zstd-compressed, without dictionary encoding.
+are zstd-compressed, without dictionary encoding, and carry Parquet's page
+checksums (CRC32), verified on read. From format version 2 on the crc32c of the
+whole file is recorded in the store's metadata and checked before the file is
+parsed (docs/FORMAT.md, Integrity).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streamwww.errors import ChecksumError
 from streamwww.io._backend import ShardBackend, check_fits
-from streamwww.io._format import FORMAT_VERSION, ShardData, shard_name
+from streamwww.io._chunks import _scratch, crc32c
+from streamwww.io._format import CHECKSUM_KEY, DAMAGED_FIX, FORMAT_VERSION, ShardData, shard_name
+
+_PIECE = 16 * 2**20
 
 
 def _list_parts(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -40,8 +48,11 @@ class ParquetBackend(ShardBackend):
     def shard_relpath(self, i: int) -> str:
         return shard_name(i) + ".parquet"
 
+    def checksum_names(self, layout: str) -> tuple[str, ...]:
+        return ("file",)
+
     def write_shard(self, root: Path, i: int, shard: ShardData, *, n_features: int,
-                    row_offset: int) -> None:
+                    row_offset: int) -> dict:
         y = pa.array(shard.y.astype(np.int32, copy=False))
         if shard.layout == "sparse":
             X = shard.X
@@ -59,13 +70,43 @@ class ParquetBackend(ShardBackend):
         info = {"format_version": FORMAT_VERSION, "shard": i, "row_offset": row_offset,
                 "layout": shard.layout, "n_features": n_features}
         table = table.replace_schema_metadata({"streamwww": json.dumps(info)})
-        pq.write_table(table, str(root / self.shard_relpath(i)), compression="zstd",
-                       use_dictionary=False, write_statistics=False,
-                       row_group_size=max(1, shard.rows))
+        path = root / self.shard_relpath(i)
+        pq.write_table(table, str(path), compression="zstd", use_dictionary=False,
+                       write_statistics=False, row_group_size=max(1, shard.rows),
+                       write_page_checksum=True)
+        import google_crc32c
+
+        crc = 0
+        with open(path, "rb") as f:  # read back: what is recorded is what is on disk
+            while piece := f.read(_PIECE):
+                crc = google_crc32c.extend(crc, piece)
+        return {CHECKSUM_KEY: {"file": [int(crc)]}}
 
     def read_shard_into(self, root: Path, i: int, out: dict[str, np.ndarray], *, layout: str,
-                        n_features: int, handles: dict | None = None) -> np.ndarray | None:
-        table = pq.read_table(str(root / self.shard_relpath(i)), memory_map=False)
+                        n_features: int, handles: dict | None = None,
+                        checksums: dict | None = None) -> np.ndarray | None:
+        path = root / self.shard_relpath(i)
+        if checksums is None:  # version 1: no file checksum recorded
+            table = pq.read_table(str(path), memory_map=False, page_checksum_verification=True)
+        else:
+            # The file's bytes are checked, then parsed from the same buffer: this
+            # thread's reusable one (fresh pages cost more than the check, see _chunks).
+            # Nothing returned refers to it: every part is copied into ``out`` below.
+            try:
+                with open(path, "rb", buffering=0) as f:
+                    size = os.fstat(f.fileno()).st_size
+                    buf = _scratch(size)
+                    if f.readinto(buf) != size:
+                        raise ChecksumError(path, "file", "file", f"cannot read {size} bytes",
+                                            DAMAGED_FIX)
+            except FileNotFoundError:
+                raise ChecksumError(path, "file", "file", "shard file is missing", DAMAGED_FIX) from None
+            expected = int(checksums["file"][0])
+            if (got := crc32c(buf)) != expected:
+                raise ChecksumError(path, "file", "file", f"crc32c mismatch: the file hashes to "
+                                    f"{got:#010x}, the metadata records {expected:#010x} "
+                                    f"({size} bytes)", DAMAGED_FIX)
+            table = pq.read_table(pa.BufferReader(pa.py_buffer(buf)), page_checksum_verification=True)
         parts = {"y": table.column("y").to_numpy()}
         indptr = None
         if layout == "dense":

@@ -10,6 +10,10 @@ Layout (docs/FORMAT.md)::
     STORE/shard-00000/X               float32|float64 (rows, n_features)  dense layout
     STORE/shard-00000/y               int32  (rows,)         class indices
 
+Each array's codecs are ``bytes``, Blosc, then ``crc32c`` (format version 2 on),
+every chunk is written (``write_empty_chunks``), and the crc32c of every chunk is
+recorded in the store's metadata; reads verify both (docs/FORMAT.md, Integrity).
+
 Chunks are compressed with Blosc(LZ4, byte shuffle): a training run decodes
 every shard every epoch, and LZ4 decodes about twice as fast as zstd level 3
 for about 8 % more bytes on disk (measured on a generated 50,000-row shard:
@@ -26,8 +30,8 @@ import zarr
 from zarr.codecs import BloscCodec
 
 from streamwww.io._backend import ShardBackend, check_fits
-from streamwww.io._chunks import read_into
-from streamwww.io._format import FORMAT_VERSION, ShardData, shard_name
+from streamwww.io._chunks import chunk_checksums, create_checksummed_array, read_into
+from streamwww.io._format import CHECKSUM_KEY, DAMAGED_FIX, FORMAT_VERSION, ShardData, shard_name
 
 _CHUNK_ELEMENTS = 4 * 2**20
 
@@ -56,8 +60,11 @@ class ZarrBackend(ShardBackend):
                         attributes={"streamwww": {"format_version": FORMAT_VERSION,
                                                   "metadata": "streamwww.json"}})
 
+    def checksum_names(self, layout: str) -> tuple[str, ...]:
+        return ("X", "y") if layout == "dense" else ("indptr", "indices", "data", "y")
+
     def write_shard(self, root: Path, i: int, shard: ShardData, *, n_features: int,
-                    row_offset: int) -> None:
+                    row_offset: int) -> dict:
         attrs = {"streamwww": {"format_version": FORMAT_VERSION, "shard": i,
                                "row_offset": row_offset, "layout": shard.layout,
                                "n_features": n_features}}
@@ -71,12 +78,16 @@ class ZarrBackend(ShardBackend):
         else:
             arrays = {"X": shard.X}
         arrays["y"] = shard.y
+        sums = {}
         for name, a in arrays.items():
-            group.create_array(name, data=a, chunks=_chunks(a.shape),
-                               compressors=_compressors())
+            arr = create_checksummed_array(group, name, data=a, chunks=_chunks(a.shape),
+                                           compressors=_compressors())
+            sums[name] = chunk_checksums(arr, root / self.shard_relpath(i) / name)
+        return {CHECKSUM_KEY: sums}
 
     def read_shard_into(self, root: Path, i: int, out: dict[str, np.ndarray], *, layout: str,
-                        n_features: int, handles: dict | None = None) -> np.ndarray | None:
+                        n_features: int, handles: dict | None = None,
+                        checksums: dict | None = None) -> np.ndarray | None:
         # Opening a group and its arrays reads their metadata (about a third of
         # a 50,000-row shard's read time); an opened store keeps the handles.
         arrays = handles.get(i) if handles is not None else None
@@ -87,11 +98,19 @@ class ZarrBackend(ShardBackend):
             if handles is not None:
                 handles[i] = arrays
         where = root / self.shard_relpath(i)
+        # version 2: every chunk was written and its crc32c recorded
+        missing = "fill" if checksums is None else "error"
+
+        def read(name, target):
+            sums = None if checksums is None else checksums[name]
+            return read_into(arrays[name], where / name, target, missing=missing,
+                             checksums=sums, fix=DAMAGED_FIX)
+
         for name, target in out.items():
             stored = arrays[name]
             check_fits(name, stored.shape, stored.dtype, target)
-            read_into(stored, where / name, target)  # no stacking copy, see _chunks
+            read(name, target)  # no stacking copy, see _chunks
         if layout == "dense":
             return None
         ptr = arrays["indptr"]
-        return read_into(ptr, where / "indptr", np.empty(ptr.shape, dtype=ptr.dtype))
+        return read("indptr", np.empty(ptr.shape, dtype=ptr.dtype))

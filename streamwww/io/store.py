@@ -24,15 +24,17 @@ import scipy.sparse as sp
 
 from streamwww import __version__
 from streamwww._fsutil import fsync_path, fsync_tree
-from streamwww.errors import DataFormatError, ShardFormatError, StoreExistsError
+from streamwww.errors import ChecksumError, DataFormatError, ShardFormatError, StoreExistsError
 from streamwww.io._backend import available_formats, get_backend, make_csr
 from streamwww.io._format import (
+    CHECKSUM_KEY,
     DTYPES,
     FORMAT_NAME,
     FORMAT_VERSION,
     LAYOUTS,
     MARKER,
     MAX_SHARD_NNZ,
+    READ_VERSIONS,
     ShardData,
     fingerprint,
     index_dtype,
@@ -81,7 +83,14 @@ class ShardStore:
         The whole ``streamwww.json`` (JSON-able), provenance included.
     fingerprint : str
         SHA-256 identifying what the store returns (shapes, dtype, layout,
-        classes, shard boundaries and each shard's content hash).
+        classes, shard boundaries and each shard's content hash) and, from
+        format version 2 on, each shard's recorded checksums.
+    format_version : int
+        1 (no content checksums) or 2.
+    verified : bool
+        Whether reads verify content checksums (format version 2 on): every
+        stored chunk (Zarr) or file (Parquet) is checked against the crc32c
+        recorded at conversion, and a missing chunk is an error.
     """
 
     def __init__(self, path: Path, metadata: dict):
@@ -103,6 +112,9 @@ class ShardStore:
         self.shard_offsets = np.concatenate([[0], np.cumsum(self.shard_rows)]).astype(np.int64)
         self._shard_nnz = np.array([s["nnz"] for s in shards], dtype=np.int64)
         self.fingerprint: str = metadata["fingerprint"]
+        self.format_version: int = metadata["format_version"]
+        self.verified: bool = self.format_version >= 2
+        self._checksums = [s.get(CHECKSUM_KEY) if self.verified else None for s in shards]
 
     def __len__(self) -> int:
         return self.n_shards
@@ -139,6 +151,9 @@ class ShardStore:
 
         Raises
         ------
+        ChecksumError
+            For a shard whose stored bytes do not match the checksums recorded
+            at conversion, or a missing chunk (format version 2 on).
         ShardFormatError
             For a bad index, or a shard that is missing or does not match the
             store's metadata.
@@ -165,6 +180,10 @@ class ShardStore:
 
         Raises
         ------
+        ChecksumError
+            For a shard whose stored bytes do not match the checksums recorded
+            at conversion, or a missing chunk (the message names the file, the
+            array and the chunk).
         ShardFormatError
             For a bad index, or a shard that is missing or does not match the
             store's metadata (the message names the shard).
@@ -191,7 +210,11 @@ class ShardStore:
                    {"indices": indices[z0:z0 + z], "data": data[z0:z0 + z], "y": ys})
             try:
                 ptr = self._backend.read_shard_into(self.path, i, out, layout=self.layout,
-                                                    n_features=self.n_features, handles=self._handles)
+                                                    n_features=self.n_features, handles=self._handles,
+                                                    checksums=self._checksums[i])
+            except ChecksumError as exc:  # names the file, the array and the chunk; add the shard
+                raise ChecksumError(exc.path, exc.array, exc.chunk, exc.reason, exc.fix,
+                                    where=where) from None
             except Exception as exc:  # any backend failure is a broken store
                 raise ShardFormatError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
             if self.layout == "dense":
@@ -228,6 +251,33 @@ class ShardStore:
                 return f"column index out of range [0, {self.n_features})"
         return None
 
+    def verify(self, progress=None) -> int:
+        """Read every shard once, as training does, checking all it checks.
+
+        Parameters
+        ----------
+        progress : callable, optional
+            Called with the index of each shard once it is verified.
+
+        Returns
+        -------
+        int
+            The number of shards read.
+
+        Raises
+        ------
+        ChecksumError
+            The first shard whose stored bytes do not match their recorded
+            checksums, or that lacks a chunk (format version 2 on).
+        ShardFormatError
+            The first shard that cannot be read or does not match the metadata.
+        """
+        for i in range(self.n_shards):
+            self.read_shard(i)
+            if progress is not None:
+                progress(i)
+        return self.n_shards
+
     def iter_shards(self) -> Iterator[tuple[sp.csr_matrix | np.ndarray, np.ndarray]]:
         """Yield ``read_shard(i)`` for every shard in order."""
         for i in range(self.n_shards):
@@ -243,9 +293,11 @@ def _validate_metadata(path: Path, meta) -> None:
     _require(isinstance(meta, dict) and meta.get("streamwww_format") == FORMAT_NAME, path,
              f"not a {FORMAT_NAME} metadata file")
     version = meta.get("format_version")
-    if version != FORMAT_VERSION:
+    if isinstance(version, bool) or version not in READ_VERSIONS:
         raise ShardFormatError(f"{path}: format version {version!r} is not supported; this "
-                               f"streamwww ({__version__}) reads version {FORMAT_VERSION}.")
+                               f"streamwww ({__version__}) reads versions "
+                               f"{', '.join(map(str, READ_VERSIONS))}: convert the data again "
+                               f"with this streamwww (streamwww convert ... --overwrite).")
     _require(meta.get("complete") is True, path, "the store is marked incomplete")
     for key, kind in (("format", str), ("layout", str), ("dtype", str), ("n_rows", int),
                       ("n_features", int), ("nnz", int), ("classes", list),
@@ -257,6 +309,16 @@ def _validate_metadata(path: Path, meta) -> None:
     for s in meta["shards"]:
         _require(isinstance(s, dict) and all(isinstance(s.get(k), int) for k in ("rows", "nnz"))
                  and isinstance(s.get("sha256"), str), path, "bad shard record")
+    if version >= 2:
+        names = set(get_backend(meta["format"]).checksum_names(meta["layout"]))
+        for i, s in enumerate(meta["shards"]):
+            sums = s.get(CHECKSUM_KEY)
+            _require(isinstance(sums, dict) and set(sums) == names
+                     and all(isinstance(v, list) and all(isinstance(c, int) and not isinstance(c, bool)
+                                                         and 0 <= c < 2**32 for c in v)
+                             for v in sums.values()),
+                     path, f"shard {i}: field {CHECKSUM_KEY!r} is missing or not "
+                     f"{{{', '.join(sorted(names))}}} -> lists of crc32c values")
     _require(sum(s["rows"] for s in meta["shards"]) == meta["n_rows"], path,
              "shard rows do not add up to n_rows")
     _require(sum(s["nnz"] for s in meta["shards"]) == meta["nnz"], path,
@@ -299,7 +361,24 @@ def open_store(path: str | os.PathLike) -> ShardStore:
     except (OSError, ValueError) as exc:
         raise ShardFormatError(f"{path}: cannot read {MARKER}: {exc}") from exc
     _validate_metadata(path, meta)
+    if meta["format_version"] < 2:
+        _warn_unverified(path, meta["format_version"])
     return ShardStore(path, meta)
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_unverified(path: Path, version: int) -> None:
+    """Say once per store and process that its reads cannot be verified."""
+    key = str(path)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    logger.warning("%s: store format version %d carries no content checksums, so damaged shards "
+                   "cannot be detected; convert it again with this streamwww to add them "
+                   "(streamwww convert ... --overwrite; its fingerprint changes, so checkpoints "
+                   "of the old store do not resume on the new one).", path, version)
 
 
 # --------------------------------------------------------------------------- writing
@@ -514,14 +593,14 @@ class ShardWriter:
                                      dtype=self.dtype)
         shard = ShardData(X, y)
         i = len(self.shards)
-        self.backend.write_shard(self.root, i, shard, n_features=self.n_features,
-                                 row_offset=self._written_rows)
+        sums = self.backend.write_shard(self.root, i, shard, n_features=self.n_features,
+                                        row_offset=self._written_rows)
         counts = np.bincount(y, minlength=len(self.class_counts))
         self.class_counts += counts
         self.shards.append({"name": self.backend.shard_relpath(i), "rows": shard.rows,
                             "offset": self._written_rows, "nnz": shard.nnz,
                             "sha256": shard.content_hash(),
-                            "classes_present": int(np.count_nonzero(counts))})
+                            "classes_present": int(np.count_nonzero(counts)), **(sums or {})})
         self._written_rows += shard.rows
         self._pending, self._rows, self._bytes, self._nnz = [], 0, self._base, 0
         logger.debug("wrote shard %d: %d rows", i, shard.rows)

@@ -75,8 +75,8 @@ def test_store_reads_use_it(tmp_path, rng, monkeypatch):
     calls = []
     real = _chunks.read_whole_chunks
 
-    def spy(array, directory, out):
-        got = real(array, directory, out)
+    def spy(array, directory, out, **kwargs):
+        got = real(array, directory, out, **kwargs)
         calls.append(got)
         return got
 
