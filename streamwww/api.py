@@ -7,6 +7,7 @@ a checkpoint recorded and trains again with them.
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +18,7 @@ from streamwww._params import DEFAULTS, UNMIXED, check_params
 from streamwww.checkpoint import CheckpointDir
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import fit_source
-from streamwww.errors import CheckpointError
+from streamwww.errors import CheckpointError, OutputPathError
 from streamwww.estimator import WWClassifier, fitted_attributes
 from streamwww.labels import classification_targets
 from streamwww.model_io import save_model
@@ -134,21 +135,40 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
         raise ValueError("The 'data' parameter of train must be an (X, y) tuple, a shard store or its "
                          f"path. Got {type(data).__name__} instead.")
     many = isinstance(C, (list, tuple, np.ndarray))
+    outs = _model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
+    for out in outs:  # before any work: an unwritable model path found after a day's run loses it
+        check_writable(out)
     fit = fit_source(source, template.get_params(), Cs, checkpoint_dir=checkpoint_dir,
                      checkpoint_every=checkpoint_every, prefetch=prefetch, inner_passes=inner_passes,
                      eval_every=eval_every, mix_shards=mix_shards, callback=callback, progress=progress,
-                     C_is_list=many)
+                     C_is_list=many,
+                     run_info={"model_out": str(Path(model_out).resolve()) if model_out is not None else None})
     models = _build_models(template, fit, source, n_features_in, feature_names)
-    if model_out is not None:
-        _save_models(models, model_out, many=len(models) > 1 or many)
+    for m, out in zip(models, outs):
+        save_model(m, out)
     return (models if many else models[0]), fit
 
 
-def _save_models(models, model_out, many: bool) -> list[Path]:
+def _model_paths(model_out, Cs, many: bool) -> list[Path]:
+    """The model file(s) for ``model_out``: the path itself, or ``<stem>-C<value><suffix>`` per ``C``."""
     out = Path(model_out)
     if not many:
-        return [save_model(models[0], out)]
-    return [save_model(m, out.with_name(f"{out.stem}-C{m.C:g}{out.suffix or '.npz'}")) for m in models]
+        return [out]
+    return [out.with_name(f"{out.stem}-C{c:g}{out.suffix or '.npz'}") for c in Cs]
+
+
+def check_writable(path: Path) -> None:
+    """Raise :class:`~streamwww.errors.OutputPathError` unless a file can be written at ``path``."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputPathError(f"{path}: cannot write the model there: it is a directory")
+    if not path.parent.is_dir():
+        raise OutputPathError(f"{path}: cannot write the model: the folder {path.parent} does not exist")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.probe-"):
+            pass
+    except OSError as exc:
+        raise OutputPathError(f"{path}: cannot write the model ({exc.strerror or exc})") from None
 
 
 def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,
@@ -165,8 +185,9 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
     store : str, Path or ShardStore, optional
         The data store, if it moved since the checkpoint was written (its
         fingerprint must match).
-    model_out : str or Path, optional
-        Save the model(s) as :func:`train` does.
+    model_out : str, Path or False, optional
+        Save the model(s) as :func:`train` does. By default the path(s) given to
+        :func:`train` with this checkpoint directory; ``False``: save nothing.
     max_iter : int, optional
         A new epoch limit; models that stopped at the old limit continue.
     callback, progress : callable, optional
@@ -192,6 +213,8 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
                          checkpoint_dir=checkpoint_dir, checkpoint_every=manifest["run"]["checkpoint_every"],
                          prefetch=manifest["run"]["prefetch"], inner_passes=cfg["inner_passes"],
                          eval_every=cfg["eval_every"], mix_shards=cfg.get("mix_shards", UNMIXED),
-                         model_out=model_out, callback=callback, progress=progress)
+                         model_out=(manifest["run"].get("model_out") if model_out is None
+                                    else None if model_out is False else model_out),
+                         callback=callback, progress=progress)
     warn_not_converged(fit.results, fit.cfg, "resume")
     return models

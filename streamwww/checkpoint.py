@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from streamwww._fsutil import fsync_path, try_lock, unlock
-from streamwww.errors import CheckpointError
+from streamwww.errors import CheckpointError, OutputPathError
 
 if TYPE_CHECKING:
     from streamwww.stream.betas import BetaCommit, DiskBetas
@@ -96,7 +96,6 @@ class CheckpointDir:
 
     def __init__(self, path, lock: bool = True):
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
         self._lock_fd = None
         self._scanned = False  # garbage not yet collected by a full scan in this process
         self._latest: dict[str, Any] | None = None  # the latest committed manifest (loaded or written)
@@ -104,6 +103,15 @@ class CheckpointDir:
         self._previous: dict[str, Any] | None = None  # the kept commit before the latest, once loaded
         self._committer = None  # one background thread, created by the first commit
         self._inflight = None  # the commit in progress (a concurrent.futures.Future)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            if lock:
+                probe = self.path / f".write-probe-{os.getpid()}"
+                probe.touch()
+                probe.unlink()
+        except OSError as exc:
+            raise OutputPathError(f"{self.path}: cannot use this checkpoint directory "
+                                  f"({exc.strerror or exc})") from None
         if lock:
             fd = try_lock(self.path / "LOCK")
             if fd is None:

@@ -16,6 +16,7 @@ __all__ = [
     "StoreExistsError",
     "CheckpointError",
     "DeviceUnavailableError",
+    "OutputPathError",
 ]
 
 
@@ -97,3 +98,7 @@ class CheckpointError(StreamwwwError, RuntimeError):
 
 class DeviceUnavailableError(StreamwwwError, RuntimeError):
     """The requested compute device (e.g. ``device='cuda'``) cannot be used."""
+
+
+class OutputPathError(StreamwwwError, OSError):
+    """An output (a model file, a checkpoint directory) that cannot be written; found before any work."""

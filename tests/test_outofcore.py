@@ -11,9 +11,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 import streamwww as sw
-from streamwww.checkpoint import CheckpointDir, CheckpointFallbackWarning, manifest_checksum
+from streamwww.checkpoint import (
+    CheckpointDir,
+    CheckpointFallbackWarning,
+    manifest_checksum,
+)
 from streamwww.errors import CheckpointError
 from streamwww.io import write_store
 
@@ -283,12 +288,11 @@ def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mi
     beta must still be each shard's latest version: with 3 shards an epoch often
     starts with a shard the previous one ended with."""
     from streamwww.backends import get_backend
-    from streamwww.stream.betas import DiskBetas
-    from streamwww.stream.betas import InMemoryBetas
-    from streamwww.stream.feed import DaskExecutor, DaskFeed, SyncFeed
     from streamwww.engine.config import SolverConfig
     from streamwww.engine.driver import run_bcd
     from streamwww.engine.order import shard_order
+    from streamwww.stream.betas import DiskBetas, InMemoryBetas
+    from streamwww.stream.feed import DaskExecutor, DaskFeed, SyncFeed
     from streamwww.stream.sources import StoreData
 
     X, y = _data(rng, sparse=True)
@@ -597,3 +601,47 @@ def test_scratch_dirs_of_dead_runs_are_removed(tmp_path, rng, monkeypatch):
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_resume_writes_the_model_train_was_asked_for(tmp_path, rng):
+    X, y = _data(rng)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, y, shard_rows=200)
+    ck, out = tmp_path / "ck", tmp_path / "model.npz"
+    kw = dict(C=1.0, random_state=0, tol=1e-9)
+    with pytest.raises(KeyboardInterrupt):  # killed mid-run: no model yet
+        def interrupt(info):
+            if info["epoch"] == 2:
+                raise KeyboardInterrupt
+        sw.train(store, max_iter=4, checkpoint_dir=ck, model_out=out, callback=interrupt, **kw)
+    assert not out.exists()
+    with pytest.warns(ConvergenceWarning):
+        resumed = sw.resume(ck)
+    assert out.exists() and sw.load_model(out).coef_.tobytes() == resumed.coef_.tobytes()
+    out.unlink()
+    with pytest.warns(ConvergenceWarning):
+        sw.resume(ck, model_out=False)  # told otherwise: nothing written
+    assert not out.exists()
+
+
+def test_unwritable_outputs_fail_before_any_work(tmp_path, rng, monkeypatch):
+    from streamwww.errors import OutputPathError
+
+    X, y = _data(rng)
+    started = []
+    monkeypatch.setattr("streamwww.engine.run.run_bcd", lambda *a, **k: started.append(1))
+    with pytest.raises(OutputPathError, match="no-such-dir.*does not exist"):
+        sw.train((X, y), model_out=tmp_path / "no-such-dir" / "m.npz")
+    with pytest.raises(OutputPathError, match="is a directory"):
+        sw.train((X, y), model_out=tmp_path)
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(OutputPathError, match="cannot use this checkpoint directory"):
+        sw.train((X, y), checkpoint_dir=blocker / "ck")
+    if os.geteuid() != 0:  # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(0o500)
+        with pytest.raises(OutputPathError, match="cannot write the model"):
+            sw.train((X, y), model_out=ro / "m.npz")
+    assert not started and not list(tmp_path.rglob("*.tmp"))

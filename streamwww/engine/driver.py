@@ -15,6 +15,7 @@ group equals its own single-``C`` run.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -49,12 +50,21 @@ class Hooks:
         intercept)`` of the j-th active model); a truthy return value stops training.
     progress : callable
         ``progress(epoch, shards_done, n_shards, rows)`` after each group (1-based epoch).
+    interrupted : threading.Event
+        Set by a Ctrl-C handler: the driver raises ``KeyboardInterrupt`` at the next
+        group, even when the signal's own exception was swallowed by a library
+        callback it happened to interrupt.
     """
 
     checkpoint: Callable[[np.ndarray, Cursor, list[ModelResult]], None] | None = None
     checkpoint_every: int = 0
     callback: Callable[[dict[str, Any]], Any] | None = None
     progress: Callable[[int, int, int, int], None] | None = None
+    interrupted: threading.Event | None = None
+
+    def check_interrupt(self) -> None:
+        if self.interrupted is not None and self.interrupted.is_set():
+            raise KeyboardInterrupt
 
     def checkpoint_due(self, before: int, after: int, n_shards: int) -> bool:
         """Did the position cross a multiple of ``checkpoint_every`` (epoch ends excluded)?"""
@@ -117,6 +127,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             betas.put_group(list(zip(group, split_rows(backend.get_beta(beta), data.shard_rows[list(group)]))))
             beta = None
             rows += n_rows
+            hooks.check_interrupt()
             before, cur.pos = cur.pos, cur.pos + len(group)
             if hooks.progress is not None:
                 hooks.progress(cur.epoch + 1, cur.pos, data.n_shards, n_rows)
@@ -160,6 +171,7 @@ def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active,
     for (s,), block in feed.eval_stream(then):
         hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active)
         beta_sum += betas.sums(s, active)
+        hooks.check_interrupt()
     Cs = np.asarray(cfg.Cs, dtype=np.float64)
     wsq = backend.sq_frobenius(W)[active]
     P = objective.primal(wsq, hinge, Cs[active])

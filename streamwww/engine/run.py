@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -76,6 +78,34 @@ def check_manifest(path, manifest: dict, data) -> None:
         manifest["beta"]["versions"], manifest["beta"]["sums"], where)
 
 
+class CtrlC:
+    """Ctrl-C during a fit: an event the driver checks after every group, besides the
+    usual ``KeyboardInterrupt``.
+
+    Python raises ``KeyboardInterrupt`` in whatever the main thread runs at that
+    instant, which may be a ``distributed`` callback that swallows it (seen once
+    in twelve tries); the event makes the driver raise it again at the next group.
+    The previous handler is restored on exit.  Off the main thread, or when
+    SIGINT is not at its default handler, nothing is installed.
+    """
+
+    def __enter__(self) -> threading.Event:
+        self.event = threading.Event()
+        self.old = None
+        if threading.current_thread() is threading.main_thread() and \
+                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            self.old = signal.signal(signal.SIGINT, self._handler)
+        return self.event
+
+    def _handler(self, signum, frame):
+        self.event.set()
+        raise KeyboardInterrupt
+
+    def __exit__(self, *exc) -> None:
+        if self.old is not None:
+            signal.signal(signal.SIGINT, self.old)
+
+
 def loader_threads(prefetch: int) -> int:
     """Dask worker threads for loads and writes: up to ``prefetch + 1``, leaving one
     core to the training thread. On 2 cores that is one thread: tasks then run one
@@ -92,92 +122,100 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
                inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
                mix_shards: int = DEFAULTS["mix_shards"], callback=None, progress=None,
-               C_is_list: bool = False) -> Fit:
+               C_is_list: bool = False, run_info: dict | None = None) -> Fit:
     """Train one model per ``Cs`` on ``source`` (:mod:`streamwww.stream.sources`).
 
     ``params`` are the estimator's parameters (``tol``, ``max_iter``, ...,
     ``random_state``, ``device``, ``verbose``); the other options are
-    :func:`streamwww.train`'s.  In-memory data is one shard and trains unmixed.
+    :func:`streamwww.train`'s; ``run_info`` (JSON) is recorded in the checkpoint's
+    ``run`` section.  In-memory data is one shard and trains unmixed.
     """
-    data = source.data
-    backend = get_backend(params["device"])
-    ckpt = CheckpointDir(checkpoint_dir) if checkpoint_dir is not None else None
-    scratch = executor = betas = None
-    try:
-        manifest = W0 = None
-        if ckpt is not None and ckpt.has_checkpoint():
-            manifest, W0 = ckpt.load(verify=lambda m: check_manifest(ckpt.path, m, data))
-        seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
-                else resolve_seed(params["random_state"]))
-        cfg = solver_config(params, Cs, seed, inner_passes, eval_every,
-                            mix_shards if source.streamed else UNMIXED)
-        fingerprint = source.fingerprint() if ckpt is not None else None
-        if manifest is not None:
-            check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
+    # Ctrl-C is watched from the start: set-up starts a Dask cluster, whose callbacks
+    # may swallow the KeyboardInterrupt.
+    with CtrlC() as interrupted:
+        data = source.data
+        backend = get_backend(params["device"])
+        ckpt = CheckpointDir(checkpoint_dir) if checkpoint_dir is not None else None
+        scratch = executor = betas = None
+        try:
+            manifest = W0 = None
+            if ckpt is not None and ckpt.has_checkpoint():
+                manifest, W0 = ckpt.load(verify=lambda m: check_manifest(ckpt.path, m, data))
+            seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
+                    else resolve_seed(params["random_state"]))
+            cfg = solver_config(params, Cs, seed, inner_passes, eval_every,
+                                mix_shards if source.streamed else UNMIXED)
+            fingerprint = source.fingerprint() if ckpt is not None else None
+            if manifest is not None:
+                check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
 
-        if source.streamed:
-            executor = DaskExecutor(n_threads=loader_threads(prefetch))
-        if ckpt is not None or source.streamed:
-            if ckpt is None:
-                scratch = ScratchDir("streamwww-beta-")
-            betas = DiskBetas(ckpt.path if ckpt is not None else scratch.path, len(cfg.Cs), data.shard_rows,
-                              data.n_classes, executor=executor,
-                              versions=(manifest["beta"]["versions"] if manifest else None),
-                              sums=(manifest["beta"]["sums"] if manifest else None),
-                              max_pending=max(1, prefetch), keep_superseded=ckpt is not None,
-                              durable=ckpt is not None,
-                              previous_versions=ckpt.previous_versions if ckpt is not None else None)
-        else:
-            betas = InMemoryBetas(len(cfg.Cs), data.shard_rows, data.n_classes)
-        feed = DaskFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
+            if source.streamed:
+                executor = DaskExecutor(n_threads=loader_threads(prefetch))
+            if ckpt is not None or source.streamed:
+                if ckpt is None:
+                    scratch = ScratchDir("streamwww-beta-")
+                betas = DiskBetas(ckpt.path if ckpt is not None else scratch.path, len(cfg.Cs), data.shard_rows,
+                                  data.n_classes, executor=executor,
+                                  versions=(manifest["beta"]["versions"] if manifest else None),
+                                  sums=(manifest["beta"]["sums"] if manifest else None),
+                                  max_pending=max(1, prefetch), keep_superseded=ckpt is not None,
+                                  durable=ckpt is not None,
+                                  previous_versions=ckpt.previous_versions if ckpt is not None else None)
+            else:
+                betas = InMemoryBetas(len(cfg.Cs), data.shard_rows, data.n_classes)
+            feed = DaskFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
 
-        cursor, start = Cursor(), {}
-        if manifest is not None:
-            cursor = Cursor.from_json(manifest["cursor"])
-            results0 = results_from_json(manifest["results"])
-            for r in results0:  # a larger max_iter continues models that stopped at the old limit
-                if r.status == "max_iter" and r.n_iter < cfg.max_iter:
-                    r.status = "running"
-            if any(r.status == "running" for r in results0):
-                manifest["finished"] = False
-            start = {"W0": W0, "results": results0}
-            logger.info("resuming %s at epoch %d, shard %d of %d", ckpt.path, cursor.epoch + 1,
-                        cursor.pos, data.n_shards)
+            cursor, start = Cursor(), {}
+            if manifest is not None:
+                cursor = Cursor.from_json(manifest["cursor"])
+                results0 = results_from_json(manifest["results"])
+                for r in results0:  # a larger max_iter continues models that stopped at the old limit
+                    if r.status == "max_iter" and r.n_iter < cfg.max_iter:
+                        r.status = "running"
+                if any(r.status == "running" for r in results0):
+                    manifest["finished"] = False
+                start = {"W0": W0, "results": results0}
+                logger.info("resuming %s at epoch %d, shard %d of %d", ckpt.path, cursor.epoch + 1,
+                            cursor.pos, data.n_shards)
 
-        commit = None
-        if ckpt is not None:
-            header = {"config": cfg.to_json(),
-                      "estimator_params": {k: v for k, v in params.items() if k != "C"
-                                           and not isinstance(v, np.random.RandomState)},
-                      "run": {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
-                              "C_is_list": bool(C_is_list)},
-                      "data": {**source.describe(), "fingerprint": fingerprint}}
-            step = [int(manifest["step"]) if manifest else 0]
+            commit = None
+            if ckpt is not None:
+                header = {"config": cfg.to_json(),
+                          "estimator_params": {k: v for k, v in params.items() if k != "C"
+                                               and not isinstance(v, np.random.RandomState)},
+                          "run": {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
+                                  "C_is_list": bool(C_is_list), **(run_info or {})},
+                          "data": {**source.describe(), "fingerprint": fingerprint}}
+                step = [int(manifest["step"]) if manifest else 0]
 
-            def commit(W, cur: Cursor, results: list[ModelResult], finished: bool = False) -> None:
-                step[0] += 1
-                ckpt.commit(step[0], W, {**header, "finished": finished, "cursor": cur.to_json(),
-                                         "results": results_to_json(results)}, betas, wait=finished)
+                def commit(W, cur: Cursor, results: list[ModelResult], finished: bool = False) -> None:
+                    step[0] += 1
+                    ckpt.commit(step[0], W, {**header, "finished": finished, "cursor": cur.to_json(),
+                                             "results": results_to_json(results)}, betas, wait=finished)
 
-        with verbose_logging(int(params["verbose"])):
-            results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor,
-                              hooks=Hooks(checkpoint=commit, checkpoint_every=checkpoint_every,
-                                          callback=callback, progress=progress), **start)
-        if commit is not None and not (manifest is not None and manifest.get("finished")):
-            # Final statuses ('max_iter'), same W; resuming a finished run writes nothing.
-            commit(np.stack([r.W for r in results]), cursor, results, finished=True)
-        if ckpt is not None:
-            ckpt.wait()  # the last epoch's commit, when there was no final one
-    finally:
-        if ckpt is not None:
-            ckpt.drain()  # a commit in progress still needs the beta writes and the executor
-        if isinstance(betas, DiskBetas):
-            betas.close()
-        if executor is not None:
-            executor.close()
-        if ckpt is not None:
-            ckpt.close()
-        if scratch is not None:
-            scratch.close()
-        backend.close()
+            with verbose_logging(int(params["verbose"])):
+                results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor,
+                                  hooks=Hooks(checkpoint=commit, checkpoint_every=checkpoint_every,
+                                              callback=callback, progress=progress, interrupted=interrupted),
+                                  **start)
+            if commit is not None and not (manifest is not None and manifest.get("finished")):
+                # Final statuses ('max_iter'), same W; resuming a finished run writes nothing.
+                commit(np.stack([r.W for r in results]), cursor, results, finished=True)
+            if ckpt is not None:
+                ckpt.wait()  # the last epoch's commit, when there was no final one
+        finally:
+            if ckpt is not None:
+                ckpt.drain()  # a commit in progress still needs the beta writes and the executor
+            if isinstance(betas, DiskBetas):
+                betas.close()
+            if executor is not None:
+                executor.close()
+            if ckpt is not None:
+                ckpt.close()
+            if scratch is not None:
+                scratch.close()
+            backend.close()
+        interrupted_late = interrupted.is_set()  # e.g. during the final commit: obeyed, the work kept
+    if interrupted_late:
+        raise KeyboardInterrupt
     return Fit(results, cfg, seed)
