@@ -30,11 +30,28 @@ def _call(token: int, method: str, *args):
     return getattr(_OBJECTS[token], method)(*args)
 
 
-def _quiet_distributed_logs() -> None:
-    """distributed sets its loggers to INFO; a training library should not print them."""
-    for name, lg in list(logging.root.manager.loggerDict.items()):
-        if name.startswith("distributed") and isinstance(lg, logging.Logger) and 0 < lg.level < logging.WARNING:
-            lg.setLevel(logging.WARNING)
+class _QuietDistributed:
+    """Silence ``distributed``'s loggers while our in-process cluster lives, and restore them.
+
+    Every failure of a task reaches the caller as the task's own exception (a
+    :class:`~streamwww.errors.ChecksumError` naming the shard, say), which the CLI
+    prints as one line; distributed would also log it, with a traceback ("Compute
+    Failed"), and log the tasks cancelled after it ("... ended with
+    CancelledError"). A cluster the user brings is never touched.
+    """
+
+    def __enter__(self):
+        self.saved = {}
+        for name in ["distributed", *logging.root.manager.loggerDict]:
+            if name == "distributed" or name.startswith("distributed."):
+                lg = logging.getLogger(name)
+                self.saved[name] = lg.level
+                lg.setLevel(logging.CRITICAL + 1)
+        return self
+
+    def __exit__(self, *exc):
+        for name, level in self.saved.items():
+            logging.getLogger(name).setLevel(level)
 
 
 class DaskExecutor:
@@ -53,7 +70,7 @@ class DaskExecutor:
         from streamwww._memory import release_freed_memory
 
         release_freed_memory()
-        _quiet_distributed_logs()
+        self._quiet = _QuietDistributed().__enter__()
         with dask.config.set({"distributed.worker.daemon": False,
                               "distributed.scheduler.http.routes": [],
                               # no event log: its entries keep task arguments and results alive
@@ -84,11 +101,14 @@ class DaskExecutor:
     def close(self) -> None:
         # Generous timeouts: on a saturated machine distributed's defaults can expire
         # during shutdown (harmless, but it prints an unretrieved TimeoutError).
-        self.client.close(timeout=60)
-        self.cluster.close(timeout=60)
-        for t in self._tokens:
-            _OBJECTS.pop(t, None)
-        self._tokens.clear()
+        try:
+            self.client.close(timeout=60)
+            self.cluster.close(timeout=60)
+        finally:
+            for t in self._tokens:
+                _OBJECTS.pop(t, None)
+            self._tokens.clear()
+            self._quiet.__exit__()
 
     def __enter__(self):
         return self
