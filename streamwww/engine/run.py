@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import threading
+from contextlib import ExitStack
 from dataclasses import dataclass
 
 import numpy as np
@@ -130,92 +131,102 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     :func:`streamwww.train`'s; ``run_info`` (JSON) is recorded in the checkpoint's
     ``run`` section.  In-memory data is one shard and trains unmixed.
     """
+    data = source.data
     # Ctrl-C is watched from the start: set-up starts a Dask cluster, whose callbacks
-    # may swallow the KeyboardInterrupt.
-    with CtrlC() as interrupted:
-        data = source.data
+    # may swallow the KeyboardInterrupt. The stack closes in reverse: the commit in
+    # progress first (it needs the beta writes and the executor), the backend last.
+    with CtrlC() as interrupted, ExitStack() as stack:
         backend = get_backend(params["device"])
+        stack.callback(backend.close)
         ckpt = CheckpointDir(checkpoint_dir) if checkpoint_dir is not None else None
-        scratch = executor = betas = None
-        try:
-            manifest = W0 = None
-            if ckpt is not None and ckpt.has_checkpoint():
+        manifest = W0 = None
+        if ckpt is not None:
+            stack.callback(ckpt.close)
+            if ckpt.has_checkpoint():
                 manifest, W0 = ckpt.load(verify=lambda m: check_manifest(ckpt.path, m, data))
-            seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
-                    else resolve_seed(params["random_state"]))
-            cfg = solver_config(params, Cs, seed, inner_passes, eval_every,
-                                mix_shards if source.streamed else UNMIXED)
-            fingerprint = source.fingerprint() if ckpt is not None else None
-            if manifest is not None:
-                check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
+        seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
+                else resolve_seed(params["random_state"]))
+        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards if source.streamed else UNMIXED)
+        fingerprint = source.fingerprint() if ckpt is not None else None
+        if manifest is not None:
+            check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
+        betas, feed = _open_stream(stack, source, cfg, ckpt, manifest, prefetch)
+        cursor, start = _resume_state(ckpt, manifest, W0, cfg, data)
+        commit = None
+        if ckpt is not None:
+            stack.callback(ckpt.drain)
+            header = {"config": cfg.to_json(),
+                      "estimator_params": {k: v for k, v in params.items() if k != "C"
+                                           and not isinstance(v, np.random.RandomState)},
+                      "run": {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
+                              "C_is_list": bool(C_is_list), **(run_info or {})},
+                      "data": {**source.describe(), "fingerprint": fingerprint}}
+            commit = _committer(ckpt, betas, header, step=int(manifest["step"]) if manifest else 0)
 
-            if source.streamed:
-                executor = DaskExecutor(n_threads=loader_threads(prefetch))
-            if ckpt is not None or source.streamed:
-                if ckpt is None:
-                    scratch = ScratchDir("streamwww-beta-")
-                betas = DiskBetas(ckpt.path if ckpt is not None else scratch.path, len(cfg.Cs), data.shard_rows,
-                                  data.n_classes, executor=executor,
-                                  versions=(manifest["beta"]["versions"] if manifest else None),
-                                  sums=(manifest["beta"]["sums"] if manifest else None),
-                                  max_pending=max(1, prefetch), keep_superseded=ckpt is not None,
-                                  durable=ckpt is not None,
-                                  previous_versions=ckpt.previous_versions if ckpt is not None else None)
-            else:
-                betas = InMemoryBetas(len(cfg.Cs), data.shard_rows, data.n_classes)
-            feed = DaskFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
-
-            cursor, start = Cursor(), {}
-            if manifest is not None:
-                cursor = Cursor.from_json(manifest["cursor"])
-                results0 = results_from_json(manifest["results"])
-                for r in results0:  # a larger max_iter continues models that stopped at the old limit
-                    if r.status == "max_iter" and r.n_iter < cfg.max_iter:
-                        r.status = "running"
-                if any(r.status == "running" for r in results0):
-                    manifest["finished"] = False
-                start = {"W0": W0, "results": results0}
-                logger.info("resuming %s at epoch %d, shard %d of %d", ckpt.path, cursor.epoch + 1,
-                            cursor.pos, data.n_shards)
-
-            commit = None
-            if ckpt is not None:
-                header = {"config": cfg.to_json(),
-                          "estimator_params": {k: v for k, v in params.items() if k != "C"
-                                               and not isinstance(v, np.random.RandomState)},
-                          "run": {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
-                                  "C_is_list": bool(C_is_list), **(run_info or {})},
-                          "data": {**source.describe(), "fingerprint": fingerprint}}
-                step = [int(manifest["step"]) if manifest else 0]
-
-                def commit(W, cur: Cursor, results: list[ModelResult], finished: bool = False) -> None:
-                    step[0] += 1
-                    ckpt.commit(step[0], W, {**header, "finished": finished, "cursor": cur.to_json(),
-                                             "results": results_to_json(results)}, betas, wait=finished)
-
-            with verbose_logging(int(params["verbose"])):
-                results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor,
-                                  hooks=Hooks(checkpoint=commit, checkpoint_every=checkpoint_every,
-                                              callback=callback, progress=progress, interrupted=interrupted),
-                                  **start)
-            if commit is not None and not (manifest is not None and manifest.get("finished")):
+        with verbose_logging(int(params["verbose"])):
+            results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor,
+                              hooks=Hooks(checkpoint=commit, checkpoint_every=checkpoint_every,
+                                          callback=callback, progress=progress, interrupted=interrupted),
+                              **start)
+        if commit is not None:
+            if not (manifest is not None and manifest.get("finished")):
                 # Final statuses ('max_iter'), same W; resuming a finished run writes nothing.
                 commit(np.stack([r.W for r in results]), cursor, results, finished=True)
-            if ckpt is not None:
-                ckpt.wait()  # the last epoch's commit, when there was no final one
-        finally:
-            if ckpt is not None:
-                ckpt.drain()  # a commit in progress still needs the beta writes and the executor
-            if isinstance(betas, DiskBetas):
-                betas.close()
-            if executor is not None:
-                executor.close()
-            if ckpt is not None:
-                ckpt.close()
-            if scratch is not None:
-                scratch.close()
-            backend.close()
-        interrupted_late = interrupted.is_set()  # e.g. during the final commit: obeyed, the work kept
-    if interrupted_late:
+            ckpt.wait()  # the last epoch's commit, when there was no final one
+    if interrupted.is_set():  # e.g. during the final commit: obeyed, the work kept
         raise KeyboardInterrupt
     return Fit(results, cfg, seed)
+
+
+def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, prefetch: int):
+    """``beta`` storage and the feed: in RAM and synchronous for arrays without a
+    checkpoint; on disk (the checkpoint's, or a scratch directory) with a Dask
+    prefetching feed for stores."""
+    data = source.data
+    executor = None
+    if source.streamed:
+        executor = DaskExecutor(n_threads=loader_threads(prefetch))
+        stack.callback(executor.close)
+    if ckpt is None and not source.streamed:
+        betas = InMemoryBetas(len(cfg.Cs), data.shard_rows, data.n_classes)
+    else:
+        if ckpt is None:
+            scratch = ScratchDir("streamwww-beta-")
+            stack.callback(scratch.close)
+        betas = DiskBetas(ckpt.path if ckpt is not None else scratch.path, len(cfg.Cs), data.shard_rows,
+                          data.n_classes, executor=executor,
+                          versions=(manifest["beta"]["versions"] if manifest else None),
+                          sums=(manifest["beta"]["sums"] if manifest else None),
+                          max_pending=max(1, prefetch), keep_superseded=ckpt is not None,
+                          durable=ckpt is not None,
+                          previous_versions=ckpt.previous_versions if ckpt is not None else None)
+        stack.callback(betas.close)
+    feed = DaskFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
+    return betas, feed
+
+
+def _resume_state(ckpt, manifest, W0, cfg: SolverConfig, data) -> tuple[Cursor, dict]:
+    """The cursor and the driver's starting state: fresh, or a checkpoint's."""
+    if manifest is None:
+        return Cursor(), {}
+    cursor = Cursor.from_json(manifest["cursor"])
+    results = results_from_json(manifest["results"])
+    for r in results:  # a larger max_iter continues models that stopped at the old limit
+        if r.status == "max_iter" and r.n_iter < cfg.max_iter:
+            r.status = "running"
+    if any(r.status == "running" for r in results):
+        manifest["finished"] = False
+    logger.info("resuming %s at epoch %d, shard %d of %d", ckpt.path, cursor.epoch + 1, cursor.pos, data.n_shards)
+    return cursor, {"W0": W0, "results": results}
+
+
+def _committer(ckpt, betas, header: dict, step: int):
+    """The driver's checkpoint hook: commit ``W``, the beta versions and the run state."""
+    steps = [step]
+
+    def commit(W, cur: Cursor, results: list[ModelResult], finished: bool = False) -> None:
+        steps[0] += 1
+        ckpt.commit(steps[0], W, {**header, "finished": finished, "cursor": cur.to_json(),
+                                  "results": results_to_json(results)}, betas, wait=finished)
+
+    return commit
