@@ -8,6 +8,7 @@ train              train one model or several (a list of C) in one pass over the
 resume             continue an interrupted run from its checkpoint directory
 open_store         open a shard store written by ``streamwww convert``
 load_model, save_model   model files
+write_predictions  labels or scores of every row of a store, written shard by shard
 solve_subproblem   exact Walrus solver of the block subproblem (and ``solve_subproblem_batch``)
 objective          primal, dual and duality gap
 
@@ -27,6 +28,7 @@ _LAZY = {
     "resume": ("streamwww.api", "resume"),
     "open_store": ("streamwww.io", "open_store"),
     "load_model": ("streamwww.model_io", "load_model"),
+    "write_predictions": ("streamwww.predict", "write_predictions"),
     "save_model": ("streamwww.model_io", "save_model"),
     "solve_subproblem": ("streamwww.solvers.walrus", "solve_subproblem"),
     "solve_subproblem_batch": ("streamwww.solvers.walrus", "solve_subproblem_batch"),

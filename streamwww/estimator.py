@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from streamwww._params import check_params
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import Fit, fit_source
+from streamwww.errors import DataFormatError
 from streamwww.labels import classification_targets
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
 
@@ -135,12 +139,23 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     def decision_function(self, X):
         """Class scores ``X @ coef_.T + intercept_``.
 
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), or str, Path, ShardStore
+            Rows; or a shard store, read shard by shard (memory: one shard and the scores).
+
         Returns
         -------
         scores : ndarray of shape (n_samples, n_classes), or (n_samples,) for two classes
         """
         check_is_fitted(self)
+        store = as_store(X) if isinstance(X, (str, os.PathLike)) or hasattr(X, "read_shards") else None
+        if store is not None:
+            return np.concatenate([self._scores(Xs) for Xs, _ in store_shards(store, self.n_features_in_, type(self).__name__)])
         X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
+        return self._scores(X)
+
+    def _scores(self, X):
         scores = X @ self.coef_.T
         scores = np.asarray(scores, dtype=np.float64) + self.intercept_
         if scores.shape[1] == 2:
@@ -148,11 +163,28 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         return scores
 
     def predict(self, X):
-        """Predicted class labels (the class with the largest score)."""
+        """Predicted class labels (the class with the largest score); ``X`` as in :meth:`decision_function`."""
         scores = self.decision_function(X)
         if scores.ndim == 1:
             return self.classes_[(scores > 0).astype(np.intp)]
         return self.classes_[np.argmax(scores, axis=1)]
+
+    def score(self, X, y=None, sample_weight=None):
+        """Mean accuracy on ``(X, y)``, or on a shard store given as ``X`` (its labels; ``y=None``),
+        read shard by shard."""
+        store = as_store(X) if y is None and (isinstance(X, (str, os.PathLike)) or hasattr(X, "read_shards")) \
+            else None
+        if store is None:
+            return super().score(X, y, sample_weight=sample_weight)
+        check_is_fitted(self)
+        correct = total = 0.0
+        for Xs, labels in store_shards(store, self.n_features_in_, type(self).__name__):
+            hit = self.predict(Xs) == labels
+            w = None if sample_weight is None else np.asarray(sample_weight)[int(total):int(total) + len(hit)]
+            correct += float(np.sum(hit if w is None else hit * w))
+            total += len(hit)
+        n = total if sample_weight is None else float(np.sum(sample_weight))
+        return correct / n if n else float("nan")
 
 
 def fitted_attributes(fit: Fit, j: int, source) -> dict:
@@ -162,3 +194,19 @@ def fitted_attributes(fit: Fit, j: int, source) -> dict:
     return {"classes_": source.classes, "coef_": coef, "intercept_": intercept,
             "n_iter_": int(result.n_iter), "history_": list(result.history),
             "converged_": bool(result.converged), "seed_": int(fit.seed)}
+
+
+def store_shards(store, n_features: int, owner: str = "WWClassifier"):
+    """``(X, labels)`` of each shard of ``store`` for a model of ``n_features`` features
+    (a store converted with fewer features gets zero columns; more is an error)."""
+    d = int(n_features)
+    if store.n_features > d:
+        raise DataFormatError(f"{store.path}: the store has {store.n_features} features but "
+                              f"{owner} was fitted with {d}")
+    classes = np.asarray(store.classes)
+    for i in range(store.n_shards):
+        X, y = store.read_shard(i)
+        if X.shape[1] < d:
+            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d)) if sp.issparse(X) \
+                else np.hstack([X, np.zeros((X.shape[0], d - X.shape[1]), dtype=X.dtype)])
+        yield X, classes[y]

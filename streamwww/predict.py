@@ -1,4 +1,5 @@
-"""Batched prediction and evaluation over shard stores and LIBSVM files (streamed)."""
+"""Batched prediction and evaluation over shard stores and LIBSVM files (streamed), and
+:func:`write_predictions` for stores larger than memory."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import scipy.sparse as sp
 
 from streamwww.errors import DataFormatError
 
-__all__ = ["iter_batches", "predict_labels", "evaluate"]
+__all__ = ["iter_batches", "predict_labels", "evaluate", "write_predictions"]
 
 
 def _is_store(path) -> bool:
@@ -95,3 +96,83 @@ def evaluate(model, source, *, confusion: bool = False, **kw) -> dict:
         out["labels"] = classes
         out["confusion"] = cm
     return out
+
+
+def write_predictions(model, store, output, *, scores: bool = False, format: str = "zarr",
+                      overwrite: bool = False) -> Path:
+    """Write the predicted labels (or class scores) of every row of a shard store, shard by shard.
+
+    Memory holds one shard and its output; the store may be larger than memory.
+
+    Parameters
+    ----------
+    model : WWClassifier
+        A fitted model.
+    store : str, Path or ShardStore
+    output : str or Path
+        A directory, written under a temporary name and renamed when complete.
+    scores : bool, default=False
+        Write ``decision_function`` values (n_rows, n_classes; (n_rows,) for two
+        classes) instead of labels.
+    format : {'zarr', 'parquet'}, default='zarr'
+        ``zarr``: a Zarr v3 group with one array per shard, ``shard-00000``, ...
+        (labels as float64 for numeric classes, else as int32 indices into the
+        group attribute ``classes``). ``parquet``: one file per shard,
+        ``part-00000.parquet``, with a column ``label`` or ``score_<class>`` per class.
+    overwrite : bool, default=False
+
+    Returns
+    -------
+    Path
+        ``output``. Row ``r`` of shard ``s`` is row ``r`` of the store's shard ``s``.
+    """
+    import shutil
+
+    from streamwww.errors import StoreExistsError
+    from streamwww.estimator import store_shards
+    from streamwww.io import open_store
+    from streamwww.labels import format_label
+
+    if format not in ("zarr", "parquet"):
+        raise ValueError(f"The 'format' parameter of write_predictions must be 'zarr' or 'parquet'. "
+                         f"Got {format!r} instead.")
+    store = store if hasattr(store, "read_shard") else open_store(store)
+    output = Path(output)
+    if output.exists() and not overwrite:
+        raise StoreExistsError(f"{output}: already exists (pass overwrite=True to replace it)")
+    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    classes = np.asarray(model.classes_)
+    numeric = classes.dtype.kind in "biuf"
+    try:
+        if format == "zarr":
+            import zarr
+
+            group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
+            group.attrs.update({"kind": "scores" if scores else "labels", "n_shards": int(store.n_shards),
+                                "classes": [c.item() if hasattr(c, "item") else c for c in classes]})
+        for i, (X, _) in enumerate(store_shards(store, model.n_features_in_)):
+            out = model.decision_function(X) if scores else model.predict(X)
+            if format == "zarr":
+                if not scores and not numeric:
+                    out = np.searchsorted(classes, out).astype(np.int32)
+                group.create_array(f"shard-{i:05d}", data=np.asarray(out, dtype=np.float64 if scores or numeric
+                                                                     else np.int32), chunks=out.shape or (1,))
+            else:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                if scores:
+                    cols = {"score": out} if out.ndim == 1 else \
+                        {f"score_{format_label(c)}": out[:, j] for j, c in enumerate(classes)}
+                else:
+                    cols = {"label": out}
+                pq.write_table(pa.table(cols), tmp / f"part-{i:05d}.parquet")
+        if output.exists():
+            shutil.rmtree(output)
+        os.replace(tmp, output)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return output
