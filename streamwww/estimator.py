@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
@@ -51,6 +52,13 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         Compute device; 'auto' uses a GPU when one is usable.
     verbose : int, default=0
         Log one line per epoch (to stderr unless logging is configured).
+    warm_start : bool, default=False
+        Start the next ``fit`` on the same data from this fit's solution, with
+        ``beta`` (and so ``W``) rescaled into the new box ``[0, C]``: the same
+        optimum, usually in fewer epochs (e.g. along a path of ``C``). The dual
+        variables belong to the rows, so a fit on other data (or with another
+        intercept setting) starts cold and warns. In-memory data only; for
+        stores, resume a checkpoint.
 
     Attributes
     ----------
@@ -76,7 +84,8 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, C=1.0, tol=1e-3, max_iter=1000, fit_intercept=True, intercept_scaling=1.0,
-                 gap_decay=None, subproblem="walrus", random_state=None, device="auto", verbose=0):
+                 gap_decay=None, subproblem="walrus", random_state=None, device="auto", verbose=0,
+                 warm_start=False):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -87,6 +96,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+        self.warm_start = warm_start
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -94,6 +104,9 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         return tags
 
     def _check_params(self, allow_C_list: bool = False) -> tuple[float, ...]:
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise ValueError(f"The 'warm_start' parameter of {type(self).__name__} must be an instance of "
+                             f"'bool'. Got {self.warm_start!r} instead.")
         return check_params(type(self).__name__, C=self.C, tol=self.tol, max_iter=self.max_iter,
                             fit_intercept=self.fit_intercept, intercept_scaling=self.intercept_scaling,
                             gap_decay=self.gap_decay, subproblem=self.subproblem,
@@ -126,10 +139,27 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
             X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
                                  order="C", y_numeric=False, multi_output=False, reset=True)
             source = ArraySource.from_labels(X, classification_targets(y), type(self).__name__)
-            fit = fit_source(source, self.get_params(), (float(self.C),))
+            key = (source.fingerprint(), bool(self.fit_intercept), float(self.intercept_scaling)) \
+                if self.warm_start else None
+            fit = fit_source(source, self.get_params(), (float(self.C),), warm=self._warm_state(key))
             self._set_fitted(fitted_attributes(fit, 0, source))
+            self._warm = (key, float(self.C), fit.results[0].W, fit.beta[0]) if self.warm_start else None
         warn_not_converged(fit.results, fit.cfg, type(self).__name__)
         return self
+
+    def _warm_state(self, key):
+        """``(W, beta)`` of the previous fit rescaled to this ``C``, or None (cold start)."""
+        prev = getattr(self, "_warm", None)
+        if key is None or prev is None:
+            return None
+        if prev[0] != key:
+            warnings.warn(f"{type(self).__name__}: warm_start=True but the data (or the intercept setting) "
+                          "changed since the last fit; starting from zero", UserWarning, stacklevel=3)
+            return None
+        # beta in [0, C_old] stays feasible for a larger C; for a smaller one it is scaled
+        # into [0, C] (and W with it: W(beta) is linear in beta).
+        scale = min(1.0, float(self.C) / prev[1])
+        return prev[2][None] * scale, prev[3][None] * scale
 
     def _set_fitted(self, fitted) -> None:
         """Install the fitted attributes all at once (a failed fit sets none)."""

@@ -45,6 +45,7 @@ class Fit:
     results: list[ModelResult]
     cfg: SolverConfig
     seed: int
+    beta: np.ndarray | None = None  # in-memory data: the final beta[n_models, n, k-1] (for warm starts)
 
 
 def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every: int = 1,
@@ -123,13 +124,15 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
                inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
                mix_shards: int = DEFAULTS["mix_shards"], callback=None, progress=None,
-               C_is_list: bool = False, run_info: dict | None = None) -> Fit:
+               C_is_list: bool = False, run_info: dict | None = None, warm=None) -> Fit:
     """Train one model per ``Cs`` on ``source`` (:mod:`streamwww.stream.sources`).
 
     ``params`` are the estimator's parameters (``tol``, ``max_iter``, ...,
     ``random_state``, ``device``, ``verbose``); the other options are
     :func:`streamwww.train`'s; ``run_info`` (JSON) is recorded in the checkpoint's
-    ``run`` section.  In-memory data is one shard and trains unmixed.
+    ``run`` section; ``warm``, ``(W[n_models, D, k], beta[n_models, n, k-1])`` with
+    ``W == W(beta)``, starts in-memory data from there.  In-memory data is one
+    shard and trains unmixed.
     """
     data = source.data
     # Ctrl-C is watched from the start: set-up starts a Dask cluster, whose callbacks
@@ -150,13 +153,18 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
-        betas, feed = _open_stream(stack, source, cfg, ckpt, manifest, prefetch)
+        betas, feed = _open_stream(stack, source, cfg, ckpt, manifest, prefetch,
+                                   initial=None if warm is None else [warm[1]])
         cursor, start = _resume_state(ckpt, manifest, W0, cfg, data)
+        if warm is not None:
+            if ckpt is not None or source.streamed:
+                raise ValueError("a warm start needs in-memory data without a checkpoint directory")
+            start = {"W0": warm[0]}
         commit = None
         if ckpt is not None:
             stack.callback(ckpt.drain)
             header = {"config": cfg.to_json(),
-                      "estimator_params": {k: v for k, v in params.items() if k != "C"
+                      "estimator_params": {k: v for k, v in params.items() if k not in ("C", "warm_start")
                                            and not isinstance(v, np.random.RandomState)},
                       "run": {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
                               "C_is_list": bool(C_is_list), **(run_info or {})},
@@ -175,10 +183,10 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
             ckpt.wait()  # the last epoch's commit, when there was no final one
     if interrupted.is_set():  # e.g. during the final commit: obeyed, the work kept
         raise KeyboardInterrupt
-    return Fit(results, cfg, seed)
+    return Fit(results, cfg, seed, beta=betas.get(0) if isinstance(betas, InMemoryBetas) else None)
 
 
-def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, prefetch: int):
+def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, prefetch: int, initial=None):
     """``beta`` storage and the feed: in RAM and synchronous for arrays without a
     checkpoint; on disk (the checkpoint's, or a scratch directory) with a Dask
     prefetching feed for stores."""
@@ -188,7 +196,7 @@ def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, pr
         executor = DaskExecutor(n_threads=loader_threads(prefetch))
         stack.callback(executor.close)
     if ckpt is None and not source.streamed:
-        betas = InMemoryBetas(len(cfg.Cs), data.shard_rows, data.n_classes)
+        betas = InMemoryBetas(len(cfg.Cs), data.shard_rows, data.n_classes, initial=initial)
     else:
         if ckpt is None:
             scratch = ScratchDir("streamwww-beta-")

@@ -45,8 +45,10 @@ def split_rows(beta: np.ndarray, rows) -> list[np.ndarray]:
 class InMemoryBetas:
     """Dual variables ``beta[n_models, n_rows_s, k-1]`` per shard, kept in RAM."""
 
-    def __init__(self, n_models: int, shard_rows, n_classes: int):
+    def __init__(self, n_models: int, shard_rows, n_classes: int, initial=None):
         self._arrays = [np.zeros((n_models, int(n), n_classes - 1), dtype=np.float64) for n in shard_rows]
+        for a, b in zip(self._arrays, initial or ()):  # a warm start's beta, per shard
+            a[...] = b
 
     def get(self, i: int) -> np.ndarray:
         return self._arrays[i]
