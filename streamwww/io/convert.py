@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from streamwww._memory import release_freed_memory
 from streamwww.errors import DataFormatError, LibsvmFormatError
 from streamwww.io._backend import get_backend
 from streamwww.io._progress import ProgressCallback
@@ -44,7 +45,11 @@ __all__ = ["convert_libsvm"]
 logger = logging.getLogger(__name__)
 
 _MIN_BUCKET_BYTES = 4 * 2**20
-_MAX_BUCKET_BYTES = 256 * 2**20
+# Shuffle buckets are planned at the shard's size clamped to [4, 16] MiB of
+# staged rows: pass 2 holds one bucket (at most twice that before it is split),
+# so the bound must not follow --shard-mb (up to 0.1.0 it was 256 MiB, and
+# memory grew with the input up to that).
+_MAX_BUCKET_BYTES = 16 * 2**20
 _MAX_BUCKETS = 4096
 
 
@@ -139,6 +144,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                           skip_bad_lines=skip_bad_lines, block_bytes=block_bytes,
                           progress=progress)
 
+    release_freed_memory()  # freed parse and chunk buffers go back to the OS
     with StoreTransaction(output, overwrite) as tx:
         backend.init_root(tx.tmp)
         staging = tx.tmp / "_staging"

@@ -204,7 +204,7 @@ class _Prefetcher:
     newline search release the GIL, so this overlaps with parsing.
     """
 
-    def __init__(self, path: str, block_bytes: int, depth: int = 2):
+    def __init__(self, path: str, block_bytes: int, depth: int = 1):
         self._path = path
         self._block_bytes = block_bytes
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
