@@ -15,6 +15,8 @@ __all__ = [
     "StoreExistsError",
     "CheckpointError",
     "DeviceUnavailableError",
+    "InputReadError",
+    "StoreWriteError",
 ]
 
 
@@ -60,3 +62,15 @@ class CheckpointError(StreamwwwError, RuntimeError):
 
 class DeviceUnavailableError(StreamwwwError, RuntimeError):
     """The requested compute device (e.g. ``device='cuda'``) cannot be used."""
+
+
+class InputReadError(StreamwwwError, OSError):
+    """An input file that cannot be read to its end: truncated or corrupt
+    gzip/bz2/xz data, or an I/O error. The message names the file, about where
+    reading stopped (line and byte) and the cause."""
+
+
+class StoreWriteError(StreamwwwError, OSError):
+    """An output (store, staging area) that cannot be written: no permission,
+    a full disk (``errno`` is then ``ENOSPC``), a read-only file system. Nothing
+    half-written is left that opens as a store."""

@@ -13,6 +13,8 @@ much disk as the uncompressed arrays.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -22,7 +24,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamwww._memory import release_freed_memory
-from streamwww.errors import DataFormatError, LibsvmFormatError
+from streamwww.errors import (
+    DataFormatError,
+    LibsvmFormatError,
+    StoreWriteError,
+    StreamwwwError,
+)
 from streamwww.io._backend import get_backend
 from streamwww.io._progress import ProgressCallback
 from streamwww.io._staging import Bucket, Rows, Scatter, shuffled_blocks
@@ -119,6 +126,14 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
     ------
     LibsvmFormatError
         A malformed line (file and line number in the message).
+    DataFormatError
+        No data rows, or no features at all (every row empty).
+    InputReadError
+        Truncated or corrupt compressed input, or an unreadable file (the
+        message says about where reading stopped).
+    StoreWriteError
+        The output cannot be written (permissions, a full disk); nothing that
+        opens as a store is left behind.
     StoreExistsError
         ``output`` exists and ``overwrite`` is False.
     """
@@ -145,7 +160,8 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                           progress=progress)
 
     release_freed_memory()  # freed parse and chunk buffers go back to the OS
-    with StoreTransaction(output, overwrite) as tx:
+    tx = _open_transaction(output, overwrite)
+    with tx, _write_errors(tx, output):
         backend.init_root(tx.tmp)
         staging = tx.tmp / "_staging"
         staging.mkdir()
@@ -177,6 +193,11 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         stats = reader.stats
         if stats.n_rows == 0:
             raise DataFormatError(f"{reader.path}: no data rows (only blank or comment lines).")
+        if like_store is None and n_features is None and stats.max_column < 0:
+            raise DataFormatError(
+                f"{reader.path}: no features: none of its {stats.n_rows} rows has an "
+                f"'index:value' pair, so a model would have nothing to learn from; check that it "
+                f"is LIBSVM text ('label index:value ...').")
         if like_store is not None:
             classes = like_store.classes
         else:
@@ -225,6 +246,46 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                 stats.path, meta["n_rows"], n_features, len(classes), meta["n_shards"],
                 Path(output).absolute())
     return open_store(output)
+
+
+def _open_transaction(output, overwrite: bool) -> StoreTransaction:
+    """Start the store's transaction; an output that cannot be created is a
+    one-line :class:`StoreWriteError`."""
+    try:
+        return StoreTransaction(output, overwrite)
+    except StreamwwwError:
+        raise
+    except OSError as exc:
+        raise _store_write_error(exc, output, "cannot create the store") from exc
+
+
+@contextlib.contextmanager
+def _write_errors(tx: StoreTransaction, output):
+    """Turn an OSError while the store is written (a full disk, a vanished
+    directory, ...) into :class:`StoreWriteError`. The transaction removes its
+    temporary directory, so nothing that opens as a store is left."""
+    try:
+        yield
+    except StreamwwwError:
+        raise
+    except OSError as exc:
+        raise _store_write_error(exc, output, "writing the store failed; nothing was kept "
+                                              f"(the partial output in {tx.tmp.name} is removed)") from exc
+
+
+def _store_write_error(exc: OSError, output, what: str) -> StoreWriteError:
+    out = Path(output).absolute()
+    cause = exc.strerror or str(exc) or type(exc).__name__
+    name = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free space there or convert to another disk"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = "choose a writable location"
+    else:
+        fix = "check the output location"
+    err = StoreWriteError(f"{out}: {what}: {cause}{name}; {fix}.")
+    err.errno = exc.errno
+    return err
 
 
 def _check_known_labels(block, store: ShardStore, path: str) -> None:
