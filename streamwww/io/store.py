@@ -428,6 +428,18 @@ def resolve_dtype(dtype, who: str) -> np.dtype:
     return dt
 
 
+def _row_slice(X, start: int, stop: int):
+    """Rows ``start:stop`` of a CSR matrix (views of its index and value arrays,
+    no copy: ``X[start:stop]`` copies them) or of an array."""
+    if not sp.issparse(X) or X.format != "csr" or (start == 0 and stop == X.shape[0]):
+        return X[start:stop] if (start, stop) != (0, X.shape[0]) else X
+    a, b = int(X.indptr[start]), int(X.indptr[stop])
+    part = sp.csr_matrix((X.data[a:b], X.indices[a:b], X.indptr[start:stop + 1] - a),
+                         shape=(stop - start, X.shape[1]), copy=False)
+    part.has_sorted_indices = X.has_sorted_indices
+    return part
+
+
 class ShardWriter:
     """Cut a stream of row blocks into shards and write them with a backend.
 
@@ -496,7 +508,7 @@ class ShardWriter:
                                        layout=self.layout, n_features=self.n_features,
                                        dtype=self.dtype, row_offset=self._written_rows)
             ys = y[start:stop]
-            self._sink.append(X[start:stop], ys)
+            self._sink.append(_row_slice(X, start, stop), ys)
             self._class_counts_open += np.bincount(ys, minlength=len(self.class_counts))
             self._rows += room
             self._bytes += int(cum_bytes[stop] - cum_bytes[start])
