@@ -6,9 +6,12 @@ or scattered over random buckets when shuffling. Pass 2 reads the staged rows
 back (each bucket permuted in memory when shuffling), maps labels to class
 indices -- now that every label is known -- and cuts the rows into shards.
 Everything happens inside the store's temporary directory, so an error or a
-kill leaves no store behind. Memory is bounded by a few parse blocks, one
-bucket and one shard, whatever the input size; the staging area needs about as
-much disk as the uncompressed arrays.
+kill leaves no store behind, and so does a failed write (a full disk: a
+:class:`~streamwww.errors.StoreWriteError`). Memory is bounded by three text
+pieces and their parse arrays (pass 1), one shuffle bucket of at most 32 MiB
+and a few Zarr chunks (pass 2; a Parquet shard is held whole), whatever the
+input size and ``--shard-mb``; the staging area needs about as much disk as
+the uncompressed arrays. docs/benchmarks-convert.md has the measurements.
 """
 
 from __future__ import annotations
