@@ -228,7 +228,8 @@ def run_rss(args: argparse.Namespace, workdir: Path) -> dict:
                 report["rss"][key] = {"text_mib": text_mib,
                                       "file_mib": path.stat().st_size / 2**20, **r}
                 print(f"rss {key}: {r['peak_rss_mib']:.0f} MiB", file=sys.stderr)
-                lines.append(f"| {path.name} | {text_mib:.0f} | {path.stat().st_size / 2**20:.0f} | "
+                file_mib = path.stat().st_size / 2**20
+                lines.append(f"| {path.name} | {text_mib:.0f} | {file_mib:.0f} | "
                              f"{'yes' if 'shuffle' in tool else 'no'} | {r['peak_rss_mib']:.0f} | "
                              f"{r['seconds']:.1f} |")
     ratios = []

@@ -6,8 +6,9 @@ shuffle needs every row before the first shard. So pass 1 appends parsed rows
 as row blocks. Without shuffling there is one bucket, read back in order. With
 shuffling, rows go to uniformly random buckets and each bucket is permuted in
 memory in pass 2 -- a uniformly random permutation overall, with memory
-bounded by one bucket (read in place, handed on in permuted pieces). A bucket that came out larger than planned is split
-again the same way before it is loaded.
+bounded by one bucket (read in place, handed on in permuted pieces). A bucket
+that came out larger than planned is split again the same way before it is
+loaded.
 
 A bucket file is a sequence of records::
 

@@ -272,8 +272,8 @@ def _write_errors(tx: StoreTransaction, output):
     except StreamwwwError:
         raise
     except OSError as exc:
-        raise _store_write_error(exc, output, "writing the store failed; nothing was kept "
-                                              f"(the partial output in {tx.tmp.name} is removed)") from exc
+        what = f"writing the store failed; nothing was kept ({tx.tmp.name} is removed)"
+        raise _store_write_error(exc, output, what) from exc
 
 
 def _store_write_error(exc: OSError, output, what: str) -> StoreWriteError:

@@ -417,12 +417,11 @@ class LibsvmReader:
         """One-line error for a read that failed after the blocks parsed so far."""
         stats, cause = self.stats, failure.cause
         kind = stats.compression
-        where = (f"near line {stats.n_lines + failure.lines + 1} (after {failure.text_bytes} bytes of text, "
-                 f"byte {failure.raw_pos} of {stats.size} of the file)")
+        where = (f"near line {stats.n_lines + failure.lines + 1} (after {failure.text_bytes} "
+                 f"bytes of text, byte {failure.raw_pos} of {stats.size} of the file)")
         reason = f"{type(cause).__name__}: {cause}"
-        if kind is not None and not (isinstance(cause, OSError)
-                                     and type(cause) in (OSError, PermissionError)
-                                     and cause.errno is not None):
+        io_error = isinstance(cause, OSError) and cause.errno is not None  # not bad data
+        if kind is not None and not io_error:
             return InputReadError(
                 f"{self.path}: the {kind} data is truncated or corrupt; reading stopped {where}: "
                 f"{reason}. Check the file with `{_TEST_COMMAND[kind]} {self.path}` and "

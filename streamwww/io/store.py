@@ -431,8 +431,10 @@ def resolve_dtype(dtype, who: str) -> np.dtype:
 def _row_slice(X, start: int, stop: int):
     """Rows ``start:stop`` of a CSR matrix (views of its index and value arrays,
     no copy: ``X[start:stop]`` copies them) or of an array."""
-    if not sp.issparse(X) or X.format != "csr" or (start == 0 and stop == X.shape[0]):
-        return X[start:stop] if (start, stop) != (0, X.shape[0]) else X
+    if (start, stop) == (0, X.shape[0]):
+        return X
+    if not (sp.issparse(X) and X.format == "csr"):
+        return X[start:stop]
     a, b = int(X.indptr[start]), int(X.indptr[stop])
     part = sp.csr_matrix((X.data[a:b], X.indices[a:b], X.indptr[start:stop + 1] - a),
                          shape=(stop - start, X.shape[1]), copy=False)
