@@ -17,6 +17,8 @@ __all__ = [
     "CheckpointError",
     "DeviceUnavailableError",
     "OutputPathError",
+    "InputReadError",
+    "StoreWriteError",
 ]
 
 
@@ -102,3 +104,15 @@ class DeviceUnavailableError(StreamwwwError, RuntimeError):
 
 class OutputPathError(StreamwwwError, OSError):
     """An output (a model file, a checkpoint directory) that cannot be written; found before any work."""
+
+
+class InputReadError(StreamwwwError, OSError):
+    """An input file that cannot be read to its end: truncated or corrupt
+    gzip/bz2/xz data, or an I/O error. The message names the file, about where
+    reading stopped (line and byte) and the cause."""
+
+
+class StoreWriteError(StreamwwwError, OSError):
+    """An output (store, staging area) that cannot be written: no permission,
+    a full disk (``errno`` is then ``ENOSPC``), a read-only file system. Nothing
+    half-written is left that opens as a store."""

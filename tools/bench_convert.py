@@ -11,10 +11,17 @@ every measurement in a fresh subprocess (so peak RSS is that run's own):
 2. peak RSS of our conversion on two inputs 10x apart with the same shard size,
    next to scikit-learn's on the same files.
 
+With ``--rss-only`` it measures instead what issue 15 asks of convert's memory:
+peak RSS with the default options (``--shard-mb 128`` unless given) for a
+``--mb`` input and a ``--big-mb`` one, plain and ``.xz`` (compressed here with
+``lzma`` preset 1), with and without ``--shuffle`` -- each in a fresh process.
+
 Usage::
 
     python tools/bench_convert.py [--mb 120] [--repeats 3] [--shard-mb 16]
                                   [--workdir DIR] [--json OUT.json]
+    python tools/bench_convert.py --rss-only [--mb 100] [--big-mb 1600]
+                                  [--shard-mb 128] [--workdir DIR] [--json OUT.json]
 
 Prints a Markdown report (the numbers in docs/benchmarks-convert.md come from it).
 """
@@ -115,14 +122,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=120, help="MiB of text of the main file")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--shard-mb", type=float, default=16,
-                        help="shard size of the conversions (MiB in memory)")
+    parser.add_argument("--shard-mb", type=float, default=None,
+                        help="shard size of the conversions (MiB in memory; default 16, "
+                             "or 128 with --rss-only)")
+    parser.add_argument("--rss-only", action="store_true",
+                        help="only the peak-RSS matrix of issue 15 (see the docstring)")
+    parser.add_argument("--big-mb", type=float, default=1600,
+                        help="MiB of text of the large input of --rss-only")
     parser.add_argument("--workdir", help="where to put the files (default: a temp dir)")
     parser.add_argument("--json", help="also write the raw results here")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--input", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.shard_mb is None:
+        args.shard_mb = 128.0 if args.rss_only else 16.0
     if args.child:
         args.tool = args.child
         child(args)
@@ -131,7 +145,7 @@ def main() -> None:
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-convert-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        report = run_all(args, workdir)
+        report = run_rss(args, workdir) if args.rss_only else run_all(args, workdir)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -173,6 +187,59 @@ def run_all(args: argparse.Namespace, workdir: Path) -> dict:
             print(f"rss {tool} {name}: {r['peak_rss_mib']:.0f} MiB", file=sys.stderr)
         path.unlink() if path == big_file else None
     print(markdown(report, args))
+    return report
+
+
+def compress_xz(path: Path) -> Path:
+    """``path`` + ``.xz`` (lzma preset 1, streamed), unless it exists."""
+    import lzma
+
+    out = path.with_name(path.name + ".xz")
+    if not out.exists():
+        with open(path, "rb") as src, lzma.open(out, "wb", preset=1) as dst:
+            while chunk := src.read(16 * 2**20):
+                dst.write(chunk)
+    return out
+
+
+def run_rss(args: argparse.Namespace, workdir: Path) -> dict:
+    """Peak RSS of zarr conversions: two input sizes x plain/xz x shuffle or not."""
+    report = {"machine": {"cpu": cpu_model(), "cores": os.cpu_count()},
+              "versions": version_map(("numpy", "scipy", "numba", "zarr", "pyarrow")),
+              "date": time.strftime("%Y-%m-%d"),
+              "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
+              "shard_mb": args.shard_mb, "rss": {}}
+    files = {}
+    for name, mib in (("small", args.mb), ("big", args.big_mb)):
+        path = workdir / f"rss-{name}.libsvm"
+        if not path.exists():
+            generate(path, mib)
+        files[name] = (path, compress_xz(path))
+    lines = ["| input | text MiB | file MiB | `--shuffle` | peak RSS MiB | seconds |",
+             "|---|---:|---:|---|---:|---:|"]
+    for kind in (0, 1):
+        for tool in ("zarr", "zarr+shuffle"):
+            for name in ("small", "big"):
+                path = files[name][kind]
+                warm_cache(path)
+                r = measure(tool, path, workdir, args.shard_mb)
+                text_mib = files[name][0].stat().st_size / 2**20
+                key = f"{name} {'xz' if kind else 'plain'} {tool}"
+                report["rss"][key] = {"text_mib": text_mib,
+                                      "file_mib": path.stat().st_size / 2**20, **r}
+                print(f"rss {key}: {r['peak_rss_mib']:.0f} MiB", file=sys.stderr)
+                file_mib = path.stat().st_size / 2**20
+                lines.append(f"| {path.name} | {text_mib:.0f} | {file_mib:.0f} | "
+                             f"{'yes' if 'shuffle' in tool else 'no'} | {r['peak_rss_mib']:.0f} | "
+                             f"{r['seconds']:.1f} |")
+    ratios = []
+    for kind in ("plain", "xz"):
+        for tool in ("zarr", "zarr+shuffle"):
+            big = report["rss"][f"big {kind} {tool}"]["peak_rss_mib"]
+            small = report["rss"][f"small {kind} {tool}"]["peak_rss_mib"]
+            ratios.append(f"{kind} {tool}: {big / small:.2f}")
+    report["ratios"] = ratios
+    print("\n".join(lines + ["", "big/small: " + ", ".join(ratios)]))
     return report
 
 

@@ -27,7 +27,13 @@ import pyarrow.parquet as pq
 from streamwww.errors import ChecksumError
 from streamwww.io._backend import ShardBackend, check_fits
 from streamwww.io._chunks import _scratch, crc32c
-from streamwww.io._format import CHECKSUM_KEY, DAMAGED_FIX, FORMAT_VERSION, ShardData, shard_name
+from streamwww.io._format import (
+    CHECKSUM_KEY,
+    DAMAGED_FIX,
+    FORMAT_VERSION,
+    ShardData,
+    shard_name,
+)
 
 _PIECE = 16 * 2**20
 

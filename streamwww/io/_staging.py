@@ -6,8 +6,9 @@ shuffle needs every row before the first shard. So pass 1 appends parsed rows
 as row blocks. Without shuffling there is one bucket, read back in order. With
 shuffling, rows go to uniformly random buckets and each bucket is permuted in
 memory in pass 2 -- a uniformly random permutation overall, with memory
-bounded by one bucket. A bucket that came out larger than planned is split
-again the same way before it is loaded.
+bounded by one bucket (read in place, handed on in permuted pieces). A bucket
+that came out larger than planned is split again the same way before it is
+loaded.
 
 A bucket file is a sequence of records::
 
@@ -29,6 +30,8 @@ import numpy as np
 from numba import njit
 
 from streamwww.errors import ShardFormatError
+
+_PIECE_BYTES = 4 * 2**20
 
 
 class Rows(NamedTuple):
@@ -125,15 +128,49 @@ class Bucket:
                 yield Rows(labels, indptr, indices, data)
 
     def _read(self, f, dtype, count: int) -> np.ndarray:
-        out = np.empty(count, dtype=dtype)
+        return self._fill(f, np.empty(count, dtype=dtype))
+
+    def _fill(self, f, out: np.ndarray) -> np.ndarray:
         got = f.readinto(memoryview(out).cast("B"))
         if got != out.nbytes:
             raise ShardFormatError(f"{self.path}: staging file is truncated")
         return out
 
     def read_all(self) -> Rows | None:
-        parts = list(self.records())
-        return concat_rows(parts) if parts else None
+        """All the records as one block, read straight into its arrays (the
+        headers are read first, so there is no concatenation copy)."""
+        if not self.path.exists():
+            return None
+        item = self.dtype.itemsize
+        heads = []
+        with open(self.path, "rb") as f:
+            while True:
+                head = f.read(16)
+                if not head:
+                    break
+                if len(head) != 16:
+                    raise ShardFormatError(f"{self.path}: staging file is truncated")
+                n, nnz = (int(v) for v in np.frombuffer(head, dtype="<i8"))
+                heads.append((f.tell(), n, nnz))
+                f.seek(n * 8 + nnz * item + n * 4 + nnz * 4, os.SEEK_CUR)
+            if not heads:
+                return None
+            rows = sum(h[1] for h in heads)
+            total = sum(h[2] for h in heads)
+            labels = np.empty(rows, dtype=np.float64)
+            data = np.empty(total, dtype=self.dtype)
+            indices = np.empty(total, dtype=np.int32)
+            indptr = np.zeros(rows + 1, dtype=np.int64)
+            r = z = 0
+            for pos, n, nnz in heads:
+                f.seek(pos)
+                self._fill(f, labels[r:r + n])
+                self._fill(f, data[z:z + nnz])
+                indptr[r + 1:r + n + 1] = self._read(f, np.int32, n)
+                self._fill(f, indices[z:z + nnz])
+                r, z = r + n, z + nnz
+        np.cumsum(indptr, out=indptr)
+        return Rows(labels, indptr, indices, data)
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -179,5 +216,11 @@ def shuffled_blocks(buckets: list[Bucket], rng: np.random.Generator,
             continue
         rows = bucket.read_all()
         bucket.remove()
-        if rows is not None:
-            yield _permute(rows, rng.permutation(len(rows.labels)))
+        if rows is None:
+            continue
+        # the permuted rows leave in pieces of about _PIECE_BYTES: memory is
+        # the bucket plus one piece, not the bucket twice
+        order = rng.permutation(len(rows.labels))
+        step = max(1, int(len(order) * _PIECE_BYTES // max(rows.nbytes, 1)))
+        for a in range(0, len(order), step):
+            yield _permute(rows, order[a:a + step])

@@ -31,7 +31,13 @@ from zarr.codecs import BloscCodec
 
 from streamwww.io._backend import ShardBackend, check_fits
 from streamwww.io._chunks import chunk_checksums, create_checksummed_array, read_into
-from streamwww.io._format import CHECKSUM_KEY, DAMAGED_FIX, FORMAT_VERSION, ShardData, shard_name
+from streamwww.io._format import (
+    CHECKSUM_KEY,
+    DAMAGED_FIX,
+    FORMAT_VERSION,
+    ShardData,
+    shard_name,
+)
 
 _CHUNK_ELEMENTS = 4 * 2**20
 

@@ -6,13 +6,18 @@ or scattered over random buckets when shuffling. Pass 2 reads the staged rows
 back (each bucket permuted in memory when shuffling), maps labels to class
 indices -- now that every label is known -- and cuts the rows into shards.
 Everything happens inside the store's temporary directory, so an error or a
-kill leaves no store behind. Memory is bounded by a few parse blocks, one
-bucket and one shard, whatever the input size; the staging area needs about as
-much disk as the uncompressed arrays.
+kill leaves no store behind, and so does a failed write (a full disk: a
+:class:`~streamwww.errors.StoreWriteError`). Memory is bounded by three text
+pieces and their parse arrays (pass 1), one shuffle bucket of at most 32 MiB
+and a few Zarr chunks (pass 2; a Parquet shard is held whole), whatever the
+input size and ``--shard-mb``; the staging area needs about as much disk as
+the uncompressed arrays. docs/benchmarks-convert.md has the measurements.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -21,7 +26,13 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww.errors import DataFormatError, LibsvmFormatError
+from streamwww._memory import release_freed_memory
+from streamwww.errors import (
+    DataFormatError,
+    LibsvmFormatError,
+    StoreWriteError,
+    StreamwwwError,
+)
 from streamwww.io._backend import get_backend
 from streamwww.io._progress import ProgressCallback
 from streamwww.io._staging import Bucket, Rows, Scatter, shuffled_blocks
@@ -44,7 +55,11 @@ __all__ = ["convert_libsvm"]
 logger = logging.getLogger(__name__)
 
 _MIN_BUCKET_BYTES = 4 * 2**20
-_MAX_BUCKET_BYTES = 256 * 2**20
+# Shuffle buckets are planned at the shard's size clamped to [4, 16] MiB of
+# staged rows: pass 2 holds one bucket (at most twice that before it is split),
+# so the bound must not follow --shard-mb (up to 0.1.0 it was 256 MiB, and
+# memory grew with the input up to that).
+_MAX_BUCKET_BYTES = 16 * 2**20
 _MAX_BUCKETS = 4096
 
 
@@ -114,6 +129,14 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
     ------
     LibsvmFormatError
         A malformed line (file and line number in the message).
+    DataFormatError
+        No data rows, or no features at all (every row empty).
+    InputReadError
+        Truncated or corrupt compressed input, or an unreadable file (the
+        message says about where reading stopped).
+    StoreWriteError
+        The output cannot be written (permissions, a full disk); nothing that
+        opens as a store is left behind.
     StoreExistsError
         ``output`` exists and ``overwrite`` is False.
     """
@@ -139,7 +162,9 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                           skip_bad_lines=skip_bad_lines, block_bytes=block_bytes,
                           progress=progress)
 
-    with StoreTransaction(output, overwrite) as tx:
+    release_freed_memory()  # freed parse and chunk buffers go back to the OS
+    tx = _open_transaction(output, overwrite)
+    with tx, _write_errors(tx, output):
         backend.init_root(tx.tmp)
         staging = tx.tmp / "_staging"
         staging.mkdir()
@@ -171,6 +196,11 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         stats = reader.stats
         if stats.n_rows == 0:
             raise DataFormatError(f"{reader.path}: no data rows (only blank or comment lines).")
+        if like_store is None and n_features is None and stats.max_column < 0:
+            raise DataFormatError(
+                f"{reader.path}: no features: none of its {stats.n_rows} rows has an "
+                f"'index:value' pair, so a model would have nothing to learn from; check that it "
+                f"is LIBSVM text ('label index:value ...').")
         if like_store is not None:
             classes = like_store.classes
         else:
@@ -219,6 +249,46 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                 stats.path, meta["n_rows"], n_features, len(classes), meta["n_shards"],
                 Path(output).absolute())
     return open_store(output)
+
+
+def _open_transaction(output, overwrite: bool) -> StoreTransaction:
+    """Start the store's transaction; an output that cannot be created is a
+    one-line :class:`StoreWriteError`."""
+    try:
+        return StoreTransaction(output, overwrite)
+    except StreamwwwError:
+        raise
+    except OSError as exc:
+        raise _store_write_error(exc, output, "cannot create the store") from exc
+
+
+@contextlib.contextmanager
+def _write_errors(tx: StoreTransaction, output):
+    """Turn an OSError while the store is written (a full disk, a vanished
+    directory, ...) into :class:`StoreWriteError`. The transaction removes its
+    temporary directory, so nothing that opens as a store is left."""
+    try:
+        yield
+    except StreamwwwError:
+        raise
+    except OSError as exc:
+        what = f"writing the store failed; nothing was kept ({tx.tmp.name} is removed)"
+        raise _store_write_error(exc, output, what) from exc
+
+
+def _store_write_error(exc: OSError, output, what: str) -> StoreWriteError:
+    out = Path(output).absolute()
+    cause = exc.strerror or str(exc) or type(exc).__name__
+    name = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        fix = "free space there or convert to another disk"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        fix = "choose a writable location"
+    else:
+        fix = "check the output location"
+    err = StoreWriteError(f"{out}: {what}: {cause}{name}; {fix}.")
+    err.errno = exc.errno
+    return err
 
 
 def _check_known_labels(block, store: ShardStore, path: str) -> None:

@@ -24,6 +24,7 @@ import lzma
 import os
 import queue
 import threading
+import zlib
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -32,7 +33,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww.errors import LibsvmFormatError
+from streamwww.errors import InputReadError, LibsvmFormatError
 from streamwww.io import _libsvm_kernels as K
 from streamwww.io._progress import ProgressCallback, ProgressEvent
 
@@ -194,6 +195,22 @@ class LibsvmStats:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
+# What decompressors and reads raise on truncated or corrupt input: EOFError
+# (truncated gzip/bz2/xz), gzip.BadGzipFile and bz2's "Invalid data stream"
+# (OSError), lzma.LZMAError, zlib.error, and I/O errors (OSError).
+_READ_ERRORS = (EOFError, OSError, lzma.LZMAError, zlib.error)
+_TEST_COMMAND = {"gzip": "gzip -t", "bz2": "bzip2 -t", "xz": "xz -t"}
+
+
+class _ReadFailure(Exception):
+    """A read error of the prefetch thread, with how far reading had got."""
+
+    def __init__(self, cause: BaseException, text_bytes: int, raw_pos: int, lines: int):
+        super().__init__(str(cause))
+        self.cause, self.text_bytes, self.raw_pos = cause, text_bytes, raw_pos
+        self.lines = lines  # complete lines read but not handed on
+
+
 class _Prefetcher:
     """Read (and decompress) the file in a background thread, in pieces of
     about ``block_bytes`` that end at a line boundary (the last piece may
@@ -204,13 +221,14 @@ class _Prefetcher:
     newline search release the GIL, so this overlaps with parsing.
     """
 
-    def __init__(self, path: str, block_bytes: int, depth: int = 2):
+    def __init__(self, path: str, block_bytes: int, depth: int = 1):
         self._path = path
         self._block_bytes = block_bytes
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
         self._stop = threading.Event()
         self.sha256 = hashlib.sha256()
         self.text_bytes = 0
+        self.raw_pos = 0  # bytes of the file consumed by the last complete read
         self._thread = threading.Thread(target=self._run, name="streamwww-libsvm-reader",
                                         daemon=True)
 
@@ -223,17 +241,21 @@ class _Prefetcher:
                 continue
         return False
 
-    @staticmethod
-    def _fill(f, view: memoryview) -> int:
+    _STEP = 2**20  # read calls of at most this: a failure is located to within it
+
+    def _fill(self, f, raw, view: memoryview) -> int:
         got = 0
         while got < len(view):
-            n = f.readinto(view[got:])
+            n = f.readinto(view[got:got + self._STEP])
             if not n:
                 break
             got += n
+            self._filled, self.raw_pos = got, raw.tell()
         return got
 
     def _run(self) -> None:
+        buf, start = None, 0
+        self._filled = 0
         try:
             f, raw = open_compressed(self._path, "rb")
             with f, raw:
@@ -241,7 +263,8 @@ class _Prefetcher:
                 while not self._stop.is_set():
                     buf = np.empty(len(carry) + self._block_bytes, dtype=np.uint8)
                     buf[:len(carry)] = carry
-                    got = self._fill(f, memoryview(buf)[len(carry):])
+                    start, self._filled = len(carry), 0
+                    got = self._fill(f, raw, memoryview(buf)[len(carry):])
                     if not got:
                         if len(carry) and not self._put((carry, raw.tell())):
                             return
@@ -257,6 +280,9 @@ class _Prefetcher:
                     if not self._put((buf[:last_nl + 1], raw.tell())):
                         return
             self._put(None)
+        except _READ_ERRORS as exc:  # the consumer adds the lines it has parsed
+            lines = 0 if buf is None else int(np.count_nonzero(buf[:start + self._filled] == 10))
+            self._put(_ReadFailure(exc, self.text_bytes + self._filled, self.raw_pos, lines))
         except BaseException as exc:  # handed to the consumer
             self._put(exc)
 
@@ -359,8 +385,13 @@ class LibsvmReader:
         self.block_bytes = int(block_bytes)
         self.n_threads = max(1, int(n_threads or os.cpu_count() or 1))
         self.progress = progress
+        try:
+            compression = detect_compression(self.path)
+        except OSError as exc:
+            raise InputReadError(f"{self.path}: cannot read the file: "
+                                 f"{exc.strerror or exc}") from exc
         self.stats = LibsvmStats(path=self.path, size=os.path.getsize(self.path),
-                                 compression=detect_compression(self.path))
+                                 compression=compression)
 
     def __iter__(self) -> Iterator[LibsvmBlock]:
         stats = self.stats
@@ -370,6 +401,8 @@ class LibsvmReader:
         try:
             for piece, raw_pos in chunks:
                 yield from self._parse(piece, raw_pos, pool)
+        except _ReadFailure as failure:
+            raise self._read_error(failure) from failure.cause
         finally:
             chunks.close()  # stops the reader thread on errors and early exits
             if pool is not None:
@@ -379,6 +412,22 @@ class LibsvmReader:
         if stats.skipped_lines:
             logger.warning("%s: skipped %d malformed line(s); first: %s", self.path,
                            stats.skipped_lines, "; ".join(stats.skipped_examples[:3]))
+
+    def _read_error(self, failure: _ReadFailure) -> InputReadError:
+        """One-line error for a read that failed after the blocks parsed so far."""
+        stats, cause = self.stats, failure.cause
+        kind = stats.compression
+        where = (f"near line {stats.n_lines + failure.lines + 1} (after {failure.text_bytes} "
+                 f"bytes of text, byte {failure.raw_pos} of {stats.size} of the file)")
+        reason = f"{type(cause).__name__}: {cause}"
+        io_error = isinstance(cause, OSError) and cause.errno is not None  # not bad data
+        if kind is not None and not io_error:
+            return InputReadError(
+                f"{self.path}: the {kind} data is truncated or corrupt; reading stopped {where}: "
+                f"{reason}. Check the file with `{_TEST_COMMAND[kind]} {self.path}` and "
+                f"download or compress it again.")
+        return InputReadError(f"{self.path}: cannot read the file; reading stopped {where}: "
+                              f"{reason}")
 
     def _parse(self, buf: np.ndarray, raw_pos: int, pool) -> Iterator[LibsvmBlock]:
         """Parse whole lines; large pieces are cut at line ends into one part

@@ -24,7 +24,12 @@ import scipy.sparse as sp
 
 from streamwww import __version__
 from streamwww._fsutil import fsync_path, fsync_tree
-from streamwww.errors import ChecksumError, DataFormatError, ShardFormatError, StoreExistsError
+from streamwww.errors import (
+    ChecksumError,
+    DataFormatError,
+    ShardFormatError,
+    StoreExistsError,
+)
 from streamwww.io._backend import available_formats, get_backend, make_csr
 from streamwww.io._format import (
     CHECKSUM_KEY,
@@ -35,7 +40,6 @@ from streamwww.io._format import (
     MARKER,
     MAX_SHARD_NNZ,
     READ_VERSIONS,
-    ShardData,
     fingerprint,
     index_dtype,
     labels_from_json,
@@ -43,6 +47,7 @@ from streamwww.io._format import (
     shard_nbytes,
 )
 from streamwww.io._progress import ProgressCallback, ProgressEvent
+from streamwww.io._shardsink import open_sink
 from streamwww.labels import encode_labels, format_label, summarize_classes  # noqa: F401  (re-exported for io)
 
 __all__ = ["ShardStore", "open_store", "write_store"]
@@ -508,13 +513,29 @@ def resolve_dtype(dtype, who: str) -> np.dtype:
     return dt
 
 
+def _row_slice(X, start: int, stop: int):
+    """Rows ``start:stop`` of a CSR matrix (views of its index and value arrays,
+    no copy: ``X[start:stop]`` copies them) or of an array."""
+    if (start, stop) == (0, X.shape[0]):
+        return X
+    if not (sp.issparse(X) and X.format == "csr"):
+        return X[start:stop]
+    a, b = int(X.indptr[start]), int(X.indptr[stop])
+    part = sp.csr_matrix((X.data[a:b], X.indices[a:b], X.indptr[start:stop + 1] - a),
+                         shape=(stop - start, X.shape[1]), copy=False)
+    part.has_sorted_indices = X.has_sorted_indices
+    return part
+
+
 class ShardWriter:
     """Cut a stream of row blocks into shards and write them with a backend.
 
     ``push(X, y)`` takes CSR or dense rows with ``n_features`` columns and
     int32 class indices; shards are cut by rows or by their in-memory bytes in
     the target layout (always at least one row, at most ``MAX_SHARD_NNZ``
-    values) and written as soon as they are full. Holds at most one shard.
+    values). Each shard's rows go to a sink (:mod:`streamwww.io._shardsink`):
+    Zarr chunks are written as soon as they are full, so memory stays at a few
+    chunks whatever the shard size; other formats hold one shard.
     """
 
     def __init__(self, root: Path, backend, *, layout: str, n_features: int, dtype: np.dtype,
@@ -530,7 +551,8 @@ class ShardWriter:
         # (+ one indptr entry); per shard, indptr's extra entry.
         self._isize = index_dtype(0, n_features).itemsize
         self._base = self._isize if layout == "sparse" else 0
-        self._pending: list[tuple] = []
+        self._sink = None  # the shard being filled (streamwww.io._shardsink)
+        self._class_counts_open = np.zeros(n_classes, dtype=np.int64)
         self._rows = self._nnz = 0
         self._bytes = self._base
         self._written_rows = 0
@@ -568,7 +590,13 @@ class ShardWriter:
                     continue
                 room = 1  # one row larger than a whole shard
             stop = start + room
-            self._pending.append((X[start:stop], y[start:stop]))
+            if self._sink is None:  # rows go to disk as they come (Zarr) or at the flush
+                self._sink = open_sink(self.root, self.backend, len(self.shards),
+                                       layout=self.layout, n_features=self.n_features,
+                                       dtype=self.dtype, row_offset=self._written_rows)
+            ys = y[start:stop]
+            self._sink.append(_row_slice(X, start, stop), ys)
+            self._class_counts_open += np.bincount(ys, minlength=len(self.class_counts))
             self._rows += room
             self._bytes += int(cum_bytes[stop] - cum_bytes[start])
             self._nnz += int(cum_nnz[stop] - cum_nnz[start])
@@ -579,31 +607,19 @@ class ShardWriter:
     def _flush(self) -> None:
         if not self._rows:
             return
-        parts = [p[0] for p in self._pending]
-        y = np.concatenate([p[1] for p in self._pending]).astype(np.int32, copy=False)
-        if self.layout == "sparse":
-            parts = [p if sp.issparse(p) else sp.csr_matrix(p) for p in parts]
-            X = parts[0] if len(parts) == 1 else sp.vstack(parts, format="csr")
-            X = sp.csr_matrix(X, dtype=self.dtype)
-            if not X.has_sorted_indices:
-                X.sort_indices()
-        else:
-            parts = [p.toarray() if sp.issparse(p) else p for p in parts]
-            X = np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0],
-                                     dtype=self.dtype)
-        shard = ShardData(X, y)
         i = len(self.shards)
-        sums = self.backend.write_shard(self.root, i, shard, n_features=self.n_features,
-                                        row_offset=self._written_rows)
-        counts = np.bincount(y, minlength=len(self.class_counts))
+        rows, nnz, content_hash, sums = self._sink.close()
+        self._sink = None
+        counts = self._class_counts_open
         self.class_counts += counts
-        self.shards.append({"name": self.backend.shard_relpath(i), "rows": shard.rows,
-                            "offset": self._written_rows, "nnz": shard.nnz,
-                            "sha256": shard.content_hash(),
+        self.shards.append({"name": self.backend.shard_relpath(i), "rows": rows,
+                            "offset": self._written_rows, "nnz": nnz,
+                            "sha256": content_hash,
                             "classes_present": int(np.count_nonzero(counts)), **(sums or {})})
-        self._written_rows += shard.rows
-        self._pending, self._rows, self._bytes, self._nnz = [], 0, self._base, 0
-        logger.debug("wrote shard %d: %d rows", i, shard.rows)
+        self._written_rows += rows
+        self._rows, self._bytes, self._nnz = 0, self._base, 0
+        self._class_counts_open = np.zeros_like(self.class_counts)
+        logger.debug("wrote shard %d: %d rows", i, rows)
         if self.progress is not None:
             self.progress(ProgressEvent("write", self._written_rows, self.total_rows,
                                         self._written_rows))

@@ -1,0 +1,241 @@
+"""Where :class:`~streamwww.io.store.ShardWriter` puts the rows of the shard it is filling.
+
+A *sink* receives one shard's rows piece by piece and writes them when the
+shard is closed. Two kinds:
+
+* :class:`BufferedSink` (any backend, used for Parquet, whose single row group
+  per shard needs every row at once): keeps the pieces and hands one
+  :class:`~streamwww.io._format.ShardData` to the backend's ``write_shard`` --
+  memory grows with the shard size.
+* :class:`ZarrStreamSink`: writes each Zarr chunk as soon as it is full, so a
+  shard never sits in memory whole; memory is one chunk per array (at most
+  ``_zarr._CHUNK_ELEMENTS`` elements each), whatever ``--shard-mb``. The bytes
+  on disk are those ``ZarrBackend.write_shard`` writes for the whole shard
+  (same chunk grid, codecs and metadata: an array that ends within its first
+  chunk is written in one call exactly as there; a longer one is created with
+  full chunks, grown chunk by chunk and given its final length at the end).
+  The shard's content hash is then computed by reading the arrays back, chunk
+  by chunk -- over what is on disk. A shard whose arrays all fit in one chunk
+  never leaves memory before its close and is written by ``write_shard``
+  itself, like any other format's.
+
+Memory bound in numbers: for float32 CSR, at most 16 MiB each of ``indices``,
+``data`` and ``y`` and 32 MiB of ``indptr`` (pages only touched as rows
+arrive), and one chunk being encoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from streamwww.io._chunks import chunk_checksums, create_checksummed_array
+from streamwww.io._format import CHECKSUM_KEY, FORMAT_VERSION, ShardData
+
+__all__ = ["BufferedSink", "ZarrStreamSink", "open_sink"]
+
+
+class BufferedSink:
+    """Collect a shard's pieces in memory; write them with ``backend.write_shard``."""
+
+    def __init__(self, root: Path, backend, i: int, *, layout: str, n_features: int,
+                 dtype: np.dtype, row_offset: int):
+        self.root, self.backend, self.i = root, backend, i
+        self.layout, self.n_features, self.dtype = layout, n_features, dtype
+        self.row_offset = row_offset
+        self._pending: list[tuple] = []
+
+    def append(self, X, y: np.ndarray) -> None:
+        """Add rows (CSR or dense, ``n_features`` columns) and their class indices."""
+        self._pending.append((X, y))
+
+    def close(self) -> tuple[int, int, str, dict | None]:
+        """Write the shard; return ``(rows, nnz, content_hash, checksums)``."""
+        parts = [p[0] for p in self._pending]
+        y = np.concatenate([p[1] for p in self._pending]).astype(np.int32, copy=False)
+        self._pending = []
+        if self.layout == "sparse":
+            parts = [p if sp.issparse(p) else sp.csr_matrix(p) for p in parts]
+            X = parts[0] if len(parts) == 1 else sp.vstack(parts, format="csr")
+            X = sp.csr_matrix(X, dtype=self.dtype)
+            if not X.has_sorted_indices:
+                X.sort_indices()
+        else:
+            parts = [p.toarray() if sp.issparse(p) else p for p in parts]
+            X = np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0],
+                                     dtype=self.dtype)
+        del parts
+        shard = ShardData(X, y)
+        sums = self.backend.write_shard(self.root, self.i, shard, n_features=self.n_features,
+                                        row_offset=self.row_offset)
+        return shard.rows, shard.nnz, shard.content_hash(), sums
+
+
+class _StreamedArray:
+    """One Zarr array written chunk by chunk (see the module docstring)."""
+
+    def __init__(self, sink: ZarrStreamSink, name: str, dtype, width: int | None,
+                 chunk_rows: int, compressors):
+        self.sink, self.name = sink, name
+        self.dtype = np.dtype(dtype)
+        self.tail = () if width is None else (width,)
+        self.chunk_rows = chunk_rows
+        self.compressors = compressors
+        self.buf = np.empty((chunk_rows, *self.tail), dtype=self.dtype)
+        self.filled = 0  # rows in buf
+        self.written = 0  # rows already in full chunks on disk
+        self.array = None
+
+    def append(self, values: np.ndarray) -> None:
+        start, n = 0, len(values)
+        while start < n:
+            take = min(self.chunk_rows - self.filled, n - start)
+            self.buf[self.filled:self.filled + take] = values[start:start + take]
+            self.filled += take
+            start += take
+            if self.filled == self.chunk_rows:
+                self._write_full_chunk()
+
+    def _write_full_chunk(self) -> None:
+        end = self.written + self.chunk_rows
+        if self.array is None:
+            self.array = create_checksummed_array(
+                self.sink.group(), self.name, shape=(end, *self.tail), dtype=self.dtype,
+                chunks=(self.chunk_rows, *self.tail), compressors=self.compressors)
+        else:
+            self.array.resize((end, *self.tail))
+        self.array[self.written:end] = self.buf
+        self.written, self.filled = end, 0
+
+    def close(self, chunks_for) -> None:
+        """Write what is left (an array that never filled a chunk is written
+        whole, as ``write_shard`` does) and free the chunk buffer."""
+        total = self.written + self.filled
+        if self.array is None:
+            data = self.buf[:total]
+            self.array = create_checksummed_array(self.sink.group(), self.name, data=data,
+                                                  chunks=chunks_for(data.shape), compressors=self.compressors)
+        elif self.filled:
+            self.array.resize((total, *self.tail))
+            self.array[self.written:total] = self.buf[:self.filled]
+        self.buf = None
+        self.length = total
+
+    def checksums(self) -> list[int]:
+        """The crc32c of every chunk, read back from the files written (docs/FORMAT.md, Integrity)."""
+        return chunk_checksums(self.array, self.sink.root / self.sink.backend.shard_relpath(self.sink.i) / self.name)
+
+    def values(self) -> np.ndarray:
+        """The values of an array that never filled a chunk (still in memory)."""
+        return self.buf[:self.filled]
+
+    def hash_into(self, h, little_endian: str) -> None:
+        """Feed the stored values, read back chunk by chunk, to ``h``."""
+        array = self.sink.group()[self.name]
+        step = max(1, self.chunk_rows)
+        for a in range(0, self.length, step):
+            part = np.ascontiguousarray(array[a:min(a + step, self.length)], dtype=little_endian)
+            h.update(part.view(np.uint8).data)
+
+
+class ZarrStreamSink:
+    """Write a Zarr shard chunk by chunk as rows arrive (see the module docstring)."""
+
+    def __init__(self, root: Path, backend, i: int, *, layout: str, n_features: int,
+                 dtype: np.dtype, row_offset: int):
+        from streamwww.io import _zarr
+
+        self.root, self.backend, self.i = root, backend, i
+        self.layout, self.n_features, self.dtype = layout, n_features, np.dtype(dtype)
+        self.row_offset = row_offset
+        self.rows = self.nnz = 0
+        self._group = None
+        self._chunks = _zarr._chunks
+        comp = _zarr._compressors()
+        flat = _zarr._CHUNK_ELEMENTS
+
+        def column(name, dt, width=None, chunk_rows=flat):
+            return _StreamedArray(self, name, dt, width, chunk_rows, comp)
+
+        if layout == "sparse":
+            self.arrays = {"indptr": column("indptr", np.int64),
+                           "indices": column("indices", np.int32),
+                           "data": column("data", self.dtype)}
+            self.arrays["indptr"].append(np.zeros(1, dtype=np.int64))
+        else:
+            self.arrays = {"X": column("X", self.dtype, n_features,
+                                       max(1, flat // max(1, n_features)))}
+        self.arrays["y"] = column("y", np.int32)
+
+    def group(self):
+        """The shard's Zarr group, created when the first chunk is written."""
+        if self._group is None:
+            import zarr
+
+            attrs = {"streamwww": {"format_version": FORMAT_VERSION, "shard": self.i,
+                                   "row_offset": self.row_offset, "layout": self.layout,
+                                   "n_features": self.n_features}}
+            self._group = zarr.open_group(str(self.root / self.backend.shard_relpath(self.i)),
+                                          mode="w-", zarr_format=3, attributes=attrs)
+        return self._group
+
+    def append(self, X, y: np.ndarray) -> None:
+        """Add rows (CSR or dense, ``n_features`` columns) and their class indices."""
+        n = X.shape[0]
+        if self.layout == "sparse":
+            if not sp.issparse(X):
+                X = sp.csr_matrix(X)
+            if not X.has_sorted_indices:
+                X = X.copy()
+                X.sort_indices()
+            a, b = int(X.indptr[0]), int(X.indptr[-1])
+            ptr = X.indptr[1:].astype(np.int64) + (self.nnz - a)
+            self.arrays["indptr"].append(ptr)
+            self.arrays["indices"].append(X.indices[a:b])
+            self.arrays["data"].append(X.data[a:b])  # cast on the way into the chunk buffer
+            self.nnz += b - a
+        else:
+            step = max(1, 2**22 // max(1, self.n_features))  # bounded dense pieces
+            for s in range(0, n, step):
+                part = X[s:s + step]
+                self.arrays["X"].append(part.toarray() if sp.issparse(part) else part)
+            self.nnz += n * self.n_features
+        self.arrays["y"].append(y)
+        self.rows += n
+
+    def close(self) -> tuple[int, int, str, dict]:
+        """Finish the arrays; return ``(rows, nnz, content_hash, checksums)`` (the hash as
+        :meth:`ShardData.content_hash`, read back from disk; the crc32c of every chunk)."""
+        if self._group is None:  # no chunk filled: one write_shard call, as for any format
+            a = {name: array.values() for name, array in self.arrays.items()}
+            if self.layout == "sparse":
+                X = sp.csr_matrix((a["data"], a["indices"], a["indptr"]),
+                                  shape=(self.rows, self.n_features))
+                X.has_sorted_indices = True
+            else:
+                X = a["X"]
+            shard = ShardData(X, a["y"])
+            sums = self.backend.write_shard(self.root, self.i, shard, n_features=self.n_features,
+                                            row_offset=self.row_offset)
+            self.arrays = None
+            return shard.rows, shard.nnz, shard.content_hash(), sums
+        for array in self.arrays.values():
+            array.close(self._chunks)
+        h = hashlib.sha256()
+        h.update(f"{self.layout}:{self.rows}x{self.n_features}:{self.dtype.str}".encode())
+        order = (("indptr", "<i8"), ("indices", "<i4"), ("data", self.dtype.str),
+                 ("y", "<i4")) if self.layout == "sparse" else (("X", self.dtype.str),
+                                                                 ("y", "<i4"))
+        for name, le in order:
+            self.arrays[name].hash_into(h, le)
+        sums = {name: array.checksums() for name, array in self.arrays.items()}
+        return self.rows, self.nnz, h.hexdigest(), {CHECKSUM_KEY: sums}
+
+
+def open_sink(root: Path, backend, i: int, **kwargs):
+    """The sink for shard ``i``: streamed for Zarr, buffered otherwise."""
+    cls = ZarrStreamSink if backend.name == "zarr" else BufferedSink
+    return cls(root, backend, i, **kwargs)
