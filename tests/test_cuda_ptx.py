@@ -48,7 +48,7 @@ for dense in (True, False):
                       A(f64, 3), A(f64, 1), A(i64, 1), A(i64, 1), f64, i64, f64, A(f64, 3), A(i32, 3), T.boolean)))
     jobs.append((K.parallel_bcd_kernel(dense, 256, 1024),
                  (A(f64, 3), A(f64, 1), A(i32, 1), A(i32, 1), i64, A(i32, 1), A(f64, 1), A(f64, 3), A(f64, 1),
-                  A(i64, 1), A(i64, 1), f64, A(f64, 3), A(i32, 3), T.boolean)))
+                  A(i64, 1), A(i64, 1), f64, i64, f64, A(f64, 3), A(i32, 3), T.boolean)))
     jobs.append((K.hinge_kernel(dense, 128), (A(f64, 3), A(f64, 1), A(i32, 1), A(i32, 1), i64, A(i32, 1), i64,
                                               f64, A(i64, 1), A(f64, 2))))
 jobs.append((K.sum_kernel(256, True), (A(f64, 3), A(f64, 2))))

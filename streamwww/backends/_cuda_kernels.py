@@ -271,24 +271,36 @@ def _row_access(dense: bool):
 
 
 @functools.lru_cache(maxsize=None)
-def bcd_kernel(dense: bool, tpb: int, kc: int):
-    """The exact pass kernel for dense or CSR rows, ``tpb`` threads, shared capacity ``kc``.
+def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
+    """The pass kernel for dense or CSR rows, ``tpb`` threads, shared capacity ``kc``.
 
-    Launch as ``kernel[len(models), tpb, stream](W, data, indices, indptr, ncols, y, sqnorms,
-    beta, Cs, models, order, bias, solver, eps, scr_f, scr_i, use_shared)``; dense rows pass
-    ``X.ravel()`` as ``data`` and their width as ``ncols``, CSR rows their three arrays.
-    ``scr_f[len(models), 4, kk]`` / ``scr_i[len(models), 2, kk]`` (``kk >= max(k, next_pow2(k-1))``)
-    hold the per-class vectors when ``use_shared`` is false, and Shark's gradient always.
+    Launch as ``kernel[(n_blocks, len(models)), tpb, stream](W, data, indices, indptr, ncols, y,
+    sqnorms, beta, Cs, models, order, bias, solver, eps, scr_f, scr_i, use_shared)``; dense rows
+    pass ``X.ravel()`` as ``data`` and their width as ``ncols``, CSR rows their three arrays.
+    ``scr_f[len(models) * n_blocks, 4, kk]`` / ``scr_i[len(models) * n_blocks, 2, kk]``
+    (``kk >= max(k, next_pow2(k-1))``) hold the per-class vectors when ``use_shared`` is false,
+    and Shark's gradient always; block ``b`` of model ``mi`` uses slot ``mi * n_blocks + b``.
+
+    ``parallel=False`` is the exact sequential pass: one block per model (``n_blocks = 1``)
+    visits ``order`` in turn.  ``parallel=True`` is the row-parallel (PASSCoDe-style) pass:
+    block ``b`` takes the rows ``order[b], order[b + n_blocks], ...``; each row is solved
+    exactly (Walrus) from the scores it reads, which other blocks may be changing at the same
+    time, and its update is added to ``W`` with atomics, so ``W == W(beta)`` holds up to
+    rounding whatever the interleaving and the duality gap stays a true certificate.  One
+    body, two compilations (``parallel`` is a compile-time constant): the row steps exist once.
     """
     TPB = tpb
     KC = kc
+    PARALLEL = parallel
     row_range, feature, dot_col, axpy_col = _row_access(dense)
 
     @_jit_block(tpb)
     def kernel(W, data, indices, indptr, ncols, y, sqnorms, beta, Cs, models, order, bias, solver,
                eps, scr_f, scr_i, use_shared):
         tid = cuda.threadIdx.x
-        mi = cuda.blockIdx.x
+        blk = cuda.blockIdx.x
+        nblk = cuda.gridDim.x
+        mi = cuda.blockIdx.y
         mdl = models[mi]
         C = Cs[mdl]
         k = W.shape[2]
@@ -303,6 +315,7 @@ def bcd_kernel(dense: bool, tpb: int, kc: int):
         red = cuda.shared.array(TPB, float64)
         ist = cuda.shared.array(4, int64)
         fst = cuda.shared.array(1, float64)
+        slot = mi * nblk + blk
         if use_shared:
             s = sh_s
             v = sh_v
@@ -310,17 +323,17 @@ def bcd_kernel(dense: bool, tpb: int, kc: int):
             cand = sh_c
             srt = sh_o
         else:
-            s = scr_f[mi, 0]
-            v = scr_f[mi, 1]
-            bn = scr_f[mi, 2]
-            cand = scr_i[mi, 0]
-            srt = scr_i[mi, 1]
-        grad = scr_f[mi, 3]
+            s = scr_f[slot, 0]
+            v = scr_f[slot, 1]
+            bn = scr_f[slot, 2]
+            cand = scr_i[slot, 0]
+            srt = scr_i[slot, 1]
+        grad = scr_f[slot, 3]
         G = TPB // k
         if G < 2:
             G = 1
 
-        for pp in range(order.shape[0]):
+        for pp in range(blk, order.shape[0], nblk):
             i = order[pp]
             sq = sqnorms[i]
             brow = beta[mdl, i]
@@ -397,134 +410,40 @@ def bcd_kernel(dense: bool, tpb: int, kc: int):
             # 6. W[f, :] += x_f * dk over the row's nonzeros (and the intercept row); columns
             #    with dk[j] == 0 (most of them once beta_i sits at its bounds) are skipped.
             if ist[3] != 0:
-                if G == 1:
+                if PARALLEL:  # other blocks update W at the same time: atomics
                     for j in range(tid, k, TPB):
                         dj = s[j]
                         if dj != 0.0:
-                            axpy_col(W, mdl, data, indices, lo, lo, hi, 1, j, dj)
-                elif tid < G * k:
-                    g = tid // k
-                    j = tid - g * k
-                    dj = s[j]
-                    if dj != 0.0:
-                        axpy_col(W, mdl, data, indices, lo, lo + g, hi, G, j, dj)
-                if bias != 0.0:
-                    for j in range(tid, k, TPB):
-                        W[mdl, D - 1, j] += bias * s[j]
+                            for q in range(lo, hi):
+                                a = data[q]
+                                if a != 0:
+                                    cuda.atomic.add(W, (mdl, feature(indices, lo, q), j), a * dj)
+                    if bias != 0.0:
+                        for j in range(tid, k, TPB):
+                            cuda.atomic.add(W, (mdl, D - 1, j), bias * s[j])
+                else:
+                    if G == 1:
+                        for j in range(tid, k, TPB):
+                            dj = s[j]
+                            if dj != 0.0:
+                                axpy_col(W, mdl, data, indices, lo, lo, hi, 1, j, dj)
+                    elif tid < G * k:
+                        g = tid // k
+                        j = tid - g * k
+                        dj = s[j]
+                        if dj != 0.0:
+                            axpy_col(W, mdl, data, indices, lo, lo + g, hi, G, j, dj)
+                    if bias != 0.0:
+                        for j in range(tid, k, TPB):
+                            W[mdl, D - 1, j] += bias * s[j]
             cuda.syncthreads()
 
     return kernel
 
 
-@functools.lru_cache(maxsize=None)
 def parallel_bcd_kernel(dense: bool, tpb: int, kc: int):
-    """Row-parallel (PASSCoDe-style) pass: many blocks on different rows, atomic ``W`` updates.
-
-    Launch as ``kernel[(n_blocks, len(models)), tpb, stream](W, data, indices, indptr, ncols, y,
-    sqnorms, beta, Cs, models, order, bias, scr_f, scr_i, use_shared)``; block ``b`` takes the
-    rows ``order[b], order[b + n_blocks], ...``.  Each row is solved exactly (Walrus) from the
-    scores it reads, which other blocks may be changing at the same time; its update is added
-    with atomics, so ``W == W(beta)`` holds up to rounding whatever the interleaving, and the
-    duality gap stays a true certificate.  ``scr_*`` are indexed by ``blockIdx.x`` then model.
-    """
-    TPB = tpb
-    KC = kc
-    row_range, feature, dot_col, axpy_col = _row_access(dense)
-
-    @_jit_block(tpb)
-    def kernel(W, data, indices, indptr, ncols, y, sqnorms, beta, Cs, models, order, bias,
-               scr_f, scr_i, use_shared):
-        tid = cuda.threadIdx.x
-        blk = cuda.blockIdx.x
-        nblk = cuda.gridDim.x
-        mi = cuda.blockIdx.y
-        mdl = models[mi]
-        C = Cs[mdl]
-        k = W.shape[2]
-        m = k - 1
-        D = W.shape[1]
-        sh_s = cuda.shared.array(KC, float64)
-        sh_v = cuda.shared.array(KC, float64)
-        sh_b = cuda.shared.array(KC, float64)
-        sh_c = cuda.shared.array(KC, int32)
-        sh_o = cuda.shared.array(KC, int32)
-        red = cuda.shared.array(TPB, float64)
-        ist = cuda.shared.array(4, int64)
-        fst = cuda.shared.array(1, float64)
-        slot = mi * nblk + blk
-        if use_shared:
-            s = sh_s
-            v = sh_v
-            bn = sh_b
-            cand = sh_c
-            srt = sh_o
-        else:
-            s = scr_f[slot, 0]
-            v = scr_f[slot, 1]
-            bn = scr_f[slot, 2]
-            cand = scr_i[slot, 0]
-            srt = scr_i[slot, 1]
-
-        for pp in range(blk, order.shape[0], nblk):
-            i = order[pp]
-            sq = sqnorms[i]
-            brow = beta[mdl, i]
-            if sq == 0.0:
-                for t in range(tid, m, TPB):
-                    brow[t] = C
-                cuda.syncthreads()
-                continue
-            yi = y[i]
-            lo, hi = row_range(indptr, ncols, i)
-            if tid == 0:
-                ist[0] = 0
-                ist[3] = 0
-            for j in range(tid, k, TPB):
-                acc = dot_col(W, mdl, data, indices, lo, lo, hi, 1, j)
-                if bias != 0.0:
-                    acc += bias * W[mdl, D - 1, j]
-                s[j] = acc
-            bp = 0.0
-            for t in range(tid, m, TPB):
-                bp += brow[t]
-            bsum = _block_sum(red, bp, tid, TPB)
-            sy = s[yi]
-            for t in range(tid, m, TPB):
-                vt = v_entry(sy, s[c_index(t, yi)], sq, brow[t], bsum)
-                v[t] = vt
-                bn[t] = 0.0
-                if vt > 0.0:
-                    cand[cuda.atomic.add(ist, 0, 1)] = t
-            cuda.syncthreads()
-            p = ist[0]
-            if p > 0:
-                _walrus_block(v, cand, srt, bn, ist, fst, p, C, tid, TPB)
-            dp = 0.0
-            for t in range(tid, m, TPB):
-                d = bn[t] - brow[t]
-                if d != 0.0:
-                    ist[3] = 1
-                brow[t] = bn[t]
-                s[c_index(t, yi)] = -d
-                dp += d
-            total = _block_sum(red, dp, tid, TPB)
-            if tid == 0:
-                s[yi] = total
-            cuda.syncthreads()
-            if ist[3] != 0:
-                for j in range(tid, k, TPB):
-                    dj = s[j]
-                    if dj != 0.0:
-                        for q in range(lo, hi):
-                            a = data[q]
-                            if a != 0:
-                                cuda.atomic.add(W, (mdl, feature(indices, lo, q), j), a * dj)
-                if bias != 0.0:
-                    for j in range(tid, k, TPB):
-                        cuda.atomic.add(W, (mdl, D - 1, j), bias * s[j])
-            cuda.syncthreads()
-
-    return kernel
+    """The row-parallel pass kernel: :func:`bcd_kernel` with ``parallel=True``."""
+    return bcd_kernel(dense, tpb, kc, True)
 
 
 @functools.lru_cache(maxsize=None)

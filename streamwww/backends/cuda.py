@@ -656,7 +656,7 @@ class CUDABackend:
         kk, use_shared = self._layout(k, tpb)
         scr_f, scr_i = self._scratch_for(models.shape[0], kk)
         kernel = self._K.bcd_kernel(not block.is_sparse, tpb, self._kc_for(tpb))
-        kernel[models.shape[0], tpb, st](
+        kernel[(1, models.shape[0]), tpb, st](
             W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, beta.array,
             self._small(Cs, np.float64), self._small(models, np.int64), self._small(order, np.int64),
             float(bias), int(solver), float(eps), scr_f, scr_i, bool(use_shared))
@@ -695,7 +695,7 @@ class CUDABackend:
         kernel[(nblk, models.shape[0]), tpb, st](
             W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, beta.array,
             self._small(Cs, np.float64), self._small(models, np.int64), self._small(order, np.int64),
-            float(bias), scr_f, scr_i, bool(use_shared))
+            float(bias), int(self._K.WALRUS), 0.0, scr_f, scr_i, bool(use_shared))
         self._release_small()
         wsq1, bs1 = self._dual_parts(W, beta, models)
         d0 = bs0 - 0.5 * wsq0
