@@ -302,6 +302,17 @@ class CheckpointDir:
 
     def _commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas",
                 plan: "BetaCommit", final: bool) -> None:
+        try:
+            self._write_commit(step, W, state, betas, plan, final)
+        except OSError as exc:  # a full disk, a lost mount: the previous commit stands
+            for tmp in self.path.glob("*.tmp"):
+                tmp.unlink(missing_ok=True)
+            last = "" if self._latest is None else f" (step {self._latest['step']}, epoch {self._latest['cursor']['epoch']})"
+            raise CheckpointError(f"{self.path}: cannot write checkpoint step {step} "
+                                  f"({exc.strerror or exc}); the previous checkpoint{last} stands") from None
+
+    def _write_commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas",
+                      plan: "BetaCommit", final: bool) -> None:
         t0 = time.perf_counter()
         beta = betas.end_commit(plan)
         wname = f"W-{step:06d}.npy"

@@ -645,3 +645,37 @@ def test_unwritable_outputs_fail_before_any_work(tmp_path, rng, monkeypatch):
         with pytest.raises(OutputPathError, match="cannot write the model"):
             sw.train((X, y), model_out=ro / "m.npz")
     assert not started and not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("where", ["W", "beta"])
+def test_a_full_disk_during_a_checkpoint_is_one_error_and_the_previous_checkpoint_stands(
+        tmp_path, rng, monkeypatch, where):
+    import errno
+
+    from streamwww import checkpoint as ckmod
+    from streamwww.stream import betas as bmod
+
+    X, y = _data(rng)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, y, shard_rows=200)
+    kw = dict(C=1.0, random_state=0, tol=0.0, max_iter=4)
+    reference = sw.train(store, **kw)
+    calls = []
+    target, name = (ckmod.np, "save") if where == "W" else (bmod.DiskBetas, "_write_version")
+    real = getattr(target, name)
+
+    def full(*a, **k):
+        calls.append(1)
+        if len(calls) == 4:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(*a, **k)
+
+    monkeypatch.setattr(target, name, full)
+    ck = tmp_path / "ck"
+    with pytest.raises(CheckpointError, match="No space left on device"):
+        sw.train(store, checkpoint_dir=ck, **kw)
+    monkeypatch.setattr(target, name, real)
+    assert not list(ck.glob("*.tmp"))
+    with pytest.warns(ConvergenceWarning):
+        resumed = sw.resume(ck)
+    assert resumed.coef_.tobytes() == reference.coef_.tobytes()

@@ -171,6 +171,14 @@ class DiskBetas:
         return beta
 
     def _write(self, s: int, v: int, beta: np.ndarray) -> None:
+        try:
+            self._write_version(s, v, beta)
+        except OSError as exc:  # a full disk: one line naming the array, never a half version in use
+            shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
+            raise CheckpointError(f"{self.root / beta_name(s, v)}: cannot write beta of shard {s} "
+                                  f"({exc.strerror or exc})") from None
+
+    def _write_version(self, s: int, v: int, beta: np.ndarray) -> None:
         import zarr
         from zarr.codecs import Crc32cCodec
 
