@@ -24,7 +24,7 @@ from streamwww.labels import classification_targets
 from streamwww.model_io import save_model
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
 
-__all__ = ["train", "resume"]
+__all__ = ["train", "resume", "model_paths", "check_writable"]
 
 
 def _build_models(template, fit, source, n_features_in, feature_names=None) -> list[WWClassifier]:
@@ -135,7 +135,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
         raise ValueError("The 'data' parameter of train must be an (X, y) tuple, a shard store or its "
                          f"path. Got {type(data).__name__} instead.")
     many = isinstance(C, (list, tuple, np.ndarray))
-    outs = _model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
+    outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
     for out in outs:  # before any work: an unwritable model path found after a day's run loses it
         check_writable(out)
     fit = fit_source(source, template.get_params(), Cs, checkpoint_dir=checkpoint_dir,
@@ -149,7 +149,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     return (models if many else models[0]), fit
 
 
-def _model_paths(model_out, Cs, many: bool) -> list[Path]:
+def model_paths(model_out, Cs, many: bool) -> list[Path]:
     """The model file(s) for ``model_out``: the path itself, or ``<stem>-C<value><suffix>`` per ``C``."""
     out = Path(model_out)
     if not many:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from streamwww import __version__
 
@@ -45,6 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(sub)
+    # -v/-q also after the subcommand; SUPPRESS keeps a subcommand from resetting what
+    # was given before it.
+    for command in sub.choices.values():
+        group = command.add_mutually_exclusive_group()
+        group.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                           help="more log output (-vv for debug)")
+        group.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                           help="only warnings and errors; no progress bars")
     return parser
 
 
@@ -74,8 +84,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (StreamwwwError, ValueError, FileNotFoundError, FileExistsError) as exc:
         print(f"streamwww {args.command}: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:
+        # Piped into `head` and cut off: end quietly, as `cat` does (128 + SIGPIPE). Python's
+        # recipe: point stdout at devnull so the flush at exit does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
-        print(f"streamwww {args.command}: interrupted", file=sys.stderr)
+        ck = getattr(args, "checkpoint_dir", None)
+        where = (f"; the last checkpoint is in {ck} (continue with: streamwww resume {ck})"
+                 if ck and (Path(ck) / "manifest.json").exists() else "")
+        print(f"streamwww {args.command}: interrupted{where}", file=sys.stderr)
         return 130
 
 

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from streamwww._params import DEFAULTS
+
 
 def _C_list(text: str) -> list[float]:
     try:
@@ -41,25 +43,33 @@ def register(sub) -> None:
     p.add_argument("--tol", type=float, default=1e-3, help="relative duality gap to stop at (default 1e-3)")
     p.add_argument("--gap-decay", type=float, default=None,
                    help="also stop when gap <= D x gap after epoch 1 (the paper uses 0.0009)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the shard and row orders (default 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed of the shard and row orders (default: a fresh one, printed; as in the Python API)")
     p.add_argument("--no-intercept", action="store_true", help="no intercept (constant) feature")
     p.add_argument("--intercept-scaling", type=float, default=1.0, help="value of the constant feature")
-    p.add_argument("--subproblem", choices=("walrus", "shark"), default="walrus")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    p.add_argument("--checkpoint-every", type=int, default=0,
+    p.add_argument("--subproblem", choices=("walrus", "shark"), default="walrus",
+                   help="block solver: exact Walrus, or Shark's iterative one (baseline); default walrus")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                   help="compute device; auto uses a GPU when one is usable (default auto)")
+    p.add_argument("--checkpoint-every", type=int, default=DEFAULTS["checkpoint_every"],
                    help="also checkpoint every N shards within an epoch (default: epoch ends only)")
-    p.add_argument("--prefetch", type=int, default=2, help="shards loaded ahead (default 2)")
-    p.add_argument("--inner-passes", type=int, default=1, help="passes over each loaded shard group (default 1)")
-    p.add_argument("--mix-shards", type=int, default=2,
-                   help="shards trained together, rows interleaved; groups change every epoch (default 2)")
-    p.add_argument("--eval-every", type=int, default=1, help="objectives every N epochs (default 1)")
+    p.add_argument("--prefetch", type=int, default=DEFAULTS["prefetch"],
+                   help=f"shards loaded ahead (default {DEFAULTS['prefetch']})")
+    p.add_argument("--inner-passes", type=int, default=DEFAULTS["inner_passes"],
+                   help=f"passes over each loaded shard group (default {DEFAULTS['inner_passes']})")
+    p.add_argument("--mix-shards", type=int, default=DEFAULTS["mix_shards"],
+                   help="shards trained together, rows interleaved; groups change every epoch "
+                        f"(default {DEFAULTS['mix_shards']})")
+    p.add_argument("--eval-every", type=int, default=DEFAULTS["eval_every"],
+                   help=f"objectives every N epochs (default {DEFAULTS['eval_every']})")
     p.set_defaults(func=run_train)
 
     p = sub.add_parser("resume", help="continue an interrupted training run",
                        description="Continue the run in DIR with its recorded data and settings; it ends "
                                    "with the model the uninterrupted run gives.")
     p.add_argument("checkpoint_dir", metavar="DIR")
-    p.add_argument("--model-out", help="model file (.npz) to write")
+    p.add_argument("--model-out", help="model file (.npz) to write (default: the file(s) train was given)")
+    p.add_argument("--no-model", action="store_true", help="write no model file")
     p.add_argument("--store", help="the data store, if it moved (its fingerprint must match)")
     p.add_argument("--max-iter", type=int, default=None, help="a new epoch limit")
     p.set_defaults(func=run_resume)
@@ -144,6 +154,7 @@ def _summary(models) -> None:
 
 def run_train(args) -> int:
     import streamwww as sw
+    from streamwww.api import model_paths
 
     rep = _Reporter(args.show_progress, args.quiet, args.max_iter)
     models = sw.train(args.store, C=args.C if len(args.C) > 1 else args.C[0], tol=args.tol,
@@ -155,7 +166,8 @@ def run_train(args) -> int:
                       model_out=args.model_out,
                       callback=rep.epoch_done, progress=rep.progress)
     _summary(models)
-    print(f"model written to {args.model_out}" + (" (one file per C)" if len(args.C) > 1 else ""))
+    paths = model_paths(args.model_out, args.C, many=len(args.C) > 1)
+    print(f"seed {_first(models).seed_}; model written to " + ", ".join(map(str, paths)))
     return 0
 
 
@@ -163,12 +175,28 @@ def run_resume(args) -> int:
     import streamwww as sw
 
     rep = _Reporter(args.show_progress, args.quiet, args.max_iter or 0)
-    models = sw.resume(args.checkpoint_dir, store=args.store, model_out=args.model_out,
+    from streamwww.api import model_paths
+    from streamwww.checkpoint import CheckpointDir
+
+    with CheckpointDir(args.checkpoint_dir, lock=False) as probe:
+        run = probe.load_settings()
+    model_out = False if args.no_model else args.model_out
+    models = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
                        callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter)
     _summary(models)
-    if args.model_out:
-        print(f"model written to {args.model_out}")
+    out = None if model_out is False else (model_out or run["run"].get("model_out"))
+    if out:
+        Cs = run["config"]["Cs"]
+        paths = model_paths(out, Cs, many=run["run"].get("C_is_list", len(Cs) > 1))
+        print("model written to " + ", ".join(map(str, paths)))
+    else:
+        print("no model file written" + ("" if args.no_model else " (train was given no --model-out; "
+                                         "pass --model-out)"))
     return 0
+
+
+def _first(models):
+    return models[0] if isinstance(models, list) else models
 
 
 def run_predict(args) -> int:

@@ -46,3 +46,74 @@ def test_an_unwritable_model_path_is_refused_before_training(damaged_store, tmp_
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert res.returncode != 0 and len(lines) == 1, res.stderr
     assert "missing" in lines[0] and "does not exist" in lines[0]
+
+
+@pytest.fixture
+def store(tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(600, 10)).astype(np.float32)
+    y = rng.integers(0, 3, size=600)
+    path = tmp_path / "s.zarr"
+    write_store(path, X, y, shard_rows=200)
+    return path
+
+
+def test_train_names_the_files_it_wrote_and_the_seed(store, tmp_path):
+    res = _cli("train", store, "--C", "0.5,2", "--checkpoint-dir", tmp_path / "ck",
+               "--model-out", tmp_path / "m.npz", "--max-iter", "3", "-q")
+    assert res.returncode == 0, res.stderr
+    line = [ln for ln in res.stdout.splitlines() if "model written to" in ln][0]
+    for name in ("m-C0.5.npz", "m-C2.npz"):
+        assert name in line and (tmp_path / name).exists()
+    assert line.startswith("seed ")
+
+
+def test_resume_writes_the_recorded_model_and_says_where(store, tmp_path):
+    ck, out = tmp_path / "ck", tmp_path / "m.npz"
+    assert _cli("train", store, "--checkpoint-dir", ck, "--model-out", out, "--max-iter", "2",
+                "--seed", "3").returncode == 0
+    out.unlink()
+    res = _cli("resume", ck, "--max-iter", "4")
+    assert res.returncode == 0, res.stderr
+    assert f"model written to {out}" in res.stdout and out.exists()
+    out.unlink()
+    res = _cli("resume", ck, "--max-iter", "5", "--no-model")
+    assert res.returncode == 0 and "no model file written" in res.stdout and not out.exists()
+
+
+def test_ctrl_c_names_the_last_checkpoint(store, tmp_path):
+    import signal
+    import time
+
+    ck = tmp_path / "ck"
+    proc = subprocess.Popen([sys.executable, "-m", "streamwww.cli", "train", str(store), "--checkpoint-dir",
+                             str(ck), "--model-out", str(tmp_path / "m.npz"), "--max-iter", "100000",
+                             "--tol", "0", "--seed", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (ck / "manifest.json").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == (f"streamwww train: interrupted; the last checkpoint is in {ck} "
+                                            f"(continue with: streamwww resume {ck})")
+
+
+def test_piped_into_head_ends_quietly(tmp_path):
+    import warnings
+
+    import streamwww as sw
+
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(40_000, 3)).astype(np.float32)
+    y = rng.integers(0, 3, size=40_000)
+    write_store(tmp_path / "big.zarr", X, y, shard_rows=10_000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sw.save_model(sw.WWClassifier(max_iter=1, random_state=0).fit(X[:500], y[:500]), tmp_path / "m.npz")
+    # 40,000 labels: more than a pipe holds, so the writer is cut off
+    for args in (f"predict {tmp_path / 'm.npz'} {tmp_path / 'big.zarr'}", f"info {tmp_path / 'big.zarr'}"):
+        cmd = f"{sys.executable} -m streamwww.cli {args} | head -1"
+        res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
+        assert res.stdout.strip() and res.stderr == "", res.stderr[-2000:]
+        assert res.returncode in (0, 141)
