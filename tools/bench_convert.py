@@ -11,6 +11,12 @@ every measurement in a fresh subprocess (so peak RSS is that run's own):
 2. peak RSS of our conversion on two inputs 10x apart with the same shard size,
    next to scikit-learn's on the same files.
 
+With ``--stages`` it splits one conversion's time instead (where the time
+goes): the parser kernel alone on one 32 MiB piece (one thread), the reader
+thread alone (read + SHA-256), then pass 1 (parse + staging), pass 2 (staged
+rows -> compressed shards) and the commit (fsync + rename), wall and CPU
+seconds of the whole process, median of ``--repeats`` fresh processes.
+
 With ``--rss-only`` it measures instead what issue 15 asks of convert's memory:
 peak RSS with the default options (``--shard-mb 128`` unless given) for a
 ``--mb`` input and a ``--big-mb`` one, plain and ``.xz`` (compressed here with
@@ -20,6 +26,7 @@ Usage::
 
     python tools/bench_convert.py [--mb 120] [--repeats 3] [--shard-mb 16]
                                   [--workdir DIR] [--json OUT.json]
+    python tools/bench_convert.py --stages [--mb 120] [--repeats 3] [--shard-mb 16]
     python tools/bench_convert.py --rss-only [--mb 100] [--big-mb 1600]
                                   [--shard-mb 128] [--workdir DIR] [--json OUT.json]
 
@@ -89,6 +96,95 @@ def child(args: argparse.Namespace) -> None:
                       "rss_before_mib": before}))
 
 
+def stage_child(args: argparse.Namespace) -> None:
+    """One conversion split into its stages: print JSON of wall/CPU seconds."""
+    import numpy as np
+
+    from streamwww.io import convert_libsvm, make_data, store
+    from streamwww.io.libsvm import LibsvmReader, _Prefetcher
+
+    fmt, _, shuffle = args.tool.partition("+")
+    warm = Path(args.output).parent / "warm.libsvm"
+    make_data(warm, rows=100, features=50, nnz_per_row=5, classes=3, overwrite=True)
+    convert_libsvm(warm, str(args.output) + ".warm", format=fmt, overwrite=True,
+                   shuffle=bool(shuffle), seed=0)
+    out = {}
+    piece = np.fromfile(args.input, dtype=np.uint8, count=32 * 2**20)
+    piece = piece[:int(np.flatnonzero(piece == 10)[-1]) + 1]
+    reader = LibsvmReader(args.input, n_threads=1)
+    start = time.perf_counter()
+    reader._run_kernel(piece)
+    out["kernel_1thread_mib_s"] = len(piece) / 2**20 / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for _ in _Prefetcher(str(args.input), 32 * 2**20):
+        pass
+    out["reader_s"] = time.perf_counter() - start
+    marks = []
+
+    def mark(name):
+        t = os.times()
+        marks.append((name, time.perf_counter(), t.user + t.system))
+
+    init, commit = store.ShardWriter.__init__, store.StoreTransaction.commit
+
+    def writer_init(self, *a, **k):
+        mark("pass1")
+        init(self, *a, **k)
+
+    def tx_commit(self, meta):
+        mark("pass2")
+        commit(self, meta)
+        mark("commit")
+
+    store.ShardWriter.__init__, store.StoreTransaction.commit = writer_init, tx_commit
+    mark("start")
+    convert_libsvm(args.input, args.output, format=fmt, shard_mb=args.shard_mb,
+                   shuffle=bool(shuffle), seed=0, overwrite=True)
+    for (_, t0, c0), (name, t1, c1) in zip(marks, marks[1:]):
+        out[name] = {"wall_s": t1 - t0, "cpu_s": c1 - c0}
+    out["total_s"] = marks[-1][1] - marks[0][1]
+    print(json.dumps(out))
+
+
+def run_stages(args: argparse.Namespace, workdir: Path) -> dict:
+    """Median split of the conversion time for zarr and zarr+shuffle."""
+    main_file = workdir / "main.libsvm"
+    if not main_file.exists():
+        generate(main_file, args.mb)
+    mib = main_file.stat().st_size / 2**20
+    report = {"machine": {"cpu": cpu_model(), "cores": os.cpu_count()},
+              "versions": version_map(("numpy", "scipy", "numba", "zarr", "pyarrow")),
+              "date": time.strftime("%Y-%m-%d"),
+              "command": " ".join([os.path.relpath(sys.executable), *sys.argv]),
+              "text_mib": mib, "stages": {}}
+    lines = [f"| run (median of {args.repeats}, `--shard-mb {args.shard_mb:g}`) | kernel MiB/s "
+             "(1 thread) | reader s | pass 1 s (CPU) | pass 2 s (CPU) | commit s | total s "
+             "| MiB/s |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for tool in ("zarr", "zarr+shuffle", "parquet"):
+        runs = []
+        for _ in range(args.repeats):
+            warm_cache(main_file)
+            out = workdir / "store-stages"
+            cmd = [sys.executable, __file__, "--stages", "--child", tool, "--input",
+                   str(main_file), "--output", str(out), "--shard-mb", str(args.shard_mb)]
+            result = subprocess.run(cmd, check=True, capture_output=True, text=True)
+            shutil.rmtree(out, ignore_errors=True)
+            shutil.rmtree(str(out) + ".warm", ignore_errors=True)
+            runs.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        med = {k: statistics.median(r[k] for r in runs)
+               for k in ("kernel_1thread_mib_s", "reader_s", "total_s")}
+        for k in ("pass1", "pass2", "commit"):
+            med[k] = {m: statistics.median(r[k][m] for r in runs) for m in ("wall_s", "cpu_s")}
+        report["stages"][tool] = {"median": med, "runs": runs}
+        lines.append(f"| {tool} | {med['kernel_1thread_mib_s']:.0f} | {med['reader_s']:.2f} | "
+                     f"{med['pass1']['wall_s']:.2f} ({med['pass1']['cpu_s']:.2f}) | "
+                     f"{med['pass2']['wall_s']:.2f} ({med['pass2']['cpu_s']:.2f}) | "
+                     f"{med['commit']['wall_s']:.2f} | {med['total_s']:.2f} | "
+                     f"{mib / med['total_s']:.0f} |")
+    print("\n".join(lines))
+    return report
+
+
 def measure(tool: str, path: Path, workdir: Path, shard_mb: float) -> dict:
     out = workdir / f"store-{tool.replace('+', '-')}"
     cmd = [sys.executable, __file__, "--child", tool, "--input", str(path), "--output", str(out),
@@ -127,6 +223,8 @@ def main() -> None:
                              "or 128 with --rss-only)")
     parser.add_argument("--rss-only", action="store_true",
                         help="only the peak-RSS matrix of issue 15 (see the docstring)")
+    parser.add_argument("--stages", action="store_true",
+                        help="only the split of the conversion time (see the docstring)")
     parser.add_argument("--big-mb", type=float, default=1600,
                         help="MiB of text of the large input of --rss-only")
     parser.add_argument("--workdir", help="where to put the files (default: a temp dir)")
@@ -139,13 +237,18 @@ def main() -> None:
         args.shard_mb = 128.0 if args.rss_only else 16.0
     if args.child:
         args.tool = args.child
-        child(args)
+        stage_child(args) if args.stages else child(args)
         return
 
     workdir = Path(args.workdir or tempfile.mkdtemp(prefix="bench-convert-"))
     workdir.mkdir(parents=True, exist_ok=True)
     try:
-        report = run_rss(args, workdir) if args.rss_only else run_all(args, workdir)
+        if args.rss_only:
+            report = run_rss(args, workdir)
+        elif args.stages:
+            report = run_stages(args, workdir)
+        else:
+            report = run_all(args, workdir)
     finally:
         if not args.workdir:
             shutil.rmtree(workdir, ignore_errors=True)

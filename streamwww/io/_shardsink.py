@@ -14,8 +14,10 @@ shard is closed. Two kinds:
   (same chunk grid, codecs and metadata: an array that ends within its first
   chunk is written in one call exactly as there; a longer one is created with
   full chunks, grown chunk by chunk and given its final length at the end).
-  The shard's content hash is then computed by reading the arrays back, chunk
-  by chunk -- over what is on disk. A shard whose arrays all fit in one chunk
+  The content hash covers ``indptr`` before ``indices`` (complete only at the
+  end), so each full chunk is also appended, raw, to a spool file next to the
+  shard, read back for the hash at the close and deleted (a decode of the
+  written chunks cost 3x more). A shard whose arrays all fit in one chunk
   never leaves memory before its close and is written by ``write_shard``
   itself, like any other format's.
 
@@ -88,6 +90,8 @@ class _StreamedArray:
         self.filled = 0  # rows in buf
         self.written = 0  # rows already in full chunks on disk
         self.array = None
+        self.spool = None  # raw copy of the full chunks, for the content hash
+        self.spool_path = sink.root / f".spool-{sink.i:05d}-{name}"
 
     def append(self, values: np.ndarray) -> None:
         start, n = 0, len(values)
@@ -108,11 +112,14 @@ class _StreamedArray:
         else:
             self.array.resize((end, *self.tail))
         self.array[self.written:end] = self.buf
+        if self.spool is None:
+            self.spool = open(self.spool_path, "w+b")
+        self.spool.write(np.ascontiguousarray(self.buf, dtype=self.dtype.newbyteorder("<")).data)
         self.written, self.filled = end, 0
 
     def close(self, chunks_for) -> None:
         """Write what is left (an array that never filled a chunk is written
-        whole, as ``write_shard`` does) and free the chunk buffer."""
+        whole, as ``write_shard`` does)."""
         total = self.written + self.filled
         if self.array is None:
             data = self.buf[:total]
@@ -121,8 +128,6 @@ class _StreamedArray:
         elif self.filled:
             self.array.resize((total, *self.tail))
             self.array[self.written:total] = self.buf[:self.filled]
-        self.buf = None
-        self.length = total
 
     def checksums(self) -> list[int]:
         """The crc32c of every chunk, read back from the files written (docs/FORMAT.md, Integrity)."""
@@ -132,13 +137,22 @@ class _StreamedArray:
         """The values of an array that never filled a chunk (still in memory)."""
         return self.buf[:self.filled]
 
-    def hash_into(self, h, little_endian: str) -> None:
-        """Feed the stored values, read back chunk by chunk, to ``h``."""
-        array = self.sink.group()[self.name]
-        step = max(1, self.chunk_rows)
-        for a in range(0, self.length, step):
-            part = np.ascontiguousarray(array[a:min(a + step, self.length)], dtype=little_endian)
-            h.update(part.view(np.uint8).data)
+    def hash_into(self, h) -> None:
+        """Feed every value to ``h`` as little-endian bytes -- the full chunks
+        from the spool file (then deleted), the rest from the chunk buffer --
+        and free the buffer."""
+        if self.spool is not None:
+            self.spool.seek(0)
+            block = bytearray(2**22)
+            view = memoryview(block)
+            while n := self.spool.readinto(block):
+                h.update(view[:n])
+            self.spool.close()
+            self.spool = None
+            self.spool_path.unlink()
+        h.update(np.ascontiguousarray(self.buf[:self.filled],
+                                      dtype=self.dtype.newbyteorder("<")).data)
+        self.buf = None
 
 
 class ZarrStreamSink:
@@ -226,11 +240,9 @@ class ZarrStreamSink:
             array.close(self._chunks)
         h = hashlib.sha256()
         h.update(f"{self.layout}:{self.rows}x{self.n_features}:{self.dtype.str}".encode())
-        order = (("indptr", "<i8"), ("indices", "<i4"), ("data", self.dtype.str),
-                 ("y", "<i4")) if self.layout == "sparse" else (("X", self.dtype.str),
-                                                                 ("y", "<i4"))
-        for name, le in order:
-            self.arrays[name].hash_into(h, le)
+        order = ("indptr", "indices", "data", "y") if self.layout == "sparse" else ("X", "y")
+        for name in order:
+            self.arrays[name].hash_into(h)
         sums = {name: array.checksums() for name, array in self.arrays.items()}
         return self.rows, self.nnz, h.hexdigest(), {CHECKSUM_KEY: sums}
 
