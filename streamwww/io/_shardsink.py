@@ -16,10 +16,15 @@ shard is closed. Two kinds:
   full chunks, grown chunk by chunk and given its final length at the end).
   The content hash covers ``indptr`` before ``indices`` (complete only at the
   end), so each full chunk is also appended, raw, to a spool file next to the
-  shard, read back for the hash at the close and deleted (a decode of the
-  written chunks cost 3x more). A shard whose arrays all fit in one chunk
-  never leaves memory before its close and is written by ``write_shard``
-  itself, like any other format's.
+  shard, read back for the hash at the close and deleted (decoding the written
+  chunks again took several times longer). A shard whose arrays all fit in
+  one chunk never leaves memory before its close and is written by
+  ``write_shard`` itself, like any other format's.
+
+  Keep :meth:`ZarrStreamSink.group` and :meth:`_StreamedArray._write_full_chunk`
+  in step with ``ZarrBackend.write_shard`` (group attributes, ``create_array``
+  arguments): the codecs come from ``_zarr._compressors()`` and the chunk
+  shapes from ``_zarr._chunks``, the rest is repeated here.
 
 Memory bound in numbers: for float32 CSR, at most 16 MiB each of ``indices``,
 ``data`` and ``y`` and 32 MiB of ``indptr`` (pages only touched as rows
