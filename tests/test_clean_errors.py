@@ -12,13 +12,16 @@ import pytest
 from streamwww.io import write_store
 
 
+def _write(path, seed: int, rows: int, features: int, classes: int, shard_rows: int):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(rows, features)).astype(np.float32)
+    write_store(path, X, rng.integers(0, classes, size=rows), shard_rows=shard_rows)
+    return path
+
+
 @pytest.fixture
 def damaged_store(tmp_path):
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(900, 20)).astype(np.float32)
-    y = rng.integers(0, 4, size=900)
-    path = tmp_path / "s.zarr"
-    write_store(path, X, y, shard_rows=150)
+    path = _write(tmp_path / "s.zarr", 0, 900, 20, 4, 150)
     chunk = path / "shard-00003" / "y" / "c" / "0"
     raw = bytearray(chunk.read_bytes())
     raw[len(raw) // 2] ^= 1
@@ -50,12 +53,7 @@ def test_an_unwritable_model_path_is_refused_before_training(damaged_store, tmp_
 
 @pytest.fixture
 def store(tmp_path):
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(600, 10)).astype(np.float32)
-    y = rng.integers(0, 3, size=600)
-    path = tmp_path / "s.zarr"
-    write_store(path, X, y, shard_rows=200)
-    return path
+    return _write(tmp_path / "s.zarr", 1, 600, 10, 3, 200)
 
 
 def test_train_names_the_files_it_wrote_and_the_seed(store, tmp_path):
