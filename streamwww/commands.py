@@ -106,8 +106,9 @@ def register(sub) -> None:
 class _Reporter:
     """Progress bar per epoch (on a terminal) and one line per evaluated epoch."""
 
-    def __init__(self, show_bar: bool, quiet: bool, max_iter: int):
+    def __init__(self, show_bar: bool, quiet: bool, max_iter: int, Cs=()):
         self.show_bar, self.quiet, self.max_iter = show_bar, quiet, max_iter
+        self.Cs = [float(c) for c in Cs]  # model index -> its C, for the epoch lines
         self.bar = None
         self.epoch = None
         self.t0 = time.perf_counter()
@@ -128,7 +129,8 @@ class _Reporter:
         self.rows += rows
         rate = self.rows / max(1e-9, time.perf_counter() - self.te)
         self.bar.set_postfix_str(f"{rate:,.0f} rows/s")
-        self.bar.update(1)
+        # `done` counts shards (a group trains several); a resumed epoch starts part-way
+        self.bar.update(done - self.bar.n)
 
     def epoch_done(self, info: dict) -> bool:
         if self.bar is not None:
@@ -137,7 +139,8 @@ class _Reporter:
             self.epoch = None
         if not self.quiet:
             for m, P, D, R in zip(info["models"], info["primal"], info["dual"], info["rel_gap"]):
-                print(f"epoch {info['epoch']:4d}  model {m}  primal {P:.8g}  dual {D:.8g}  "
+                label = f"C={self.Cs[m]:g}" if m < len(self.Cs) else f"model {m}"
+                print(f"epoch {info['epoch']:4d}  {label}  primal {P:.8g}  dual {D:.8g}  "
                       f"rel. gap {R:.3e}  solver time {info['time']:.2f}s  {info['rows_per_s']:,.0f} rows/s",
                       file=sys.stderr, flush=True)
         return False
@@ -156,7 +159,7 @@ def run_train(args) -> int:
     import streamwww as sw
     from streamwww.api import model_paths
 
-    rep = _Reporter(args.show_progress, args.quiet, args.max_iter)
+    rep = _Reporter(args.show_progress, args.quiet, args.max_iter, args.C)
     models = sw.train(args.store, C=args.C if len(args.C) > 1 else args.C[0], tol=args.tol,
                       max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
                       fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
@@ -173,13 +176,13 @@ def run_train(args) -> int:
 
 def run_resume(args) -> int:
     import streamwww as sw
-
-    rep = _Reporter(args.show_progress, args.quiet, args.max_iter or 0)
     from streamwww.api import model_paths
     from streamwww.checkpoint import CheckpointDir
 
     with CheckpointDir(args.checkpoint_dir, lock=False) as probe:
         run = probe.load_settings()
+    rep = _Reporter(args.show_progress, args.quiet, args.max_iter or run["config"]["max_iter"],
+                    run["config"]["Cs"])
     model_out = False if args.no_model else args.model_out
     models = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
                        callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter)
@@ -279,7 +282,7 @@ def run_demo(args) -> int:
               f"({time.perf_counter() - t:.1f} s)")
 
         ckpt, model_path = work / "checkpoints", work / "model.npz"
-        rep = _Reporter(args.show_progress, not args.verbose, 1000)
+        rep = _Reporter(args.show_progress, not args.verbose, 1000, [args.C])
         t = time.perf_counter()
         model = sw.train(train_store, C=args.C, random_state=args.seed, tol=1e-3, max_iter=1000,
                          checkpoint_dir=ckpt, model_out=model_path, callback=rep.epoch_done,

@@ -115,3 +115,18 @@ def test_piped_into_head_ends_quietly(tmp_path):
         res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
         assert res.stdout.strip() and res.stderr == "", res.stderr[-2000:]
         assert res.returncode in (0, 141)
+
+
+def test_the_progress_bar_counts_shards_and_epoch_lines_name_C(capsys):
+    from streamwww.commands import _Reporter
+
+    rep = _Reporter(show_bar=True, quiet=False, max_iter=3, Cs=[0.5, 2.0])
+    for done in (2, 4, 5):  # groups of two shards, then one: shards done so far
+        rep.progress(1, done, 5, 100)
+    assert rep.bar.n == rep.bar.total == 5
+    rep.epoch_done({"epoch": 1, "models": [1], "primal": [2.0], "dual": [1.0], "rel_gap": [0.5],
+                    "time": 0.1, "rows_per_s": 1e4})
+    resumed = _Reporter(show_bar=True, quiet=True, max_iter=3)
+    resumed.progress(2, 4, 6, 100)  # a resumed epoch starts part-way
+    assert resumed.bar.n == 4
+    assert "C=2  primal 2" in capsys.readouterr().err

@@ -40,7 +40,7 @@ def test_train_evaluate_predict_resume(stores, capsys):
     assert rc == 0
     out = capsys.readouterr()
     assert "C=0.1:" in out.out and "C=1:" in out.out
-    assert re.search(r"epoch +1 +model 0 +primal", out.err)  # one line per epoch
+    assert re.search(r"epoch +1 +C=[0-9.e+-]+ +primal", out.err)  # one line per epoch, labelled by C
     model = sw.load_model(tmp / "m-C0.1.npz")
     assert (tmp / "m-C1.npz").exists()
 
