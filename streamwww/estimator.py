@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
@@ -179,7 +178,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         scores : ndarray of shape (n_samples, n_classes), or (n_samples,) for two classes
         """
         check_is_fitted(self)
-        store = as_store(X) if isinstance(X, (str, os.PathLike)) or hasattr(X, "read_shards") else None
+        store = as_store(X)
         if store is not None:
             return np.concatenate([self._scores(Xs) for Xs, _ in store_shards(store, self.n_features_in_, type(self).__name__)])
         X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32], reset=False)
@@ -202,8 +201,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     def score(self, X, y=None, sample_weight=None):
         """Mean accuracy on ``(X, y)``, or on a shard store given as ``X`` (its labels; ``y=None``),
         read shard by shard."""
-        store = as_store(X) if y is None and (isinstance(X, (str, os.PathLike)) or hasattr(X, "read_shards")) \
-            else None
+        store = as_store(X) if y is None else None
         if store is None:
             return super().score(X, y, sample_weight=sample_weight)
         check_is_fitted(self)

@@ -10,27 +10,11 @@ from typing import Iterator
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww.errors import DataFormatError
-
 __all__ = ["iter_batches", "predict_labels", "evaluate", "write_predictions"]
 
 
 def _is_store(path) -> bool:
     return Path(path).is_dir()
-
-
-def _fit_width(X, n_features: int, where: str):
-    """Pad rows with fewer columns than the model (LIBSVM files omit trailing zeros)."""
-    if X.shape[1] == n_features:
-        return X
-    if X.shape[1] > n_features:
-        raise DataFormatError(f"{where}: rows have {X.shape[1]} features but the model was trained "
-                              f"with {n_features}")
-    if sp.issparse(X):
-        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], n_features))
-    else:
-        X = np.hstack([X, np.zeros((X.shape[0], n_features - X.shape[1]), dtype=X.dtype)])
-    return X
 
 
 def iter_batches(source, n_features: int, *, zero_based: bool = False) -> Iterator[tuple[object, np.ndarray]]:
@@ -39,12 +23,10 @@ def iter_batches(source, n_features: int, *, zero_based: bool = False) -> Iterat
     ``true_labels`` are the original label values (the store's ``classes`` applied).
     """
     if hasattr(source, "read_shard") or (isinstance(source, (str, os.PathLike)) and _is_store(source)):
+        from streamwww.estimator import store_shards
         from streamwww.io import open_store
 
-        store = source if hasattr(source, "read_shard") else open_store(source)
-        for i in range(store.n_shards):
-            X, y = store.read_shard(i)
-            yield _fit_width(X, n_features, f"{store.path} shard {i}"), np.asarray(store.classes)[y]
+        yield from store_shards(source if hasattr(source, "read_shard") else open_store(source), n_features)
     else:
         from streamwww.io import iter_libsvm_blocks
 
