@@ -44,7 +44,8 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
           random_state=None, device: str = "auto", verbose: int = 0, checkpoint_dir=None,
           checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
           inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
-          mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None):
+          mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None,
+          class_weight=None, sample_weight=None):
     """Train Weston-Watkins linear SVM(s) and return fitted :class:`~streamwww.WWClassifier` (s).
 
     Parameters
@@ -88,6 +89,10 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         stops training (status 'stopped').
     progress : callable, optional
         ``progress(epoch, shards_done, n_shards, rows)`` after each shard.
+    class_weight : dict, 'balanced' or None, optional
+        As in :class:`~streamwww.WWClassifier`; for a store, 'balanced' uses its class counts.
+    sample_weight : array-like of shape (n_samples,), optional
+        Row weights for ``(X, y)`` data (a store carries its own: ``convert --weights``).
 
     Returns
     -------
@@ -99,14 +104,15 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
                          random_state=random_state, device=device, verbose=verbose,
                          checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, prefetch=prefetch,
                          inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
-                         model_out=model_out, callback=callback, progress=progress)
+                         model_out=model_out, callback=callback, progress=progress,
+                         class_weight=class_weight, sample_weight=sample_weight)
     warn_not_converged(fit.results, fit.cfg, "train")
     return models
 
 
 def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state,
            device, verbose, checkpoint_dir, checkpoint_every, prefetch, inner_passes, eval_every, mix_shards,
-           model_out, callback, progress):
+           model_out, callback, progress, class_weight=None, sample_weight=None):
     """:func:`train` without the convergence warnings (its callers warn at the user's line)."""
     Cs = check_params("train", C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                       intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
@@ -119,16 +125,20 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     template = WWClassifier(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                             intercept_scaling=intercept_scaling, gap_decay=gap_decay,
                             subproblem=subproblem, random_state=random_state, device=device,
-                            verbose=verbose)
+                            verbose=verbose, class_weight=class_weight)
     store = as_store(data)
     feature_names = None
     if store is not None:
-        source = StoreSource(store)
+        if sample_weight is not None:
+            raise ValueError("train: a store carries its own row weights (streamwww convert --weights); "
+                             "sample_weight is for (X, y) data")
+        source = StoreSource(store, class_weight, owner="train")
         n_features_in = source.data.n_features
     elif isinstance(data, tuple) and len(data) == 2:
         X, y = validate_data(template, data[0], data[1], accept_sparse="csr",
                              dtype=[np.float64, np.float32], order="C", reset=True)
-        source = ArraySource.from_labels(X, classification_targets(y), "train")
+        source = ArraySource.from_labels(X, classification_targets(y), "train", class_weight=class_weight,
+                                         sample_weight=sample_weight)
         n_features_in = template.n_features_in_
         feature_names = getattr(template, "feature_names_in_", None)
     else:
@@ -206,6 +216,8 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
     store = as_store(store if store is not None else manifest["data"]["path"])
     cfg = manifest["config"]
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
+    if params.get("class_weight") is not None:  # recorded per class index: back to {label: weight}
+        params["class_weight"] = {c: w for c, w in zip(store.classes.tolist(), params["class_weight"]) if w != 1.0}
     if max_iter is not None:
         params["max_iter"] = max_iter
     Cs = cfg["Cs"]

@@ -387,6 +387,8 @@ def check_compatible(path, manifest: dict[str, Any], config: dict[str, Any], fin
     saved = manifest["config"]
     diffs = [f"{k}: checkpoint has {saved.get(k)!r}, now {config[k]!r}" for k in config
              if k != "max_iter" and saved.get(k) != config[k]]
+    if "splits" in saved and "splits" not in config:  # a cross-validation run, continued without
+        diffs.append(f"splits: checkpoint has {saved['splits']!r}, now None")
     if diffs:
         raise CheckpointError(f"{path}: the checkpoint was made with other settings ("
                               + "; ".join(diffs) + "); use a new checkpoint directory or the same settings")

@@ -51,6 +51,12 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         Compute device; 'auto' uses a GPU when one is usable.
     verbose : int, default=0
         Log one line per epoch (to stderr unless logging is configured).
+    class_weight : dict, 'balanced' or None, default=None
+        Weight of each class's rows, ``{label: weight}``, as in scikit-learn
+        (LIBLINEAR's ``-wi``): a row of weight ``w`` has the dual box ``[0, C w]``
+        and counts ``w`` times in the hinge loss. ``'balanced'`` weighs class ``c``
+        by ``n_samples / (n_classes * count(c))``.  Multiplies ``sample_weight``
+        and a store's own weights.
     warm_start : bool, default=False
         Start the next ``fit`` on the same data from this fit's solution, with
         ``beta`` (and so ``W``) rescaled into the new box ``[0, C]``: the same
@@ -84,7 +90,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, C=1.0, tol=1e-3, max_iter=1000, fit_intercept=True, intercept_scaling=1.0,
                  gap_decay=None, subproblem="walrus", random_state=None, device="auto", verbose=0,
-                 warm_start=False):
+                 class_weight=None, warm_start=False):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -95,6 +101,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
+        self.class_weight = class_weight
         self.warm_start = warm_start
 
     def __sklearn_tags__(self):
@@ -112,7 +119,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
                             random_state=self.random_state, device=self.device,
                             verbose=self.verbose, allow_C_list=allow_C_list)
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, sample_weight=None):
         """Fit the model to ``X`` (dense or sparse) and labels ``y``, or to a shard store.
 
         Parameters
@@ -123,6 +130,10 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
             several values of ``C`` use :func:`streamwww.train`.
         y : array-like of shape (n_samples,)
             Labels of any type (ints, floats, strings); at least two classes.
+        sample_weight : array-like of shape (n_samples,), optional
+            Row weights (finite, >= 0): exactly the optimum of the data with each
+            row repeated ``sample_weight`` times, for integer weights.  A store
+            carries its own weights (``streamwww convert --weights``).
 
         Returns
         -------
@@ -131,13 +142,17 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         self._check_params()
         store = as_store(X) if y is None else None
         if store is not None:  # a shard store (or its path): streamed shard by shard
-            source = StoreSource(store)
+            if sample_weight is not None:
+                raise ValueError(f"{type(self).__name__}.fit: a store carries its own row weights "
+                                 "(streamwww convert --weights); sample_weight is for arrays")
+            source = StoreSource(store, self.class_weight, owner=type(self).__name__)
             fit = fit_source(source, self.get_params(), (float(self.C),))
             self._set_fitted({**fitted_attributes(fit, 0, source), "n_features_in_": int(store.n_features)})
         else:
             X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
                                  order="C", y_numeric=False, multi_output=False, reset=True)
-            source = ArraySource.from_labels(X, classification_targets(y), type(self).__name__)
+            source = ArraySource.from_labels(X, classification_targets(y), type(self).__name__,
+                                             class_weight=self.class_weight, sample_weight=sample_weight)
             key = (source.fingerprint(), bool(self.fit_intercept), float(self.intercept_scaling)) \
                 if self.warm_start else None
             fit = fit_source(source, self.get_params(), (float(self.C),), warm=self._warm_state(key))

@@ -38,6 +38,9 @@ def save_model(model, path) -> Path:
                                  if hasattr(model, "feature_names_in_") else None)}
     meta["params"]["random_state"] = meta["params"]["random_state"] if isinstance(
         meta["params"]["random_state"], (int, type(None))) else None
+    cw = meta["params"].get("class_weight")
+    if isinstance(cw, dict):  # JSON keys are strings: stored per class, in classes_ order
+        meta["params"]["class_weight"] = {"per_class": [float(cw.get(c, 1.0)) for c in model.classes_.tolist()]}
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         np.savez(f, coef=model.coef_, intercept=model.intercept_, classes=np.asarray(model.classes_),
@@ -69,7 +72,11 @@ def load_model(path):
         raise ValueError(f"{path}: not a streamwww model file")
     if meta.get("version") != MODEL_VERSION:
         raise ValueError(f"{path}: model format version {meta.get('version')} is not supported")
-    model = WWClassifier(**meta["params"])
+    params = meta["params"]
+    if isinstance(params.get("class_weight"), dict):
+        params["class_weight"] = {c: w for c, w in zip(arrays["classes"].tolist(), params["class_weight"]["per_class"])
+                                  if w != 1.0}
+    model = WWClassifier(**params)
     model._set_fitted({"classes_": arrays["classes"], "coef_": arrays["coef"], "intercept_": arrays["intercept"],
                        "n_iter_": meta["n_iter"], "history_": meta["history"],
                        "converged_": meta["converged"], "seed_": meta["seed"],

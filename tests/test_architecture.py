@@ -21,7 +21,7 @@ LAYERS = [
     {"streamwww.engine"},
     {"streamwww.stream", "streamwww.checkpoint", "streamwww.backends"},
     {"streamwww.io", "streamwww.solvers"},
-    {"streamwww.labels", "streamwww.errors", "streamwww._params", "streamwww._fsutil", "streamwww._logging",
+    {"streamwww.labels", "streamwww.weights", "streamwww.errors", "streamwww._params", "streamwww._fsutil", "streamwww._logging",
      "streamwww._memory", "streamwww"},
 ]
 

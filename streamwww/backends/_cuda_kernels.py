@@ -57,7 +57,7 @@ import functools
 
 from numba import cuda, float64, int32, int64
 
-from streamwww.backends.rowmath import c_index, hinge_term, v_entry, walrus_sweep
+from streamwww.backends.rowmath import c_index, hinge_term, row_weight, v_entry, walrus_sweep
 from streamwww.solvers import SHARK, WALRUS
 from streamwww.solvers.shark import shark_kernel
 
@@ -65,6 +65,7 @@ __all__ = ["bcd_kernel", "parallel_bcd_kernel", "hinge_kernel", "sum_kernel", "f
 
 _sweep = cuda.jit(device=True)(walrus_sweep)
 _shark = cuda.jit(device=True)(shark_kernel.py_func)
+_row_weight = cuda.jit(device=True)(row_weight.py_func)  # takes arrays: a device function, not @njit
 
 
 def _simulated() -> bool:
@@ -275,8 +276,10 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
     """The pass kernel for dense or CSR rows, ``tpb`` threads, shared capacity ``kc``.
 
     Launch as ``kernel[(n_blocks, len(models)), tpb, stream](W, data, indices, indptr, ncols, y,
-    sqnorms, beta, Cs, models, order, bias, solver, eps, scr_f, scr_i, use_shared)``; dense rows
-    pass ``X.ravel()`` as ``data`` and their width as ``ncols``, CSR rows their three arrays.
+    sqnorms, weights, trains, beta, Cs, splits, models, order, bias, solver, eps, scr_f, scr_i,
+    use_shared)``; dense rows pass ``X.ravel()`` as ``data`` and their width as ``ncols``, CSR rows
+    their three arrays; ``weights``/``trains`` (empty: none) and ``splits`` as in
+    :func:`.rowmath.row_weight`.
     ``scr_f[len(models) * n_blocks, 4, kk]`` / ``scr_i[len(models) * n_blocks, 2, kk]``
     (``kk >= max(k, next_pow2(k-1))``) hold the per-class vectors when ``use_shared`` is false,
     and Shark's gradient always; block ``b`` of model ``mi`` uses slot ``mi * n_blocks + b``.
@@ -295,14 +298,15 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
     row_range, feature, dot_col, axpy_col = _row_access(dense)
 
     @_jit_block(tpb)
-    def kernel(W, data, indices, indptr, ncols, y, sqnorms, beta, Cs, models, order, bias, solver,
-               eps, scr_f, scr_i, use_shared):
+    def kernel(W, data, indices, indptr, ncols, y, sqnorms, weights, trains, beta, Cs, splits, models,
+               order, bias, solver, eps, scr_f, scr_i, use_shared):
         tid = cuda.threadIdx.x
         blk = cuda.blockIdx.x
         nblk = cuda.gridDim.x
         mi = cuda.blockIdx.y
         mdl = models[mi]
-        C = Cs[mdl]
+        Cm = Cs[mdl]
+        split = splits[mdl]
         k = W.shape[2]
         m = k - 1
         D = W.shape[1]
@@ -335,8 +339,18 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
 
         for pp in range(blk, order.shape[0], nblk):
             i = order[pp]
+            C = Cm * _row_weight(weights, trains, split, i)
             sq = sqnorms[i]
             brow = beta[mdl, i]
+            if C == 0.0:
+                # box {0} (zero weight, or held out): nothing to do once beta_i is 0
+                bp = 0.0
+                for t in range(tid, m, TPB):
+                    bp += brow[t]
+                at_zero = _block_sum(red, bp, tid, TPB) == 0.0
+                cuda.syncthreads()
+                if at_zero:
+                    continue
             if sq == 0.0:
                 # ||x_i|| = 0: W cannot move; the exact block minimizer is beta_i = C.
                 for t in range(tid, m, TPB):
@@ -385,7 +399,9 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
             p = ist[0]
 
             # 3-4. the block subproblem: b -> bn
-            if solver == WALRUS:
+            if C == 0.0:
+                pass  # bn stays 0: the box is {0}
+            elif solver == WALRUS:
                 if p > 0:
                     _walrus_block(v, cand, srt, bn, ist, fst, p, C, tid, TPB)
             else:
@@ -463,7 +479,7 @@ def _row_score(dense: bool):
 
 @functools.lru_cache(maxsize=None)
 def hinge_kernel(dense: bool, tpb: int):
-    """Per-block partial sums of the WW hinge loss: ``out[mi, blk]``; grid ``(ceil(n / tpb), L)``.
+    """Per-block partial sums of the weighted WW hinge loss: ``out[mi, blk]``; grid ``(ceil(n / tpb), L)``.
 
     One thread per row: ``s_y`` first, then ``sum_{j != y} max(0, 1 - (s_y - s_j))`` one class at
     a time (no per-row storage, any ``k``).  Deterministic: fixed tree per block, host sums blocks.
@@ -472,7 +488,7 @@ def hinge_kernel(dense: bool, tpb: int):
     row_range, score = _row_score(dense)
 
     @cuda.jit
-    def kernel(W, data, indices, indptr, ncols, y, n, bias, models, out):
+    def kernel(W, data, indices, indptr, ncols, y, weights, trains, splits, n, bias, models, out):
         tid = cuda.threadIdx.x
         blk = cuda.blockIdx.x
         mi = cuda.blockIdx.y
@@ -481,13 +497,15 @@ def hinge_kernel(dense: bool, tpb: int):
         k = W.shape[2]
         i = blk * TPB + tid
         loss = 0.0
-        if i < n:
+        w = _row_weight(weights, trains, splits[mdl], i) if i < n else 0.0
+        if w != 0.0:
             lo, hi = row_range(indptr, ncols, i)
             yi = y[i]
             sy = score(W, mdl, data, indices, lo, hi, bias, yi)
             for j in range(k):
                 if j != yi:
                     loss += hinge_term(sy, score(W, mdl, data, indices, lo, hi, bias, j))
+            loss *= w
         total = _block_sum(red, loss, tid, TPB)
         if tid == 0:
             out[mi, blk] = total

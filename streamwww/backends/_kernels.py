@@ -15,6 +15,13 @@ A row with ``||x_i|| = 0`` cannot move ``W``; its exact block minimizer is
 ``beta_i = C`` (the dual gains ``C (k-1)`` for free, matching the constant hinge
 loss ``k - 1`` such a row has in the primal), so the duality gap stays exact.
 
+Weights (DESIGN.md's per-row box): row ``i`` with weight ``w_i`` has the box
+``[0, C w_i]`` in the dual and its hinge counts ``w_i`` times in the primal;
+``C`` above is then ``C w_i`` throughout (``C * 1.0`` is ``C`` bitwise, so
+unweighted runs are unchanged).  Cross-validation trains one model per (split,
+``C``) in the same passes: a row outside a model's training split has weight 0
+for that model (box ``{0}``), costs nothing, and does not enter its objectives.
+
 All kernels handle several models at once (``W[M, D, k]``, ``beta[M, n, m]``,
 one ``C`` per model) and update only the models listed in ``models``; models
 are independent, so they run in parallel without changing any result.  The
@@ -31,7 +38,7 @@ import numpy as np
 from numba import njit, prange, types
 from numba.extending import overload
 
-from streamwww.backends.rowmath import c_index, hinge_term, v_entry
+from streamwww.backends.rowmath import c_index, hinge_term, row_weight, v_entry
 from streamwww.solvers import SHARK, WALRUS  # noqa: F401  (the solver ids the kernels branch on)
 from streamwww.solvers.shark import shark_kernel
 from streamwww.solvers.walrus import walrus_kernel
@@ -149,7 +156,10 @@ def _row_step(s, y, sq, brow, C, solver, eps, v, bnew, dk, idx, grad, cls, k):
         bsum += brow[t]
     for t in range(m):
         v[t] = v_entry(sy, s[c_index(t, y)], sq, brow[t], bsum)
-    if solver == WALRUS:
+    if C == 0.0:  # a zero-weight (or held-out) row: its box is {0}
+        for t in range(m):
+            bnew[t] = 0.0
+    elif solver == WALRUS:
         walrus_kernel(v, C, bnew, idx)
     else:
         shark_kernel(v, brow, C, sq, eps, bnew, grad)
@@ -223,16 +233,31 @@ def _row_scatter_impl(Wm, X, i, bias, dk, cls, n, k, few):
     return dense
 
 
-def _bcd_pass(W, X, y, sqnorms, beta, Cs, models, order, bias, solver, eps, ktag):
+@njit(cache=True, nogil=True, inline="always")
+def _at_zero(brow):
+    """Is ``beta_i`` zero (``beta >= 0``, so a zero sum says so)?"""
+    total = 0.0
+    for t in range(brow.shape[0]):
+        total += brow[t]
+    return total == 0.0
+
+
+def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, bias, solver, eps, ktag):
     """One exact BCD pass over the rows ``order`` of ``X`` (dense, or a CSR
-    ``(data, indices, indptr)`` tuple) for each model in ``models``."""
+    ``(data, indices, indptr)`` tuple) for each model in ``models``.
+
+    Row ``i`` of model ``mdl`` has the box ``[0, Cs[mdl] * w]``, ``w`` its
+    :func:`row_weight` for the model's split ``splits[mdl]``; a row whose box is
+    ``{0}`` and whose ``beta_i`` is already 0 is skipped (cross-validation's held-out rows).
+    """
     k = _n_classes(W, ktag)
     m = k - 1
     for mi in prange(models.shape[0]):
         mdl = models[mi]
         Wm = W[mdl]
         bm = beta[mdl]
-        C = Cs[mdl]
+        Cm = Cs[mdl]
+        split = splits[mdl]
         s = np.empty(k)
         dk = np.empty(k)
         v = np.empty(m)
@@ -242,6 +267,9 @@ def _bcd_pass(W, X, y, sqnorms, beta, Cs, models, order, bias, solver, eps, ktag
         cls = np.empty(k, dtype=np.int64)
         for p in range(order.shape[0]):
             i = order[p]
+            C = Cm * row_weight(weights, trains, split, i)
+            if C == 0.0 and _at_zero(bm[i]):
+                continue
             sq = sqnorms[i]
             if sq == 0.0:
                 _zero_row(bm[i], C)
@@ -269,16 +297,21 @@ def _row_hinge(s, y, k):
     return loss
 
 
-def _hinge_sum(W, X, y, bias, models, out, ktag):
-    """``out[mi] = sum_i sum_{j != y_i} max(0, 1 - (s_y - s_j))`` for model ``models[mi]``."""
+def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, ktag):
+    """``out[mi] = sum_i w_i sum_{j != y_i} max(0, 1 - (s_y - s_j))`` for model ``models[mi]``
+    (``w_i`` the row's :func:`row_weight`; rows of weight 0 are not scored)."""
     k = _n_classes(W, ktag)
     for mi in prange(models.shape[0]):
         Wm = W[models[mi]]
+        split = splits[models[mi]]
         s = np.empty(k)
         total = 0.0
         for i in range(y.shape[0]):
+            w = row_weight(weights, trains, split, i)
+            if w == 0.0:
+                continue
             row_scores(Wm, X, i, bias, s, k)
-            total += _row_hinge(s, y[i], k)
+            total += w * _row_hinge(s, y[i], k)
         out[mi] = total
 
 

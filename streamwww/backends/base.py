@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from streamwww.backends import _kernels as K
 
-__all__ = ["Block", "Backend", "make_block"]
+__all__ = ["Block", "Backend", "make_block", "model_splits"]
 
 
 @dataclass
@@ -32,11 +32,18 @@ class Block:
         Class indices in ``[0, k)``.
     sqnorms : ndarray of shape (n,), float64
         ``||x_i||^2 + bias**2`` (the intercept feature included).
+    weights : ndarray of shape (n,), float64, or None
+        Row weights ``w_i >= 0`` (the box ``[0, C w_i]``); None: all 1.
+    trains : ndarray of shape (n,), int64, or None
+        Cross-validation: bit ``s`` of ``trains[i]`` is set when row ``i`` is a
+        training row of split ``s``; None: no splits.
     """
 
     X: Any
     y: np.ndarray
     sqnorms: np.ndarray
+    weights: np.ndarray | None = None
+    trains: np.ndarray | None = None
 
     @property
     def n_rows(self) -> int:
@@ -53,8 +60,16 @@ def _dense_is_smaller(X) -> bool:
     return n * d * X.dtype.itemsize <= csr_bytes
 
 
-def make_block(X, y, bias: float) -> Block:
-    """Normalize ``(X, y)`` into a :class:`Block` (no copy when already in shape)."""
+def model_splits(splits, n_models: int) -> np.ndarray:
+    """Per model, the cross-validation split it trains on (int64; -1: all rows)."""
+    if splits is None:
+        return np.full(n_models, -1, dtype=np.int64)
+    return np.ascontiguousarray(splits, dtype=np.int64)
+
+
+def make_block(X, y, bias: float, weights=None, trains=None) -> Block:
+    """Normalize ``(X, y)`` (and optional row ``weights``, split bits ``trains``) into a
+    :class:`Block` (no copy when already in shape)."""
     if sp.issparse(X) and _dense_is_smaller(X):
         # Nearly dense rows: the dense kernel skips zeros in the same feature
         # order, so the model is bitwise the same, ~10% faster (satimage, letter),
@@ -76,7 +91,11 @@ def make_block(X, y, bias: float) -> Block:
         sq = np.empty(X.shape[0], dtype=np.float64)
         K.row_sqnorms_dense(X, float(bias), sq)
     y = np.ascontiguousarray(y, dtype=np.int32)
-    return Block(X=X, y=y, sqnorms=sq)
+    if weights is not None:
+        weights = np.ascontiguousarray(weights, dtype=np.float64)
+    if trains is not None:
+        trains = np.ascontiguousarray(trains, dtype=np.int64)
+    return Block(X=X, y=y, sqnorms=sq, weights=weights, trains=trains)
 
 
 class Backend(Protocol):
@@ -100,11 +119,17 @@ class Backend(Protocol):
         """Copy a shard's ``beta`` back to the host."""
 
     def bcd_pass(self, W: Any, block: Any, beta: Any, Cs: np.ndarray, models: np.ndarray,
-                 order: np.ndarray, bias: float, solver: int, eps: float) -> None:
-        """One exact sequential BCD pass over ``order`` for each listed model, in place."""
+                 order: np.ndarray, bias: float, solver: int, eps: float,
+                 splits: np.ndarray | None = None) -> None:
+        """One exact sequential BCD pass over ``order`` for each listed model, in place.
 
-    def hinge_sums(self, W: Any, block: Any, bias: float, models: np.ndarray) -> np.ndarray:
-        """Per model, the summed WW hinge loss of the block's rows (float64, host)."""
+        Row ``i``'s box is ``[0, Cs[mdl] * w_i]`` with ``w_i`` the block's row weight,
+        0 when ``splits[mdl] >= 0`` and the row does not train in that split."""
+
+    def hinge_sums(self, W: Any, block: Any, bias: float, models: np.ndarray,
+                   splits: np.ndarray | None = None) -> np.ndarray:
+        """Per model, the block's WW hinge loss, each row weighted as in :meth:`bcd_pass`
+        (float64, host)."""
 
     def sq_frobenius(self, W: Any) -> np.ndarray:
         """``||W_m||_F^2`` per model (float64, host)."""

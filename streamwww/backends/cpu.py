@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from streamwww.backends import _kernels as K
-from streamwww.backends.base import Block, make_block
+from streamwww.backends.base import Block, make_block, model_splits
 from streamwww.solvers import SOLVER_IDS
 from streamwww.solvers.shark import SHARK_EPS
 
@@ -32,19 +32,21 @@ class CPUBackend:
     def get_beta(self, beta: np.ndarray) -> np.ndarray:
         return beta
 
-    def bcd_pass(self, W, block: Block, beta, Cs, models, order, bias, solver, eps) -> None:
+    def bcd_pass(self, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None) -> None:
         Cs = np.ascontiguousarray(Cs, dtype=np.float64)
         models = np.ascontiguousarray(models, dtype=np.int64)
         order = np.ascontiguousarray(order, dtype=np.int64)
         kernel = K.bcd_pass_serial if models.shape[0] == 1 else K.bcd_pass
-        kernel(W, _rows(block), block.y, block.sqnorms, beta, Cs, models, order,
+        kernel(W, _rows(block), block.y, block.sqnorms, *_row_weights(block), beta, Cs,
+               model_splits(splits, W.shape[0]), models, order,
                float(bias), int(solver), float(eps), K.ktag(W.shape[2]))
 
-    def hinge_sums(self, W, block: Block, bias, models) -> np.ndarray:
+    def hinge_sums(self, W, block: Block, bias, models, splits=None) -> np.ndarray:
         models = np.ascontiguousarray(models, dtype=np.int64)
         out = np.zeros(models.shape[0], dtype=np.float64)
         kernel = K.hinge_sum_serial if models.shape[0] == 1 else K.hinge_sum
-        kernel(W, _rows(block), block.y, float(bias), models, out, K.ktag(W.shape[2]))
+        kernel(W, _rows(block), block.y, *_row_weights(block), model_splits(splits, W.shape[0]),
+               float(bias), models, out, K.ktag(W.shape[2]))
         return out
 
     def sq_frobenius(self, W) -> np.ndarray:
@@ -58,6 +60,16 @@ class CPUBackend:
 
     def close(self) -> None:
         """Nothing to release: the CPU backend holds no resources."""
+
+
+_NONE_F = np.zeros(0, dtype=np.float64)
+_NONE_I = np.zeros(0, dtype=np.int64)
+
+
+def _row_weights(block: Block) -> tuple[np.ndarray, np.ndarray]:
+    """The kernels' ``(weights, trains)``: empty arrays stand for "all 1" and "no splits"."""
+    return (_NONE_F if block.weights is None else block.weights,
+            _NONE_I if block.trains is None else block.trains)
 
 
 def _rows(block: Block):

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww.backends.base import Block
+from streamwww.backends.base import Block, model_splits
 from streamwww.errors import DeviceUnavailableError
 
 logger = logging.getLogger(__name__)
@@ -175,7 +175,10 @@ class DeviceBlock:
     ``data, indices, indptr``.  ``ready`` is an event after the copies.
     """
 
-    def __init__(self, data, indices, indptr, ncols, y, sqnorms, n_rows, is_sparse, ready, nbytes):
+    def __init__(self, data, indices, indptr, ncols, y, sqnorms, n_rows, is_sparse, ready, nbytes,
+                 weights=None, trains=None):
+        self.weights = weights  # row weights, or a 0-length array: all 1
+        self.trains = trains  # cross-validation split bits, or a 0-length array: none
         self.data = data
         self.indices = indices
         self.indptr = indptr
@@ -418,6 +421,8 @@ class CUDABackend:
         self._tmp: list = []
         self._dummy_i32 = cuda.to_device(np.zeros(1, dtype=np.int32))
         self._dummy_i64 = cuda.to_device(np.zeros(1, dtype=np.int64))
+        self._none_f64 = cuda.device_array(0, dtype=np.float64)  # "no row weights"
+        self._none_i64 = cuda.device_array(0, dtype=np.int64)  # "no split bits"
         if resident_bytes is None:
             try:
                 free, _ = cuda.current_context().get_memory_info()
@@ -589,6 +594,9 @@ class CUDABackend:
             parts = [Xd.reshape(-1)]
             ncols = Xd.shape[1] if Xd.ndim == 2 else 0
         parts += [y, sq]
+        extra = [np.ascontiguousarray(a, dtype=dt) for a, dt in ((block.weights, np.float64),
+                                                                 (block.trains, np.int64)) if a is not None]
+        parts += extra
         devs = []
         for h in parts:
             d = self._pool.take(h.shape[0], h.dtype, st)
@@ -598,13 +606,17 @@ class CUDABackend:
         ready = _event(self._cuda)
         ready.record(st)
         n = y.shape[0]
+        views = [d[:h.shape[0]] for d, h in zip(devs, parts)]
+        dweights = views.pop(len(views) - len(extra)) if block.weights is not None else self._none_f64
+        dtrains = views.pop() if block.trains is not None else self._none_i64
         if sp.issparse(X):
-            data, indices, indptr, dy, dsq = (d[:h.shape[0]] for d, h in zip(devs, parts))
+            data, indices, indptr, dy, dsq = views
         else:
-            data, dy, dsq = (d[:h.shape[0]] for d, h in zip(devs, parts))
+            data, dy, dsq = views
             indices, indptr = self._dummy_i32, self._dummy_i64
         nbytes = sum(h.nbytes for h in parts)
-        dblock = DeviceBlock(data, indices, indptr, ncols, dy, dsq, n, sp.issparse(X), ready, nbytes)
+        dblock = DeviceBlock(data, indices, indptr, ncols, dy, dsq, n, sp.issparse(X), ready, nbytes,
+                             weights=dweights, trains=dtrains)
         weakref.finalize(dblock, _give_back, weakref.ref(self._pool), devs)
         return dblock
 
@@ -631,9 +643,11 @@ class CUDABackend:
         return out
 
     # ------------------------------------------------------------------ training
-    def bcd_pass(self, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps) -> None:
+    def bcd_pass(self, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
+                 splits=None) -> None:
         """One exact sequential BCD pass over ``order`` for each model in ``models`` (asynchronous)."""
         models = np.ascontiguousarray(models, dtype=np.int64)
+        splits = model_splits(splits, W.shape[0])
         order = np.ascontiguousarray(order, dtype=np.int64)
         if models.shape[0] == 0 or order.shape[0] == 0:
             return
@@ -643,11 +657,11 @@ class CUDABackend:
         if tuple(beta.shape) != (M, block.n_rows, k - 1):
             raise ValueError(f"beta has shape {tuple(beta.shape)}, expected {(M, block.n_rows, k - 1)}.")
         if self.parallel_blocks is not None and int(solver) == self._K.WALRUS:
-            self._parallel_pass(W, block, beta, Cs, models, order, bias, eps)
+            self._parallel_pass(W, block, beta, Cs, models, order, bias, eps, splits)
             return
-        self._exact_pass(W, block, beta, Cs, models, order, bias, solver, eps)
+        self._exact_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits)
 
-    def _exact_pass(self, W, block, beta, Cs, models, order, bias, solver, eps):
+    def _exact_pass(self, W, block, beta, Cs, models, order, bias, solver, eps, splits):
         k = W.shape[2]
         st = self._stream
         block.ready.wait(st)
@@ -657,8 +671,9 @@ class CUDABackend:
         scr_f, scr_i = self._scratch_for(models.shape[0], kk)
         kernel = self._K.bcd_kernel(not block.is_sparse, tpb, self._kc_for(tpb))
         kernel[(1, models.shape[0]), tpb, st](
-            W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, beta.array,
-            self._small(Cs, np.float64), self._small(models, np.int64), self._small(order, np.int64),
+            W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, block.weights,
+            block.trains, beta.array, self._small(Cs, np.float64), self._small(splits, np.int64),
+            self._small(models, np.int64), self._small(order, np.int64),
             float(bias), int(solver), float(eps), scr_f, scr_i, bool(use_shared))
         self._release_small()
 
@@ -667,7 +682,7 @@ class CUDABackend:
         """``(||W_m||^2, sum(beta_m))`` on the host for the listed models (device reductions)."""
         return self._sums(W, True)[models], self._sums(beta.array, False)[models]
 
-    def _parallel_pass(self, W, block, beta, Cs, models, order, bias, eps):
+    def _parallel_pass(self, W, block, beta, Cs, models, order, bias, eps, splits):
         """Row-parallel pass with a safeguard: undo and redo exactly if the dual decreased."""
         cuda = self._cuda
         st = self._stream
@@ -675,7 +690,7 @@ class CUDABackend:
         beta.ready.wait(st)
         if np.unique(order).shape[0] != order.shape[0]:
             # a row visited twice could be solved by two blocks at once: not supported
-            self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps)
+            self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps, splits)
             return
         wsq0, bs0 = self._dual_parts(W, beta, models)
         if self._backup is None or self._backup[0].shape != W.shape:
@@ -693,8 +708,9 @@ class CUDABackend:
         scr_f, scr_i = self._scratch_for(models.shape[0] * nblk, kk)
         kernel = self._K.parallel_bcd_kernel(not block.is_sparse, tpb, self._kc_for(tpb))
         kernel[(nblk, models.shape[0]), tpb, st](
-            W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, beta.array,
-            self._small(Cs, np.float64), self._small(models, np.int64), self._small(order, np.int64),
+            W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, block.weights,
+            block.trains, beta.array, self._small(Cs, np.float64), self._small(splits, np.int64),
+            self._small(models, np.int64), self._small(order, np.int64),
             float(bias), int(self._K.WALRUS), 0.0, scr_f, scr_i, bool(use_shared))
         self._release_small()
         wsq1, bs1 = self._dual_parts(W, beta, models)
@@ -711,33 +727,36 @@ class CUDABackend:
         self._pool.give([B0buf])
         self.fallbacks += 1
         self.parallel_blocks = None
-        self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps)
+        self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps, splits)
 
     # ------------------------------------------------------------------ objective
-    def hinge_sums(self, W, block: DeviceBlock, bias, models) -> np.ndarray:
-        """Per listed model, the summed WW hinge loss of the block's rows (float64, host)."""
+    def hinge_sums(self, W, block: DeviceBlock, bias, models, splits=None) -> np.ndarray:
+        """Per listed model, the block's weighted WW hinge loss (float64, host)."""
         models = np.ascontiguousarray(models, dtype=np.int64)
+        splits = model_splits(splits, W.shape[0])
         L = models.shape[0]
         if L == 0 or block.n_rows == 0:
             return np.zeros(L)
         if self._cupy is not None:
             try:
-                return self._hinge_cupy(W, block, float(bias), models)
+                return self._hinge_cupy(W, block, float(bias), models, splits)
             except Exception as exc:  # noqa: BLE001
                 self._cupy_failed(exc)
         tpb = 8 if self.simulator else 128
         nblk = (block.n_rows + tpb - 1) // tpb
         part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
-                                np.float64, W, block, bias, models, with_y=True)
+                                np.float64, W, block, bias, models, with_y=True, splits=splits)
         return part.sum(axis=1)
 
     def _row_kernel(self, kernel, tpb, nblk, out_shape, dtype, W, block: DeviceBlock, bias, models,
-                    with_y: bool = False) -> np.ndarray:
+                    with_y: bool = False, splits=None) -> np.ndarray:
         """Launch a per-row kernel (grid ``(nblk, len(models))``) over ``block``; its output on the host."""
         st = self._stream
         block.ready.wait(st)
         out = self._cuda.device_array(out_shape, dtype=dtype, stream=st)
         head = (W, block.data, block.indices, block.indptr, block.ncols) + ((block.y,) if with_y else ())
+        if splits is not None:
+            head += (block.weights, block.trains, self._small(splits, np.int64))
         kernel[(nblk, len(models)), tpb, st](*head, block.n_rows, float(bias), self._small(models, np.int64), out)
         self._release_small()
         res = out.copy_to_host(stream=st)
@@ -778,16 +797,22 @@ class CUDABackend:
                 S[r0:r1] = Sc
             yield S
 
-    def _hinge_cupy(self, W, block, bias, models, max_bytes: int = 256 << 20):
+    def _hinge_cupy(self, W, block, bias, models, splits, max_bytes: int = 256 << 20):
         cp = self._cupy
         y = cp.asarray(block.y).astype(cp.int64)
+        weights = cp.asarray(block.weights) if block.weights.shape[0] else None
         out = np.zeros(models.shape[0])
         for j, S in enumerate(self._scores_cupy(W, block, bias, models, max_bytes)):
             r = cp.arange(S.shape[0])
             sy = S[r, y]
             H = cp.maximum(0.0, 1.0 - (sy[:, None] - S))
             H[r, y] = 0.0
-            out[j] = float(H.sum())
+            w = weights
+            split = int(splits[int(models[j])])
+            if split >= 0:  # the same weights as rowmath.row_weight
+                held = ((cp.asarray(block.trains) >> split) & 1).astype(cp.float64)
+                w = held if w is None else w * held
+            out[j] = float(H.sum() if w is None else (H.sum(axis=1) * w).sum())
         return out
 
     # ------------------------------------------------------------------ housekeeping

@@ -28,7 +28,7 @@ from numba import njit
 
 from streamwww.solvers.walrus import walrus_sweep  # one sweep for both backends
 
-__all__ = ["c_index", "v_entry", "hinge_term", "walrus_sweep", "walrus_sweep_cpu"]
+__all__ = ["c_index", "v_entry", "hinge_term", "row_weight", "walrus_sweep", "walrus_sweep_cpu"]
 
 
 @njit(inline="always")
@@ -48,6 +48,20 @@ def hinge_term(s_y, s_j):
     """``max(0, 1 - (s_y - s_j))``: one class's term of the WW hinge loss."""
     h = 1.0 - (s_y - s_j)
     return h if h > 0.0 else 0.0
+
+
+@njit(inline="always")
+def row_weight(weights, trains, split, i):
+    """Row ``i``'s weight for a model trained on cross-validation split ``split``.
+
+    ``weights[i]`` (1 when ``weights`` is empty), or 0 when bit ``split`` of
+    ``trains[i]`` is clear (the row is not a training row of that split);
+    ``split < 0``: every row trains.  The row's dual box is ``[0, C * weight]``
+    and its hinge loss counts ``weight`` times in the primal.
+    """
+    if split >= 0 and (trains[i] >> split) & 1 == 0:
+        return 0.0
+    return weights[i] if weights.shape[0] else 1.0
 
 
 walrus_sweep_cpu = njit(cache=True)(walrus_sweep)

@@ -32,6 +32,7 @@ class SolverConfig:
     eval_every: int = 1
     shark_eps: float = SHARK_EPS
     mix_shards: int = UNMIXED
+    splits: tuple[int, ...] | None = None  # per model, the cross-validation split it trains on (-1: all rows)
 
     @property
     def bias(self) -> float:
@@ -61,7 +62,12 @@ class SolverConfig:
         return coef, np.asarray(intercept, dtype=np.float64)
 
     def to_json(self) -> dict:
-        return {**asdict(self), "Cs": list(self.Cs)}
+        out = {**asdict(self), "Cs": list(self.Cs)}
+        if self.splits is None:
+            del out["splits"]  # as before cross-validation existed: old checkpoints stay comparable
+        else:
+            out["splits"] = list(self.splits)
+        return out
 
 
 @dataclass

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streamwww.backends.base import Backend
+from streamwww.backends.base import Backend, model_splits
 from streamwww.engine import objective
 from streamwww.engine.config import Cursor, ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
@@ -106,6 +106,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     W = (backend.put_W(W0) if W0 is not None
          else backend.allocate_W(len(cfg.Cs), cfg.n_weight_rows(data.n_features), int(data.n_classes)))
     Cs = np.asarray(cfg.Cs, dtype=np.float64)
+    splits = model_splits(cfg.splits, len(cfg.Cs))
     solver = SOLVER_IDS[cfg.subproblem]
     plan = EpochPlan(cfg, data.n_shards)
     active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
@@ -118,7 +119,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         for group, block, beta in _on_device(backend, stream):
             for p in range(cfg.inner_passes):  # exact block minimization over the group's rows
                 order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows)
-                backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps)
+                backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits)
             n_rows = block.n_rows
             # Drop the group's rows and hand its beta over before the loop asks for
             # the next group: the write then queues ahead of that load, and the
@@ -168,8 +169,9 @@ def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active,
     """Primal, dual and gap of every active model (one streaming pass); who stops."""
     hinge = np.zeros(active.shape[0])
     beta_sum = np.zeros(active.shape[0])
+    splits = model_splits(cfg.splits, len(cfg.Cs))
     for (s,), block in feed.eval_stream(then):
-        hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active)
+        hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits)
         beta_sum += betas.sums(s, active)
         hooks.check_interrupt()
     Cs = np.asarray(cfg.Cs, dtype=np.float64)

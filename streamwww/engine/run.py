@@ -164,8 +164,10 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         if ckpt is not None:
             stack.callback(ckpt.drain)
             header = {"config": cfg.to_json(),
-                      "estimator_params": {k: v for k, v in params.items() if k not in ("C", "warm_start")
-                                           and not isinstance(v, np.random.RandomState)},
+                      "estimator_params": {**{k: v for k, v in params.items() if k not in ("C", "warm_start")
+                                              and not isinstance(v, np.random.RandomState)},
+                                           # resolved per class index (JSON keeps no label types)
+                                           "class_weight": _listed(getattr(source, "class_weights", None))},
                       "run": {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
                               "C_is_list": bool(C_is_list), **(run_info or {})},
                       "data": {**source.describe(), "fingerprint": fingerprint}}
@@ -184,6 +186,10 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     if interrupted.is_set():  # e.g. during the final commit: obeyed, the work kept
         raise KeyboardInterrupt
     return Fit(results, cfg, seed, beta=betas.get(0) if isinstance(betas, InMemoryBetas) else None)
+
+
+def _listed(a):
+    return None if a is None else [float(v) for v in a]
 
 
 def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, prefetch: int, initial=None):

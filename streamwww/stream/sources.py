@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from streamwww.backends.base import Block, make_block
 from streamwww.labels import encode_labels
+from streamwww.weights import class_weight_vector, row_weights
 
 __all__ = ["InMemoryData", "StoreData", "ArraySource", "StoreSource", "as_store"]
 
@@ -30,13 +31,19 @@ class InMemoryData:
     y : ndarray of shape (n,)
         Class indices in ``[0, n_classes)``.
     n_classes : int
+    weights : ndarray of shape (n,), optional
+        Row weights (:mod:`streamwww.weights`); None: all 1.
+    trains : ndarray of shape (n,), int64, optional
+        Cross-validation split bits (see :class:`~streamwww.backends.base.Block`).
     """
 
     n_shards = 1
 
-    def __init__(self, X, y, n_classes: int):
+    def __init__(self, X, y, n_classes: int, weights=None, trains=None):
         self.X = X
         self.y = np.asarray(y)
+        self.weights = weights
+        self.trains = trains
         self.n_features = int(X.shape[1])
         self.n_classes = int(n_classes)
         self.shard_rows = np.array([X.shape[0]], dtype=np.int64)
@@ -58,7 +65,7 @@ class InMemoryData:
         if i != 0:
             raise IndexError(f"shard index {i} out of range for 1 shard")
         if self._block is None or self._bias != bias:
-            self._block = make_block(self.X, self.y, bias)
+            self._block = make_block(self.X, self.y, bias, self.weights, self.trains)
             self._bias = bias
         return self._block
 
@@ -66,12 +73,13 @@ class InMemoryData:
 class StoreData:
     """A shard store as training data (each ``block_of`` reads its shards)."""
 
-    def __init__(self, store):
+    def __init__(self, store, class_weights=None):
         self.store = store
         self.n_shards = int(store.n_shards)
         self.shard_rows = np.asarray(store.shard_rows, dtype=np.int64)
         self.n_features = int(store.n_features)
         self.n_classes = int(len(store.classes))
+        self.class_weights = class_weights  # per class index, or None
 
     @property
     def n_rows(self) -> int:
@@ -82,8 +90,13 @@ class StoreData:
 
     def block_of(self, shards, bias: float) -> Block:
         """The rows of ``shards``, stacked in this order, as one prepared block."""
-        X, y = self.store.read_shards([int(i) for i in shards])
-        return make_block(X, y, bias)
+        ids = [int(i) for i in shards]
+        X, y = self.store.read_shards(ids)
+        w = self.store.read_weights(ids) if getattr(self.store, "has_weights", False) else None
+        if self.class_weights is not None:
+            cw = self.class_weights[y]
+            w = cw if w is None else w * cw
+        return make_block(X, y, bias, w)
 
 
 class ArraySource:
@@ -92,21 +105,26 @@ class ArraySource:
     kind = "arrays"
     streamed = False
 
-    def __init__(self, X, y_index, classes):
-        self.data = InMemoryData(X, y_index, n_classes=len(classes))
+    def __init__(self, X, y_index, classes, weights=None, trains=None, class_weights=None):
+        self.data = InMemoryData(X, y_index, n_classes=len(classes), weights=weights, trains=trains)
         self.classes = classes
         self.X, self.y = X, y_index
+        self.weights, self.trains = weights, trains
+        self.class_weights = class_weights  # per class index (recorded), already in ``weights``
 
     @classmethod
-    def from_labels(cls, X, y, owner: str) -> "ArraySource":
-        """Validated ``X`` and labels of any type (encoded here; >= 2 classes required)."""
+    def from_labels(cls, X, y, owner: str, class_weight=None, sample_weight=None) -> "ArraySource":
+        """Validated ``X`` and labels of any type (encoded here; >= 2 classes required),
+        with the rows' weights from ``class_weight`` and ``sample_weight``."""
         classes, y_index = encode_labels(y, who=owner, keep_dtype=True, min_classes=2)
-        return cls(X, y_index, classes)
+        cw = class_weight_vector(class_weight, classes, np.bincount(y_index, minlength=len(classes)), owner)
+        return cls(X, y_index, classes, weights=row_weights(y_index, cw, sample_weight, owner), class_weights=cw)
 
     def fingerprint(self) -> str:
         h = hashlib.sha256()
         parts = (self.X.data, self.X.indices, self.X.indptr) if sp.issparse(self.X) else (self.X,)
-        for a in (*parts, self.y):
+        extra = tuple(a for a in (self.weights, self.trains) if a is not None)  # none: as before weights
+        for a in (*parts, self.y, *extra):
             h.update(str((a.dtype.str, a.shape)).encode())
             h.update(np.ascontiguousarray(a).data)
         return "arrays:" + h.hexdigest()
@@ -121,17 +139,30 @@ class StoreSource:
     kind = "store"
     streamed = True
 
-    def __init__(self, store):
+    def __init__(self, store, class_weight=None, owner: str = "train"):
         self.store = store
-        self.data = StoreData(store)
         self.classes = np.asarray(store.classes)
+        counts = getattr(store, "metadata", {}).get("class_counts")
+        if counts is None:  # dict weights need no counts; 'balanced' fails with a clear message
+            counts = np.ones(len(self.classes)) if isinstance(class_weight, dict) or class_weight is None \
+                else _no_counts(store, owner)
+        self.class_weights = class_weight_vector(class_weight, self.classes, counts, owner)
+        self.data = StoreData(store, self.class_weights)
 
     def fingerprint(self) -> str:
-        return str(self.store.fingerprint)
+        fp = str(self.store.fingerprint)
+        if self.class_weights is not None:  # the rows' weights are part of the problem
+            fp += ":class_weight:" + hashlib.sha256(self.class_weights.tobytes()).hexdigest()[:16]
+        return fp
 
     def describe(self) -> dict:
         return {"kind": self.kind, "path": str(Path(self.store.path).resolve()),
                 "n_rows": self.data.n_rows, "n_features": self.data.n_features}
+
+
+def _no_counts(store, owner):
+    raise ValueError(f"{owner}: class_weight='balanced' needs the store's class counts, which "
+                     f"{getattr(store, 'path', store)} does not record; convert it again")
 
 
 def as_store(obj):

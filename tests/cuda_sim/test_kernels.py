@@ -193,3 +193,38 @@ def test_csr_with_duplicate_entries_is_made_canonical():
     assert nontrivial(Wc, bc)
     np.testing.assert_allclose(Wg, Wc, **TOL)
     np.testing.assert_allclose(bg, bc, **TOL)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_row_weights_and_splits_match_cpu(sparse):
+    # Per-row boxes [0, C w_i] (zero weights and zero rows included) and cross-validation
+    # splits (a model skips the rows outside its split): passes and weighted hinge sums.
+    rng = np.random.default_rng(21 + int(sparse))
+    k, n, bias = 4, 14, 1.0
+    X, y = tiny(rng, n=n, d=4, k=k, sparse=sparse)
+    if sparse:
+        X = sp.lil_matrix(X)
+        X[3, :] = 0
+        X = sp.csr_matrix(X)
+        X.eliminate_zeros()
+    weights = rng.choice([0.0, 0.5, 1.0, 3.0], size=n)
+    trains = rng.integers(0, 4, size=n).astype(np.int64)  # bits of splits 0 and 1
+    block = make_block(X, y, bias, weights, trains)
+    Cs, splits = np.array([0.7, 0.7, 2.0]), np.array([0, 1, -1])
+    cpu, gpu = CPUBackend(), CUDABackend(threads_per_block=8)
+    Wc, bc = cpu.allocate_W(3, 5, k), np.zeros((3, n, k - 1))
+    Wg, db, dbeta = gpu.allocate_W(3, 5, k), gpu.put_block(block), gpu.put_beta(bc)
+    models = np.arange(3)
+    for p in range(2):
+        order = rng.permutation(n)
+        cpu.bcd_pass(Wc, block, bc, Cs, models, order, bias, 0, 1e-4, splits)
+        gpu.bcd_pass(Wg, db, dbeta, Cs, models, order, bias, 0, 1e-4, splits)
+    bg, Wh = gpu.get_beta(dbeta), gpu.to_host(Wg)
+    np.testing.assert_allclose(Wh, Wc, **TOL)
+    np.testing.assert_allclose(bg, bc, **TOL)
+    for m, s in enumerate(splits):
+        w = weights * (((trains >> s) & 1) if s >= 0 else 1)
+        assert np.all(bc[m] <= Cs[m] * w[:, None] + 1e-12) and not bc[m][w == 0].any()
+        assert bc[m].any()
+    np.testing.assert_allclose(gpu.hinge_sums(Wg, db, bias, models, splits),
+                               cpu.hinge_sums(Wc, block, bias, models, splits), rtol=1e-12)
