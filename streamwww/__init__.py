@@ -24,6 +24,7 @@ __version__ = "0.1.0"
 # name -> (module, attribute); attribute None means the module itself.
 _LAZY = {
     "WWClassifier": ("streamwww.estimator", "WWClassifier"),
+    "WWClassifierCV": ("streamwww.cv", "WWClassifierCV"),
     "train": ("streamwww.api", "train"),
     "resume": ("streamwww.api", "resume"),
     "open_store": ("streamwww.io", "open_store"),

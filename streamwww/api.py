@@ -45,7 +45,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
           checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
           inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
           mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None,
-          class_weight=None, sample_weight=None):
+          class_weight=None, sample_weight=None, cv=None):
     """Train Weston-Watkins linear SVM(s) and return fitted :class:`~streamwww.WWClassifier` (s).
 
     Parameters
@@ -93,12 +93,26 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         As in :class:`~streamwww.WWClassifier`; for a store, 'balanced' uses its class counts.
     sample_weight : array-like of shape (n_samples,), optional
         Row weights for ``(X, y)`` data (a store carries its own: ``convert --weights``).
+    cv : int, splitter or iterable, optional
+        Cross-validate the values of ``C`` in the same passes (see
+        :class:`~streamwww.WWClassifierCV`; for a store, an int: stratified
+        seeded folds) and keep the best ``C``'s model trained on all rows.
 
     Returns
     -------
-    WWClassifier or list of WWClassifier
-        A list exactly when ``C`` is a list (or tuple / array).
+    WWClassifier, list of WWClassifier, or WWClassifierCV
+        A list exactly when ``C`` is a list (or tuple / array); with ``cv``, the
+        fitted :class:`~streamwww.WWClassifierCV` (its ``cv_results_``, ``best_C_``
+        and the refitted model; ``model_out`` saves that model).
     """
+    if cv is not None:
+        return _train_cv(data, C=C, cv=cv, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
+                         intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
+                         random_state=random_state, device=device, verbose=verbose, class_weight=class_weight,
+                         sample_weight=sample_weight, model_out=model_out,
+                         options=dict(checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+                                      prefetch=prefetch, inner_passes=inner_passes, eval_every=eval_every,
+                                      mix_shards=mix_shards, callback=callback, progress=progress))
     models, fit = _train(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                          random_state=random_state, device=device, verbose=verbose,
@@ -159,6 +173,58 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     return (models if many else models[0]), fit
 
 
+def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
+    """:func:`train` with ``cv``: a :class:`~streamwww.WWClassifierCV` fit (one pass for all folds and C)."""
+    from streamwww.cv import WWClassifierCV
+
+    out = Path(model_out) if model_out is not None else None
+    if out is not None:
+        check_writable(out)
+    est = WWClassifierCV(Cs=list(np.atleast_1d(C)), cv=cv, **params)
+    run = {**options, "run_info": {"model_out": str(out.resolve()) if out is not None else None}}
+    if isinstance(data, tuple) and len(data) == 2:
+        est.fit(data[0], data[1], sample_weight=sample_weight, **run)
+    elif as_store(data) is not None:
+        if sample_weight is not None:
+            raise ValueError("train: a store carries its own row weights (streamwww convert --weights); "
+                             "sample_weight is for (X, y) data")
+        est.fit(as_store(data), **run)
+    else:
+        raise ValueError("The 'data' parameter of train must be an (X, y) tuple, a shard store or its "
+                         f"path. Got {type(data).__name__} instead.")
+    if out is not None:
+        save_model(est.best_estimator_, out)
+    return est
+
+
+def _recorded_class_weight(store, recorded):
+    """A checkpoint's class weights (per class index) back as ``{label: weight}`` (None: none)."""
+    if recorded is None:
+        return None
+    return {c: w for c, w in zip(store.classes.tolist(), recorded) if w != 1.0}
+
+
+def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback, progress, max_iter):
+    """:func:`resume` of a cross-validation run: the same :class:`~streamwww.WWClassifierCV` fit, continued."""
+    from streamwww.cv import WWClassifierCV
+
+    cfg, run = manifest["config"], manifest["run"]
+    params = {k: v for k, v in manifest["estimator_params"].items() if k in WWClassifierCV._get_param_names()}
+    params.update(random_state=int(cfg["seed"]), verbose=verbose)
+    params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
+    if max_iter is not None:
+        params["max_iter"] = max_iter
+    out = run.get("model_out") if model_out is None else None if model_out is False else model_out
+    est = WWClassifierCV(Cs=run["cv_Cs"], cv=int(run["cv"]), refit=bool(run.get("refit", True)), **params)
+    est.fit(store, checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
+            prefetch=run["prefetch"], inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
+            mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback, progress=progress,
+            run_info={"model_out": out})
+    if out is not None and hasattr(est, "best_estimator_"):
+        save_model(est.best_estimator_, out)
+    return est
+
+
 def model_paths(model_out, Cs, many: bool) -> list[Path]:
     """The model file(s) for ``model_out``: the path itself, or ``<stem>-C<value><suffix>`` per ``C``."""
     out = Path(model_out)
@@ -215,9 +281,11 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
                               "train((X, y), checkpoint_dir=...) again with the same arrays and settings")
     store = as_store(store if store is not None else manifest["data"]["path"])
     cfg = manifest["config"]
+    if manifest["run"].get("cv"):
+        return _resume_cv(checkpoint_dir, store, manifest, model_out=model_out, verbose=verbose,
+                          callback=callback, progress=progress, max_iter=max_iter)
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
-    if params.get("class_weight") is not None:  # recorded per class index: back to {label: weight}
-        params["class_weight"] = {c: w for c, w in zip(store.classes.tolist(), params["class_weight"]) if w != 1.0}
+    params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:
         params["max_iter"] = max_iter
     Cs = cfg["Cs"]

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1] / "streamwww"
 LAYERS = [
     {"streamwww.cli", "streamwww.commands", "streamwww.runinfo"},
     {"streamwww.api", "streamwww.model_io", "streamwww.predict"},
+    {"streamwww.cv"},
     {"streamwww.estimator"},
     {"streamwww.engine"},
     {"streamwww.stream", "streamwww.checkpoint", "streamwww.backends"},

@@ -57,7 +57,13 @@ import functools
 
 from numba import cuda, float64, int32, int64
 
-from streamwww.backends.rowmath import c_index, hinge_term, row_weight, v_entry, walrus_sweep
+from streamwww.backends.rowmath import (
+    c_index,
+    hinge_term,
+    row_weight,
+    v_entry,
+    walrus_sweep,
+)
 from streamwww.solvers import SHARK, WALRUS
 from streamwww.solvers.shark import shark_kernel
 

@@ -49,7 +49,7 @@ class Fit:
 
 
 def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every: int = 1,
-                  mix_shards: int = UNMIXED) -> SolverConfig:
+                  mix_shards: int = UNMIXED, splits=None) -> SolverConfig:
     """The :class:`SolverConfig` of estimator parameters ``params`` (``get_params()``)."""
     gap_decay = params["gap_decay"]
     return SolverConfig(Cs=tuple(float(c) for c in Cs), tol=float(params["tol"]),
@@ -59,7 +59,8 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         intercept_scaling=float(params["intercept_scaling"]),
                         subproblem=params["subproblem"], seed=int(seed),
                         inner_passes=int(inner_passes), eval_every=int(eval_every),
-                        mix_shards=int(mix_shards))
+                        mix_shards=int(mix_shards),
+                        splits=None if splits is None else tuple(int(s) for s in splits))
 
 
 def check_manifest(path, manifest: dict, data) -> None:
@@ -124,15 +125,16 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
                inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
                mix_shards: int = DEFAULTS["mix_shards"], callback=None, progress=None,
-               C_is_list: bool = False, run_info: dict | None = None, warm=None) -> Fit:
+               C_is_list: bool = False, run_info: dict | None = None, warm=None, splits=None) -> Fit:
     """Train one model per ``Cs`` on ``source`` (:mod:`streamwww.stream.sources`).
 
     ``params`` are the estimator's parameters (``tol``, ``max_iter``, ...,
     ``random_state``, ``device``, ``verbose``); the other options are
     :func:`streamwww.train`'s; ``run_info`` (JSON) is recorded in the checkpoint's
     ``run`` section; ``warm``, ``(W[n_models, D, k], beta[n_models, n, k-1])`` with
-    ``W == W(beta)``, starts in-memory data from there.  In-memory data is one
-    shard and trains unmixed.
+    ``W == W(beta)``, starts in-memory data from there; ``splits`` (one per ``Cs``
+    entry) trains model ``j`` on cross-validation split ``splits[j]`` of the
+    source's rows (-1: all).  In-memory data is one shard and trains unmixed.
     """
     data = source.data
     # Ctrl-C is watched from the start: set-up starts a Dask cluster, whose callbacks
@@ -149,7 +151,8 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                 manifest, W0 = ckpt.load(verify=lambda m: check_manifest(ckpt.path, m, data))
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
-        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards if source.streamed else UNMIXED)
+        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards if source.streamed else UNMIXED,
+                            splits)
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from streamwww.backends.base import Block, make_block
 from streamwww.labels import encode_labels
+from streamwww.stream.folds import shard_folds, train_bits
 from streamwww.weights import class_weight_vector, row_weights
 
 __all__ = ["InMemoryData", "StoreData", "ArraySource", "StoreSource", "as_store"]
@@ -73,8 +74,9 @@ class InMemoryData:
 class StoreData:
     """A shard store as training data (each ``block_of`` reads its shards)."""
 
-    def __init__(self, store, class_weights=None):
+    def __init__(self, store, class_weights=None, folds: tuple[int, int] | None = None):
         self.store = store
+        self.folds = folds  # cross-validation: (n_splits, seed), or None
         self.n_shards = int(store.n_shards)
         self.shard_rows = np.asarray(store.shard_rows, dtype=np.int64)
         self.n_features = int(store.n_features)
@@ -96,7 +98,17 @@ class StoreData:
         if self.class_weights is not None:
             cw = self.class_weights[y]
             w = cw if w is None else w * cw
-        return make_block(X, y, bias, w)
+        trains = None
+        if self.folds is not None:
+            n_splits = self.folds[0]
+            trains = np.concatenate([train_bits(f, n_splits) for f in self.shard_folds(ids, y)])
+        return make_block(X, y, bias, w, trains)
+
+    def shard_folds(self, ids, y) -> list[np.ndarray]:
+        """The cross-validation fold of each row of shards ``ids`` (``y``: their stacked labels)."""
+        n_splits, seed = self.folds
+        bounds = np.cumsum([0] + [int(self.shard_rows[i]) for i in ids])
+        return [shard_folds(y[a:b], i, n_splits, seed) for i, a, b in zip(ids, bounds[:-1], bounds[1:])]
 
 
 class ArraySource:
@@ -139,7 +151,7 @@ class StoreSource:
     kind = "store"
     streamed = True
 
-    def __init__(self, store, class_weight=None, owner: str = "train"):
+    def __init__(self, store, class_weight=None, owner: str = "train", folds: tuple[int, int] | None = None):
         self.store = store
         self.classes = np.asarray(store.classes)
         counts = getattr(store, "metadata", {}).get("class_counts")
@@ -147,10 +159,12 @@ class StoreSource:
             counts = np.ones(len(self.classes)) if isinstance(class_weight, dict) or class_weight is None \
                 else _no_counts(store, owner)
         self.class_weights = class_weight_vector(class_weight, self.classes, counts, owner)
-        self.data = StoreData(store, self.class_weights)
+        self.data = StoreData(store, self.class_weights, folds)
 
     def fingerprint(self) -> str:
         fp = str(self.store.fingerprint)
+        if self.data.folds is not None:  # the folds' seed is the run's (checked with its settings)
+            fp += f":cv{self.data.folds[0]}"
         if self.class_weights is not None:  # the rows' weights are part of the problem
             fp += ":class_weight:" + hashlib.sha256(self.class_weights.tobytes()).hexdigest()[:16]
         return fp
