@@ -45,7 +45,8 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
           checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
           inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
           mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None,
-          class_weight=None, sample_weight=None, cv=None):
+          class_weight=None, sample_weight=None, cv=None, client=None, workers: int | None = None,
+          partitions: int | None = None):
     """Train Weston-Watkins linear SVM(s) and return fitted :class:`~streamwww.WWClassifier` (s).
 
     Parameters
@@ -104,7 +105,26 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         A list exactly when ``C`` is a list (or tuple / array); with ``cv``, the
         fitted :class:`~streamwww.WWClassifierCV` (its ``cv_results_``, ``best_C_``
         and the refitted model; ``model_out`` saves that model).
+    client : distributed.Client or str, optional
+        Train a store on this Dask cluster (or the scheduler at this address) by
+        CoCoA+ rounds with the exact local solver (:mod:`streamwww.engine.cocoa`).
+        Not a model setting: it is recorded nowhere.
+    workers : int, optional
+        Start a local cluster of this many single-threaded worker processes for the run.
+    partitions : int, optional
+        ``K``, the number of row partitions (whole shards) of a cluster run; default: the
+        number of workers.  A model setting: the same ``K`` gives the bitwise-same model
+        on any cluster, and ``K = 1`` is the sequential run's model.
     """
+    if client is not None or workers is not None:
+        return _train_on_cluster(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
+                                 intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
+                                 random_state=random_state, device=device, verbose=verbose,
+                                 class_weight=class_weight, client=client, workers=workers, partitions=partitions,
+                                 model_out=model_out, unsupported={"checkpoint_dir": checkpoint_dir, "cv": cv,
+                                                                  "sample_weight": sample_weight},
+                                 inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
+                                 callback=callback, progress=progress)
     if cv is not None:
         return _train_cv(data, C=C, cv=cv, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
@@ -195,6 +215,39 @@ def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
     if out is not None:
         save_model(est.best_estimator_, out)
     return est
+
+
+def _train_on_cluster(data, *, C, client, workers, partitions, model_out, unsupported, inner_passes, eval_every,
+                      mix_shards, callback, progress, **params):
+    """:func:`train` on a Dask cluster (a store; one model per ``C``)."""
+    from streamwww.engine.cluster import connect
+    from streamwww.engine.run import fit_distributed
+
+    given = [k for k, v in unsupported.items() if v is not None]
+    if given:
+        raise ValueError(f"train on a cluster does not take {', '.join(given)} yet (issue 16 in progress: "
+                         "cluster runs have no checkpoints, cross-validation or sample weights so far)")
+    store = as_store(data)
+    if store is None:
+        raise ValueError("train on a cluster takes a shard store (or its path); write arrays to one with "
+                         "streamwww.io.write_store")
+    Cs = check_params("train", C=C, allow_C_list=True, **{k: v for k, v in params.items() if k != "class_weight"},
+                      inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards)
+    template = WWClassifier(C=Cs[0], **params)
+    source = StoreSource(store, params["class_weight"], owner="train")
+    many = isinstance(C, (list, tuple, np.ndarray))
+    outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
+    for out in outs:
+        check_writable(out)
+    with connect(client, workers) as c:
+        fit = fit_distributed(source, template.get_params(), Cs, c, partitions=partitions,
+                              inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
+                              callback=callback, progress=progress)
+    models = _build_models(template, fit, source, source.data.n_features)
+    for m, out in zip(models, outs):
+        save_model(m, out)
+    warn_not_converged(fit.results, fit.cfg, "train", stacklevel=3)
+    return models if many else models[0]
 
 
 def _recorded_class_weight(store, recorded):

@@ -35,7 +35,7 @@ from streamwww.stream.feed import DaskExecutor, DaskFeed, SyncFeed
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Fit", "fit_source", "solver_config"]
+__all__ = ["Fit", "fit_source", "fit_distributed", "solver_config"]
 
 
 @dataclass
@@ -247,3 +247,44 @@ def _committer(ckpt, betas, header: dict, step: int):
                                   "results": results_to_json(results)}, betas, wait=finished)
 
     return commit
+
+
+def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None = None,
+                    inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
+                    mix_shards: int = DEFAULTS["mix_shards"], beta_dir=None, callback=None, progress=None,
+                    splits=None) -> Fit:
+    """Train one model per ``Cs`` on a store by CoCoA+ rounds on a ``distributed.Client``
+    (:mod:`streamwww.engine.cocoa`).
+
+    ``partitions`` (``K``, default: the client's worker count when it starts) is a
+    model setting: the same store, seed, settings and ``K`` give the bitwise-same
+    model wherever the tasks run.  ``beta`` lives under ``beta_dir`` (default: a
+    temporary directory), which every worker must be able to read and write.
+    """
+    from streamwww.engine.cocoa import PartitionSpec, partition_shards, run_rounds
+
+    if not source.streamed:
+        raise ValueError("training on a cluster takes a shard store (convert arrays with streamwww.io.write_store)")
+    data = source.data
+    seed = resolve_seed(params["random_state"])
+    cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits)
+    if partitions is None:
+        partitions = max(1, min(len(client.scheduler_info().get("workers", {})) or 1, data.n_shards))
+    parts = partition_shards(data.shard_rows, int(partitions), seed)
+    with ExitStack() as stack:
+        if beta_dir is None:
+            scratch = ScratchDir("streamwww-beta-")
+            stack.callback(scratch.close)
+            beta_dir = scratch.path
+        DiskBetas(beta_dir, len(cfg.Cs), data.shard_rows, data.n_classes)  # the group, before the workers
+        cw = getattr(source, "class_weights", None)
+        specs = [PartitionSpec(store=str(source.store.path), fingerprint=str(source.store.fingerprint), shards=p,
+                               n_partitions=len(parts), cfg=cfg, beta_root=str(beta_dir),
+                               class_weights=None if cw is None else tuple(float(v) for v in cw),
+                               folds=data.folds, device=params["device"]) for p in parts]
+        logger.info("training on %d partitions of %s shards", len(parts), [len(p) for p in parts])
+        with verbose_logging(int(params["verbose"])):
+            results = run_rounds(client, specs, cfg, (len(cfg.Cs), cfg.n_weight_rows(data.n_features),
+                                                      int(data.n_classes)), data.n_shards,
+                                 callback=callback, progress=progress)
+    return Fit(results, cfg, seed)

@@ -217,6 +217,19 @@ class DiskBetas:
             if drop > 0:
                 shutil.rmtree(self.root / beta_name(s, drop), ignore_errors=True)
 
+    def write_version(self, s: int, v: int, beta: np.ndarray) -> None:
+        """Write version ``v`` of shard ``s`` now, in this thread (a distributed round's task).
+
+        Idempotent: a task run again (its worker died) replaces its own earlier,
+        possibly partial, write of the same version with the same values.
+        """
+        self._write(s, v, np.ascontiguousarray(beta, dtype=np.float64))
+
+    def drop_version(self, s: int, v: int) -> None:
+        """Delete version ``v`` of shard ``s`` (superseded; nothing names it any more)."""
+        if v > 0:
+            shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
+
     def verify(self, versions, sums, where) -> None:
         """Read every named version and compare its per-model sum with ``sums`` (a
         manifest's): a damaged, missing or zeroed chunk changes the sum.  Raises

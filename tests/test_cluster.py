@@ -1,0 +1,98 @@
+"""Training on a Dask cluster (issue 16): CoCoA+ rounds, exact local solver, deterministic,
+a killed worker's tasks re-run to the same model."""
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import streamwww as sw
+from streamwww.engine.cocoa import partition_shards
+from streamwww.io import write_store
+
+distributed = pytest.importorskip("distributed")
+
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(240, 6)).astype(np.float32)
+    y = (X[:, :3].argmax(1) + (rng.random(240) < 0.15)) % 3
+    return write_store(tmp_path_factory.mktemp("cluster") / "s.zarr", X, y, shard_rows=30)
+
+
+KW = dict(C=[0.5, 2.0], tol=0, random_state=1, device="cpu")
+
+
+def test_partitions_are_balanced_and_a_pure_function_of_sizes_and_seed():
+    rows = [30, 30, 30, 30, 30, 30, 30, 10]
+    p = partition_shards(rows, 3, seed=5)
+    assert p == partition_shards(rows, 3, seed=5) and sorted(s for q in p for s in q) == list(range(8))
+    loads = [sum(rows[s] for s in q) for q in p]
+    assert max(loads) - min(loads) <= 30
+    assert partition_shards(rows, 1, seed=5) == [tuple(range(8))]
+    with pytest.raises(ValueError, match="partitions"):
+        partition_shards(rows, 9, seed=5)
+
+
+def test_one_partition_is_the_sequential_model_bitwise(client, store):
+    seq = sw.train(store, max_iter=5, **KW)
+    k1 = sw.train(store, client=client, partitions=1, max_iter=5, **KW)
+    for a, b in zip(seq, k1):
+        assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+        assert a.n_iter_ == b.n_iter_ == 5
+        assert b.history_[-1]["primal"] == pytest.approx(a.history_[-1]["primal"], rel=1e-12)
+
+
+def test_two_partitions_deterministic_monotone_and_certified(client, store):
+    a = sw.train(store, client=client, partitions=2, max_iter=6, **KW)
+    b = sw.train(store, client=client, partitions=2, max_iter=6, **KW)
+    X, y = store.read_shards(list(range(store.n_shards)))
+    for m, m2 in zip(a, b):
+        assert np.array_equal(m.coef_, m2.coef_)
+        duals = [h["dual"] for h in m.history_]
+        assert all(d1 >= d0 - 1e-12 * abs(d0) for d0, d1 in zip(duals, duals[1:]))  # sigma' = K: monotone
+        S = X @ m.coef_.T + m.intercept_
+        H = np.maximum(0.0, 1.0 - (S[np.arange(len(y)), y][:, None] - S))
+        H[np.arange(len(y)), y] = 0.0
+        P = 0.5 * ((m.coef_ ** 2).sum() + (m.intercept_ ** 2).sum()) + m.C * H.sum()
+        assert m.history_[-1]["primal"] == pytest.approx(P, rel=1e-9)  # the returned model is the certified one
+        assert m.history_[-1]["primal"] >= m.history_[-1]["dual"]
+
+
+def test_a_killed_worker_changes_nothing(client, store):
+    ref = sw.train(store, client=client, partitions=2, max_iter=8, **KW)
+    victim = sorted(client.run(os.getpid).values())[0]
+    timers = []
+
+    def kill_during_round_4(info):
+        if info["epoch"] == 3:  # the certificate of round 3 arrives: round 4's tasks start now
+            timers.append(threading.Timer(0.02, os.kill, (victim, signal.SIGKILL)))
+            timers[-1].start()
+
+    again = sw.train(store, client=client, partitions=2, max_iter=8, callback=kill_during_round_4, **KW)
+    timers[0].join()
+    client.wait_for_workers(2, timeout=60)
+    assert victim not in client.run(os.getpid).values()  # it did die (its nanny started a new one)
+    for a, b in zip(ref, again):
+        assert np.array_equal(a.coef_, b.coef_)
+
+
+def test_cluster_options_are_checked(store, tmp_path):
+    with pytest.raises(ValueError, match="checkpoint_dir"):
+        sw.train(store, workers=1, checkpoint_dir=tmp_path / "ck", max_iter=1, **KW)
+    with pytest.raises(ValueError, match="not both"):
+        sw.train(store, client="tcp://127.0.0.1:1", workers=1, max_iter=1, **KW)
+    with pytest.raises(ValueError, match="'workers' parameter"):
+        sw.train(store, workers=0, max_iter=1, **KW)
