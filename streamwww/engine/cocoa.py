@@ -155,10 +155,11 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
 
 
 def run_rounds(client, specs: list[PartitionSpec], cfg: SolverConfig, shape: tuple[int, int, int],
-               n_shards: int, callback=None, progress=None) -> list[ModelResult]:
+               n_shards: int, callback=None, progress=None, superseded=None) -> list[ModelResult]:
     """Train by CoCoA+ rounds on ``client`` (a ``distributed.Client``); one task per partition.
 
-    ``shape`` is ``W``'s ``(n_models, D, k)``.  The history and stopping rule are the
+    ``shape`` is ``W``'s ``(n_models, D, k)``; ``superseded(t)`` is called once round ``t``
+    is complete: no task reads ``beta`` version ``t`` any more.  The history and stopping rule are the
     sequential driver's; ``time`` in the history is the rounds' wall time.
     """
     M = shape[0]
@@ -175,6 +176,8 @@ def run_rounds(client, specs: list[PartitionSpec], cfg: SolverConfig, shape: tup
                                  retries=3) for k, spec in enumerate(specs)]
         outs = client.gather(futures)
         del futures, Wf
+        if train and superseded is not None:
+            superseded(t)
         if t > 0 and cfg.evaluates(t) or not train:
             active = _certify(W, outs, cfg, results, active, t, time.perf_counter() - t0, callback)
         if progress is not None:

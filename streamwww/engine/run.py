@@ -276,7 +276,12 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
             scratch = ScratchDir("streamwww-beta-")
             stack.callback(scratch.close)
             beta_dir = scratch.path
-        DiskBetas(beta_dir, len(cfg.Cs), data.shard_rows, data.n_classes)  # the group, before the workers
+        betas = DiskBetas(beta_dir, len(cfg.Cs), data.shard_rows, data.n_classes)  # the group, before the workers
+
+        def superseded(t: int) -> None:
+            for s in range(data.n_shards):
+                betas.drop_version(s, t)
+
         cw = getattr(source, "class_weights", None)
         specs = [PartitionSpec(store=str(source.store.path), fingerprint=str(source.store.fingerprint), shards=p,
                                n_partitions=len(parts), cfg=cfg, beta_root=str(beta_dir),
@@ -286,5 +291,5 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         with verbose_logging(int(params["verbose"])):
             results = run_rounds(client, specs, cfg, (len(cfg.Cs), cfg.n_weight_rows(data.n_features),
                                                       int(data.n_classes)), data.n_shards,
-                                 callback=callback, progress=progress)
+                                 callback=callback, progress=progress, superseded=superseded)
     return Fit(results, cfg, seed)
