@@ -51,6 +51,7 @@ def main() -> None:
     ap.add_argument("dir")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sets", default="satimage.scale,letter.scale")
+    ap.add_argument("--no-store", action="store_true", help="skip the store comparison (slow: issue 18's tax)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     print(f"# {platform.processor() or platform.machine()}, Python {platform.python_version()}, "
@@ -77,6 +78,8 @@ def main() -> None:
               f"score {gs.best_score_:.4f}  (ranks identical: {same})  ratio {t_ours / t_one:.2f}x")
         print(f"  GridSearchCV(LinearSVC c-s)  {t_lin:8.2f} s  best C {lin.best_params_['C']:g}  "
               f"score {lin.best_score_:.4f}  ratio {t_lin / t_one:.2f}x")
+        if args.no_store:
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             store = write_store(f"{tmp}/s.zarr", X, y, shard_rows=max(1000, X.shape[0] // 8))
             t_store, cvs = timed(lambda: sw.WWClassifierCV(Cs=CS, cv=K, **kw).fit(store), args.repeats)
