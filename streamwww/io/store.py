@@ -231,7 +231,7 @@ class ShardStore:
         if WEIGHT_ARRAY in out and (bad := first_bad_weight(out[WEIGHT_ARRAY])) is not None:
             raise ShardFormatError(f"{where}: the weight of its row {bad} (row "
                                    f"{int(self.shard_offsets[i]) + bad} of the store) is "
-                                   f"{out[WEIGHT_ARRAY][bad]!r}; weights must be finite and >= 0; "
+                                   f"{float(out[WEIGHT_ARRAY][bad])!r}; weights must be finite and >= 0; "
                                    f"{DAMAGED_FIX}")
         return ptr
 
@@ -847,7 +847,7 @@ def _check_sample_weight(sample_weight, n_rows: int, who: str) -> np.ndarray:
         raise DataFormatError(f"{who}: sample_weight has shape {w.shape}; expected ({n_rows},), "
                               f"one weight per row of X.")
     if (bad := first_bad_weight(w)) is not None:
-        raise DataFormatError(f"{who}: sample_weight[{bad}] is {w[bad]!r}; weights must be "
+        raise DataFormatError(f"{who}: sample_weight[{bad}] is {float(w[bad])!r}; weights must be "
                               f"finite and >= 0.")
     if not w.any():
         raise DataFormatError(f"{who}: every sample_weight is 0; at least one row needs a "
