@@ -386,7 +386,7 @@ def _validate_metadata(path: Path, meta) -> None:
         _require(isinstance(s, dict) and all(isinstance(s.get(k), int) for k in ("rows", "nnz"))
                  and isinstance(s.get("sha256"), str), path, "bad shard record")
     weighted = meta.get("weights", False)
-    _require(weighted in (True, False), path, "field 'weights' is not true or false")
+    _require(isinstance(weighted, bool), path, "field 'weights' is not true or false")
     _require(weighted == (version >= WEIGHTS_FORMAT_VERSION), path,
              f"'weights': {str(weighted).lower()} does not fit format version {version} "
              f"(version {WEIGHTS_FORMAT_VERSION} is exactly the stores with weights)")

@@ -253,6 +253,7 @@ def test_damaged_parquet_weight_column(tmp_path):
     (lambda m: m.pop("weights"), "does not fit format version 3"),
     (lambda m: m.update(format_version=2), "does not fit format version 2"),
     (lambda m: m.update(weights="yes"), "'weights' is not true or false"),
+    (lambda m: m.update(weights=1), "'weights' is not true or false"),
     (lambda m: m["shards"][0].pop("weight_sha256"), "shard 0: field 'weight_sha256'"),
     (lambda m: m["shards"][0]["crc32c"].pop("weight"), "shard 0: field 'crc32c'"),
 ])
