@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww.io._format import ShardData
+from streamwww.io._format import FORMAT_VERSION, ShardData
 
 __all__ = ["ShardBackend", "available_formats", "get_backend"]
 
@@ -29,19 +29,21 @@ class ShardBackend(ABC):
     def shard_relpath(self, i: int) -> str:
         """Path of shard ``i`` relative to the store root (file or directory)."""
 
-    def init_root(self, root: Path) -> None:  # noqa: B027 - optional hook
-        """Prepare a new (temporary) store directory before any shard."""
+    def init_root(self, root: Path, format_version: int = FORMAT_VERSION) -> None:  # noqa: B027
+        """Prepare a new (temporary) store directory before any shard (optional hook)."""
 
     @abstractmethod
     def write_shard(self, root: Path, i: int, shard: ShardData, *, n_features: int,
                     row_offset: int) -> dict:
-        """Write shard ``i`` under ``root``; return its content checksums,
+        """Write shard ``i`` under ``root`` (with its ``weight`` array when
+        ``shard.weight`` is not None); return its content checksums,
         ``{CHECKSUM_KEY: {name: [crc32c, ...]}}`` (names as :meth:`checksum_names`),
         for the shard's record in the metadata."""
 
     @abstractmethod
-    def checksum_names(self, layout: str) -> tuple[str, ...]:
-        """The names under which a shard of ``layout`` records its checksums."""
+    def checksum_names(self, layout: str, weights: bool = False) -> tuple[str, ...]:
+        """The names under which a shard of ``layout`` (with weights or not)
+        records its checksums."""
 
     @abstractmethod
     def read_shard_into(self, root: Path, i: int, out: dict[str, np.ndarray], *, layout: str,
@@ -52,7 +54,9 @@ class ShardBackend(ABC):
         ``out`` holds writable arrays (views into one buffer when several shards
         are read as a group) of exactly the shard's size: sparse layout
         ``indices`` (nnz,), ``data`` (nnz,) and ``y`` (rows,); dense layout
-        ``X`` (rows, n_features) and ``y``. Reading straight into them avoids a
+        ``X`` (rows, n_features) and ``y``; and, for a store with weights,
+        optionally ``weight`` (rows,) float64 -- alone (only the weights are
+        wanted) or with the others. Reading straight into them avoids a
         second copy when a group of shards is trained as one block.
 
         ``handles``, if given, is the opened store's cache of per-shard handles
@@ -64,8 +68,8 @@ class ShardBackend(ABC):
         :class:`~streamwww.errors.ChecksumError` (naming the file, the array and
         the chunk). Without it (version 1) nothing is verified.
 
-        Returns the shard's CSR ``indptr`` (rows + 1 offsets from 0) for the
-        sparse layout, None for dense. The store validates shapes and ranges
+        Returns the shard's CSR ``indptr`` (rows + 1 offsets from 0) when
+        ``out`` holds the sparse layout's ``indices``, else None. The store validates shapes and ranges
         afterwards; a stored array of another length must raise.
         """
 

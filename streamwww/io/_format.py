@@ -18,9 +18,16 @@ import scipy.sparse as sp
 
 FORMAT_NAME = "streamwww-shards"
 FORMAT_VERSION = 2
+# A store with per-row weights is written as version 3 (version 2 plus a
+# ``weight`` array per shard), so that a version-2 reader refuses it instead of
+# training without its weights; a store without weights is still version 2 and
+# keeps its fingerprint (docs/FORMAT.md, Sample weights).
+WEIGHTS_FORMAT_VERSION = 3
 # Versions this streamwww reads. Version 1 (before 2026-11-24) records no content
 # checksums: it is read as before, with its own fingerprint (docs/FORMAT.md).
-READ_VERSIONS = (1, 2)
+READ_VERSIONS = (1, 2, 3)
+WEIGHT_ARRAY = "weight"  # per-row float64 sample weights (Zarr array / Parquet column)
+WEIGHT_HASH_KEY = "weight_sha256"  # per-shard record: SHA-256 of its weights
 CHECKSUM_KEY = "crc32c"  # per-shard record: {array name: [crc32c of each stored chunk]}
 DAMAGED_FIX = ("the store is damaged: convert it again from its source "
                "(streamwww convert ... --overwrite)")
@@ -44,6 +51,17 @@ def index_dtype(nnz: int, n_features: int) -> np.dtype:
     return np.dtype(np.int32 if max(nnz, n_features) < 2**31 else np.int64)
 
 
+def format_version_for(weighted: bool) -> int:
+    """The format version a store (or shard) is written with: 3 with weights, else 2."""
+    return WEIGHTS_FORMAT_VERSION if weighted else FORMAT_VERSION
+
+
+def first_bad_weight(w: np.ndarray) -> int | None:
+    """Index of the first weight that is not finite or is negative, or None."""
+    bad = ~(np.isfinite(w) & (w >= 0))
+    return int(np.argmax(bad)) if bad.any() else None
+
+
 def shard_nbytes(layout: str, rows: int, nnz: int, n_features: int, dtype) -> int:
     """Return the bytes of a shard once read: X (CSR or dense) plus ``y`` (int32)."""
     itemsize = np.dtype(dtype).itemsize
@@ -56,10 +74,12 @@ def shard_nbytes(layout: str, rows: int, nnz: int, n_features: int, dtype) -> in
 @dataclass
 class ShardData:
     """The content of one shard: ``X`` (CSR with sorted indices, or a
-    C-contiguous 2-D array) and ``y`` (int32 class indices)."""
+    C-contiguous 2-D array), ``y`` (int32 class indices) and optionally
+    ``weight`` (float64 per-row sample weights)."""
 
     X: sp.csr_matrix | np.ndarray
     y: np.ndarray
+    weight: np.ndarray | None = None
 
     @property
     def layout(self) -> str:
@@ -85,6 +105,23 @@ class ShardData:
             h.update(np.ascontiguousarray(a).view(np.uint8).data)
         return h.hexdigest()
 
+    def weight_hash(self) -> str | None:
+        """SHA-256 of the weights (see :func:`weight_hash`), or None without weights."""
+        return None if self.weight is None else weight_hash(self.weight)
+
+
+def weight_hash(weight: np.ndarray) -> str:
+    """SHA-256 of a shard's weights: the text ``"weight:{rows}:<f8"``, then the
+    weights as little-endian float64 (docs/FORMAT.md, Sample weights)."""
+    h = hashlib.sha256(weight_hash_prefix(len(weight)))
+    h.update(np.ascontiguousarray(weight, dtype="<f8").view(np.uint8).data)
+    return h.hexdigest()
+
+
+def weight_hash_prefix(rows: int) -> bytes:
+    """What :func:`weight_hash` hashes before the values (for streamed hashing)."""
+    return f"weight:{rows}:<f8".encode()
+
 
 def labels_to_json(classes: np.ndarray) -> tuple[list, str]:
     """Return ``(list, label_type)`` for the ``classes`` field."""
@@ -109,7 +146,10 @@ def fingerprint(meta: dict) -> str:
     chunks, checked on every read), so a store whose checksums were edited
     has another fingerprint. Two conversions of the same text with the same
     options and format have the same fingerprint. Version-1 stores keep the
-    fingerprint they were written with (no checksums).
+    fingerprint they were written with (no checksums). A store with weights
+    (``"weights": true``, version 3) adds ``"weights": true`` and each shard's
+    weight hash; the payload of a store without weights is exactly that of
+    version 2 before weights existed, so its fingerprint did not change.
     """
     payload = {k: meta[k] for k in _FINGERPRINT_FIELDS}
     if meta["format_version"] == 1:
@@ -117,5 +157,9 @@ def fingerprint(meta: dict) -> str:
     else:
         payload["shards"] = [[s["rows"], s["nnz"], s["sha256"], s[CHECKSUM_KEY]]
                              for s in meta["shards"]]
+    if meta.get("weights") is True:
+        payload["weights"] = True
+        for entry, s in zip(payload["shards"], meta["shards"]):
+            entry.append(s[WEIGHT_HASH_KEY])
     text = json.dumps(payload, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()

@@ -6,6 +6,7 @@ Columns (docs/FORMAT.md)::
     indices  list<int32>                  sparse layout: sorted 0-based columns
     values   list<float32|float64>        sparse layout: values of those columns
     x        fixed_size_list<float, n_features>   dense layout
+    weight   double                       sample weight (stores with weights)
 
 The file's key-value metadata ``streamwww`` (JSON) describes the shard. Pages
 are zstd-compressed, without dictionary encoding, and carry Parquet's page
@@ -30,12 +31,17 @@ from streamwww.io._chunks import _scratch, crc32c
 from streamwww.io._format import (
     CHECKSUM_KEY,
     DAMAGED_FIX,
-    FORMAT_VERSION,
+    WEIGHT_ARRAY,
     ShardData,
+    format_version_for,
     shard_name,
 )
 
 _PIECE = 16 * 2**20
+# the columns that hold each array read_shard_into fills, per layout
+_COLUMNS = {"sparse": {"y": ["y"], "indices": ["indices"], "data": ["values"],
+                       WEIGHT_ARRAY: [WEIGHT_ARRAY]},
+            "dense": {"y": ["y"], "X": ["x"], WEIGHT_ARRAY: [WEIGHT_ARRAY]}}
 
 
 def _list_parts(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
@@ -54,8 +60,8 @@ class ParquetBackend(ShardBackend):
     def shard_relpath(self, i: int) -> str:
         return shard_name(i) + ".parquet"
 
-    def checksum_names(self, layout: str) -> tuple[str, ...]:
-        return ("file",)
+    def checksum_names(self, layout: str, weights: bool = False) -> tuple[str, ...]:
+        return ("file",)  # the whole file, weight column included
 
     def write_shard(self, root: Path, i: int, shard: ShardData, *, n_features: int,
                     row_offset: int) -> dict:
@@ -72,8 +78,10 @@ class ParquetBackend(ShardBackend):
         else:
             flat = pa.array(shard.X.reshape(-1))
             columns = {"y": y, "x": pa.FixedSizeListArray.from_arrays(flat, n_features)}
+        if shard.weight is not None:
+            columns[WEIGHT_ARRAY] = pa.array(np.asarray(shard.weight, dtype=np.float64))
         table = pa.table(columns)
-        info = {"format_version": FORMAT_VERSION, "shard": i, "row_offset": row_offset,
+        info = {"format_version": format_version_for(shard.weight is not None), "shard": i, "row_offset": row_offset,
                 "layout": shard.layout, "n_features": n_features}
         table = table.replace_schema_metadata({"streamwww": json.dumps(info)})
         path = root / self.shard_relpath(i)
@@ -92,8 +100,11 @@ class ParquetBackend(ShardBackend):
                         n_features: int, handles: dict | None = None,
                         checksums: dict | None = None) -> np.ndarray | None:
         path = root / self.shard_relpath(i)
+        # only the columns asked for are decoded (the whole file is checked)
+        columns = [c for name in out for c in _COLUMNS[layout][name]]
         if checksums is None:  # version 1: no file checksum recorded
-            table = pq.read_table(str(path), memory_map=False, page_checksum_verification=True)
+            table = pq.read_table(str(path), memory_map=False, page_checksum_verification=True,
+                                  columns=columns)
         else:
             # The file's bytes are checked, then parsed from the same buffer: this
             # thread's reusable one (fresh pages cost more than the check, see _chunks).
@@ -112,15 +123,21 @@ class ParquetBackend(ShardBackend):
                 raise ChecksumError(path, "file", "file", f"crc32c mismatch: the file hashes to "
                                     f"{got:#010x}, the metadata records {expected:#010x} "
                                     f"({size} bytes)", DAMAGED_FIX)
-            table = pq.read_table(pa.BufferReader(pa.py_buffer(buf)), page_checksum_verification=True)
-        parts = {"y": table.column("y").to_numpy()}
+            table = pq.read_table(pa.BufferReader(pa.py_buffer(buf)), page_checksum_verification=True,
+                                  columns=columns)
+        parts = {}
         indptr = None
-        if layout == "dense":
+        if "y" in out:
+            parts["y"] = table.column("y").to_numpy()
+        if WEIGHT_ARRAY in out:
+            parts[WEIGHT_ARRAY] = table.column(WEIGHT_ARRAY).to_numpy()
+        if "X" in out:
             x = table.column("x")
             arr = x.combine_chunks() if x.num_chunks != 1 else x.chunk(0)
-            parts["X"] = arr.flatten().to_numpy(zero_copy_only=False).reshape(len(parts["y"]), n_features)
-        else:
+            parts["X"] = arr.flatten().to_numpy(zero_copy_only=False).reshape(table.num_rows, n_features)
+        if "indices" in out:
             indptr, parts["indices"] = _list_parts(table.column("indices"))
+        if "data" in out:
             _, parts["data"] = _list_parts(table.column("values"))
         for name, target in out.items():
             check_fits(name, parts[name].shape, parts[name].dtype, target)

@@ -27,8 +27,8 @@ shard is closed. Two kinds:
   shapes from ``_zarr._chunks``, the rest is repeated here.
 
 Memory bound in numbers: for float32 CSR, at most 16 MiB each of ``indices``,
-``data`` and ``y`` and 32 MiB of ``indptr`` (pages only touched as rows
-arrive), and one chunk being encoded.
+``data`` and ``y``, 32 MiB of ``indptr`` and (a store with weights) 32 MiB of
+``weight`` (pages only touched as rows arrive), and one chunk being encoded.
 """
 
 from __future__ import annotations
@@ -40,7 +40,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamwww.io._chunks import chunk_checksums, create_checksummed_array
-from streamwww.io._format import CHECKSUM_KEY, FORMAT_VERSION, ShardData
+from streamwww.io._format import (
+    CHECKSUM_KEY,
+    WEIGHT_ARRAY,
+    WEIGHT_HASH_KEY,
+    ShardData,
+    format_version_for,
+    weight_hash_prefix,
+)
 
 __all__ = ["BufferedSink", "ZarrStreamSink", "open_sink"]
 
@@ -49,20 +56,25 @@ class BufferedSink:
     """Collect a shard's pieces in memory; write them with ``backend.write_shard``."""
 
     def __init__(self, root: Path, backend, i: int, *, layout: str, n_features: int,
-                 dtype: np.dtype, row_offset: int):
+                 dtype: np.dtype, row_offset: int, weighted: bool = False):
         self.root, self.backend, self.i = root, backend, i
         self.layout, self.n_features, self.dtype = layout, n_features, dtype
         self.row_offset = row_offset
+        self.weighted = weighted
         self._pending: list[tuple] = []
 
-    def append(self, X, y: np.ndarray) -> None:
-        """Add rows (CSR or dense, ``n_features`` columns) and their class indices."""
-        self._pending.append((X, y))
+    def append(self, X, y: np.ndarray, weight: np.ndarray | None = None) -> None:
+        """Add rows (CSR or dense, ``n_features`` columns), their class indices
+        and (a sink for a store with weights) their float64 weights."""
+        self._pending.append((X, y, weight))
 
     def close(self) -> tuple[int, int, str, dict | None]:
-        """Write the shard; return ``(rows, nnz, content_hash, checksums)``."""
+        """Write the shard; return ``(rows, nnz, content_hash, record)``: ``record``
+        holds the checksums (and the weight hash) for the shard's metadata."""
         parts = [p[0] for p in self._pending]
         y = np.concatenate([p[1] for p in self._pending]).astype(np.int32, copy=False)
+        weight = (np.concatenate([p[2] for p in self._pending]).astype(np.float64, copy=False)
+                  if self.weighted else None)
         self._pending = []
         if self.layout == "sparse":
             parts = [p if sp.issparse(p) else sp.csr_matrix(p) for p in parts]
@@ -75,10 +87,17 @@ class BufferedSink:
             X = np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0],
                                      dtype=self.dtype)
         del parts
-        shard = ShardData(X, y)
+        shard = ShardData(X, y, weight)
         sums = self.backend.write_shard(self.root, self.i, shard, n_features=self.n_features,
                                         row_offset=self.row_offset)
-        return shard.rows, shard.nnz, shard.content_hash(), sums
+        return shard.rows, shard.nnz, shard.content_hash(), _with_weight_hash(sums, shard)
+
+
+def _with_weight_hash(sums: dict | None, shard: ShardData) -> dict | None:
+    """The shard record's extra fields: the backend's checksums, plus the weight hash."""
+    if shard.weight is None:
+        return sums
+    return {**(sums or {}), WEIGHT_HASH_KEY: shard.weight_hash()}
 
 
 class _StreamedArray:
@@ -164,9 +183,10 @@ class ZarrStreamSink:
     """Write a Zarr shard chunk by chunk as rows arrive (see the module docstring)."""
 
     def __init__(self, root: Path, backend, i: int, *, layout: str, n_features: int,
-                 dtype: np.dtype, row_offset: int):
+                 dtype: np.dtype, row_offset: int, weighted: bool = False):
         from streamwww.io import _zarr
 
+        self.weighted = weighted
         self.root, self.backend, self.i = root, backend, i
         self.layout, self.n_features, self.dtype = layout, n_features, np.dtype(dtype)
         self.row_offset = row_offset
@@ -188,21 +208,25 @@ class ZarrStreamSink:
             self.arrays = {"X": column("X", self.dtype, n_features,
                                        max(1, flat // max(1, n_features)))}
         self.arrays["y"] = column("y", np.int32)
+        if weighted:
+            self.arrays[WEIGHT_ARRAY] = column(WEIGHT_ARRAY, np.float64)
 
     def group(self):
         """The shard's Zarr group, created when the first chunk is written."""
         if self._group is None:
             import zarr
 
-            attrs = {"streamwww": {"format_version": FORMAT_VERSION, "shard": self.i,
+            attrs = {"streamwww": {"format_version": format_version_for(self.weighted),
+                                   "shard": self.i,
                                    "row_offset": self.row_offset, "layout": self.layout,
                                    "n_features": self.n_features}}
             self._group = zarr.open_group(str(self.root / self.backend.shard_relpath(self.i)),
                                           mode="w-", zarr_format=3, attributes=attrs)
         return self._group
 
-    def append(self, X, y: np.ndarray) -> None:
-        """Add rows (CSR or dense, ``n_features`` columns) and their class indices."""
+    def append(self, X, y: np.ndarray, weight: np.ndarray | None = None) -> None:
+        """Add rows (CSR or dense, ``n_features`` columns), their class indices
+        and (a sink for a store with weights) their float64 weights."""
         n = X.shape[0]
         if self.layout == "sparse":
             if not sp.issparse(X):
@@ -223,6 +247,8 @@ class ZarrStreamSink:
                 self.arrays["X"].append(part.toarray() if sp.issparse(part) else part)
             self.nnz += n * self.n_features
         self.arrays["y"].append(y)
+        if self.weighted:
+            self.arrays[WEIGHT_ARRAY].append(weight)
         self.rows += n
 
     def close(self) -> tuple[int, int, str, dict]:
@@ -236,11 +262,11 @@ class ZarrStreamSink:
                 X.has_sorted_indices = True
             else:
                 X = a["X"]
-            shard = ShardData(X, a["y"])
+            shard = ShardData(X, a["y"], a.get(WEIGHT_ARRAY))
             sums = self.backend.write_shard(self.root, self.i, shard, n_features=self.n_features,
                                             row_offset=self.row_offset)
             self.arrays = None
-            return shard.rows, shard.nnz, shard.content_hash(), sums
+            return shard.rows, shard.nnz, shard.content_hash(), _with_weight_hash(sums, shard)
         for array in self.arrays.values():
             array.close(self._chunks)
         h = hashlib.sha256()
@@ -248,8 +274,12 @@ class ZarrStreamSink:
         order = ("indptr", "indices", "data", "y") if self.layout == "sparse" else ("X", "y")
         for name in order:
             self.arrays[name].hash_into(h)
-        sums = {name: array.checksums() for name, array in self.arrays.items()}
-        return self.rows, self.nnz, h.hexdigest(), {CHECKSUM_KEY: sums}
+        record = {CHECKSUM_KEY: {name: array.checksums() for name, array in self.arrays.items()}}
+        if self.weighted:  # as ShardData.weight_hash
+            wh = hashlib.sha256(weight_hash_prefix(self.rows))
+            self.arrays[WEIGHT_ARRAY].hash_into(wh)
+            record[WEIGHT_HASH_KEY] = wh.hexdigest()
+        return self.rows, self.nnz, h.hexdigest(), record
 
 
 def open_sink(root: Path, backend, i: int, **kwargs):

@@ -14,6 +14,7 @@ A bucket file is a sequence of records::
 
     int64 n_rows, int64 nnz
     float64 labels[n_rows]
+    float64 weights[n_rows]    (only in the buckets of a conversion with weights)
     VALUE   data[nnz]          (float32 or float64)
     int32   row_nnz[n_rows]
     int32   indices[nnz]
@@ -35,16 +36,19 @@ _PIECE_BYTES = 4 * 2**20
 
 
 class Rows(NamedTuple):
-    """A block of rows with raw labels (CSR parts)."""
+    """A block of rows with raw labels (CSR parts) and, optionally, their weights."""
 
     labels: np.ndarray  # float64 (n,)
     indptr: np.ndarray  # int64 (n + 1,)
     indices: np.ndarray  # int32 (nnz,)
     data: np.ndarray  # value dtype (nnz,)
+    weights: np.ndarray | None = None  # float64 (n,), or None without weights
 
     @property
     def nbytes(self) -> int:
-        return self.labels.nbytes + self.indptr.nbytes + self.indices.nbytes + self.data.nbytes
+        extra = 0 if self.weights is None else self.weights.nbytes
+        return (self.labels.nbytes + self.indptr.nbytes + self.indices.nbytes + self.data.nbytes
+                + extra)
 
 
 @njit(cache=True, nogil=True)
@@ -70,7 +74,8 @@ def take_rows(indptr, indices, data, order):
 
 def _permute(rows: Rows, order: np.ndarray) -> Rows:
     indptr, indices, data = take_rows(rows.indptr, rows.indices, rows.data, order)
-    return Rows(rows.labels[order], indptr, indices, data)
+    return Rows(rows.labels[order], indptr, indices, data,
+                None if rows.weights is None else rows.weights[order])
 
 
 def concat_rows(parts: list[Rows]) -> Rows:
@@ -80,17 +85,20 @@ def concat_rows(parts: list[Rows]) -> Rows:
     sizes = np.array([p.indptr[-1] for p in parts], dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     indptr = np.concatenate([[0]] + [p.indptr[1:] + s for p, s in zip(parts, starts)])
+    weights = (None if parts[0].weights is None
+               else np.concatenate([p.weights for p in parts]))
     return Rows(np.concatenate([p.labels for p in parts]), indptr.astype(np.int64),
                 np.concatenate([p.indices for p in parts]),
-                np.concatenate([p.data for p in parts]))
+                np.concatenate([p.data for p in parts]), weights)
 
 
 class Bucket:
-    """An append-only file of row records."""
+    """An append-only file of row records (with weights when ``weighted``)."""
 
-    def __init__(self, path: Path, dtype: np.dtype):
+    def __init__(self, path: Path, dtype: np.dtype, weighted: bool = False):
         self.path = path
         self.dtype = np.dtype(dtype)
+        self.weighted = bool(weighted)
 
     @property
     def nbytes(self) -> int:
@@ -101,11 +109,15 @@ class Bucket:
         stop = len(rows.labels) if stop is None else stop
         if stop <= start:
             return
+        if (rows.weights is not None) != self.weighted:
+            raise ValueError(f"{self.path}: a bucket with weighted={self.weighted} got rows "
+                             f"{'without' if rows.weights is None else 'with'} weights")
         a, b = int(rows.indptr[start]), int(rows.indptr[stop])
         header = np.array([stop - start, b - a], dtype="<i8")
         row_nnz = np.diff(rows.indptr[start:stop + 1]).astype("<i4")
+        weights = () if rows.weights is None else (rows.weights[start:stop],)
         with open(self.path, "ab") as f:
-            for part in (header, rows.labels[start:stop], rows.data[a:b], row_nnz,
+            for part in (header, rows.labels[start:stop], *weights, rows.data[a:b], row_nnz,
                          rows.indices[a:b]):
                 f.write(np.ascontiguousarray(part).data)
 
@@ -120,12 +132,13 @@ class Bucket:
                     return
                 n, nnz = (int(v) for v in np.frombuffer(head, dtype="<i8"))
                 labels = self._read(f, np.float64, n)
+                weights = self._read(f, np.float64, n) if self.weighted else None
                 data = self._read(f, self.dtype, nnz)
                 row_nnz = self._read(f, np.int32, n)
                 indices = self._read(f, np.int32, nnz)
                 indptr = np.zeros(n + 1, dtype=np.int64)
                 np.cumsum(row_nnz, out=indptr[1:])
-                yield Rows(labels, indptr, indices, data)
+                yield Rows(labels, indptr, indices, data, weights)
 
     def _read(self, f, dtype, count: int) -> np.ndarray:
         return self._fill(f, np.empty(count, dtype=dtype))
@@ -142,6 +155,7 @@ class Bucket:
         if not self.path.exists():
             return None
         item = self.dtype.itemsize
+        wsize = 8 if self.weighted else 0
         heads = []
         with open(self.path, "rb") as f:
             while True:
@@ -152,12 +166,13 @@ class Bucket:
                     raise ShardFormatError(f"{self.path}: staging file is truncated")
                 n, nnz = (int(v) for v in np.frombuffer(head, dtype="<i8"))
                 heads.append((f.tell(), n, nnz))
-                f.seek(n * 8 + nnz * item + n * 4 + nnz * 4, os.SEEK_CUR)
+                f.seek(n * (8 + wsize) + nnz * item + n * 4 + nnz * 4, os.SEEK_CUR)
             if not heads:
                 return None
             rows = sum(h[1] for h in heads)
             total = sum(h[2] for h in heads)
             labels = np.empty(rows, dtype=np.float64)
+            weights = np.empty(rows, dtype=np.float64) if self.weighted else None
             data = np.empty(total, dtype=self.dtype)
             indices = np.empty(total, dtype=np.int32)
             indptr = np.zeros(rows + 1, dtype=np.int64)
@@ -165,12 +180,14 @@ class Bucket:
             for pos, n, nnz in heads:
                 f.seek(pos)
                 self._fill(f, labels[r:r + n])
+                if weights is not None:
+                    self._fill(f, weights[r:r + n])
                 self._fill(f, data[z:z + nnz])
                 indptr[r + 1:r + n + 1] = self._read(f, np.int32, n)
                 self._fill(f, indices[z:z + nnz])
                 r, z = r + n, z + nnz
         np.cumsum(indptr, out=indptr)
-        return Rows(labels, indptr, indices, data)
+        return Rows(labels, indptr, indices, data, weights)
 
     def remove(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -179,9 +196,10 @@ class Bucket:
 class Scatter:
     """Distribute rows over ``n`` buckets uniformly at random."""
 
-    def __init__(self, directory: Path, n: int, dtype: np.dtype, rng: np.random.Generator):
+    def __init__(self, directory: Path, n: int, dtype: np.dtype, rng: np.random.Generator,
+                 weighted: bool = False):
         directory.mkdir(parents=True, exist_ok=True)
-        self.buckets = [Bucket(directory / f"{k:05d}.bin", dtype) for k in range(n)]
+        self.buckets = [Bucket(directory / f"{k:05d}.bin", dtype, weighted) for k in range(n)]
         self.rng = rng
 
     def add(self, rows: Rows) -> None:
@@ -207,7 +225,8 @@ def shuffled_blocks(buckets: list[Bucket], rng: np.random.Generator,
         size = bucket.nbytes
         if size > max_bucket_bytes and _depth < 6:
             parts = -(-size // (max_bucket_bytes // 2))
-            sub = Scatter(bucket.path.with_suffix(".split"), parts, bucket.dtype, rng)
+            sub = Scatter(bucket.path.with_suffix(".split"), parts, bucket.dtype, rng,
+                          bucket.weighted)
             for rows in bucket.records():
                 sub.add(rows)
             bucket.remove()

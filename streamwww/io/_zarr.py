@@ -9,6 +9,7 @@ Layout (docs/FORMAT.md)::
     STORE/shard-00000/data            float32|float64 (nnz,) sparse layout
     STORE/shard-00000/X               float32|float64 (rows, n_features)  dense layout
     STORE/shard-00000/y               int32  (rows,)         class indices
+    STORE/shard-00000/weight          float64 (rows,)        sample weights (stores with weights)
 
 Each array's codecs are ``bytes``, Blosc, then ``crc32c`` (format version 2 on),
 every chunk is written (``write_empty_chunks``), and the crc32c of every chunk is
@@ -35,7 +36,9 @@ from streamwww.io._format import (
     CHECKSUM_KEY,
     DAMAGED_FIX,
     FORMAT_VERSION,
+    WEIGHT_ARRAY,
     ShardData,
+    format_version_for,
     shard_name,
 )
 
@@ -61,17 +64,19 @@ class ZarrBackend(ShardBackend):
     def shard_relpath(self, i: int) -> str:
         return shard_name(i)
 
-    def init_root(self, root: Path) -> None:
+    def init_root(self, root: Path, format_version: int = FORMAT_VERSION) -> None:
         zarr.open_group(str(root), mode="w-", zarr_format=3,
-                        attributes={"streamwww": {"format_version": FORMAT_VERSION,
+                        attributes={"streamwww": {"format_version": format_version,
                                                   "metadata": "streamwww.json"}})
 
-    def checksum_names(self, layout: str) -> tuple[str, ...]:
-        return ("X", "y") if layout == "dense" else ("indptr", "indices", "data", "y")
+    def checksum_names(self, layout: str, weights: bool = False) -> tuple[str, ...]:
+        names = ("X", "y") if layout == "dense" else ("indptr", "indices", "data", "y")
+        return (*names, WEIGHT_ARRAY) if weights else names
 
     def write_shard(self, root: Path, i: int, shard: ShardData, *, n_features: int,
                     row_offset: int) -> dict:
-        attrs = {"streamwww": {"format_version": FORMAT_VERSION, "shard": i,
+        version = format_version_for(shard.weight is not None)
+        attrs = {"streamwww": {"format_version": version, "shard": i,
                                "row_offset": row_offset, "layout": shard.layout,
                                "n_features": n_features}}
         group = zarr.open_group(str(root / self.shard_relpath(i)), mode="w-", zarr_format=3,
@@ -84,6 +89,8 @@ class ZarrBackend(ShardBackend):
         else:
             arrays = {"X": shard.X}
         arrays["y"] = shard.y
+        if shard.weight is not None:
+            arrays[WEIGHT_ARRAY] = np.ascontiguousarray(shard.weight, dtype=np.float64)
         sums = {}
         for name, a in arrays.items():
             arr = create_checksummed_array(group, name, data=a, chunks=_chunks(a.shape),
@@ -97,10 +104,11 @@ class ZarrBackend(ShardBackend):
         # Opening a group and its arrays reads their metadata (about a third of
         # a 50,000-row shard's read time); an opened store keeps the handles.
         arrays = handles.get(i) if handles is not None else None
-        if arrays is None:
+        sparse = "indices" in out
+        names = [*out, "indptr"] if sparse else list(out)
+        if arrays is None or any(name not in arrays for name in names):
             group = zarr.open_group(str(root / self.shard_relpath(i)), mode="r", zarr_format=3)
-            names = ("X", "y") if layout == "dense" else ("indptr", "indices", "data", "y")
-            arrays = {name: group[name] for name in names}
+            arrays = {**(arrays or {}), **{name: group[name] for name in names}}
             if handles is not None:
                 handles[i] = arrays
         where = root / self.shard_relpath(i)
@@ -116,7 +124,7 @@ class ZarrBackend(ShardBackend):
             stored = arrays[name]
             check_fits(name, stored.shape, stored.dtype, target)
             read(name, target)  # no stacking copy, see _chunks
-        if layout == "dense":
+        if not sparse:
             return None
         ptr = arrays["indptr"]
         return read("indptr", np.empty(ptr.shape, dtype=ptr.dtype))

@@ -40,6 +40,10 @@ def register(subparsers) -> None:
     p.add_argument("--zero-based", action="store_true", help="indices start at 0")
     p.add_argument("--skip-bad-lines", action="store_true",
                    help="skip and count malformed lines instead of stopping")
+    p.add_argument("--weights", metavar="FILE",
+                   help="per-row sample weights stored with the rows (LIBLINEAR's -W file: one "
+                        "number >= 0 per line, one line per data row, in input order; they "
+                        "follow their rows through --shuffle)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     p.set_defaults(func=_convert)
 
@@ -117,7 +121,7 @@ def _convert(args: argparse.Namespace) -> int:
             format=args.format, layout=args.layout, dtype=args.dtype, shuffle=args.shuffle,
             seed=args.seed, n_features=args.n_features, like=args.like,
             zero_based=args.zero_based, skip_bad_lines=args.skip_bad_lines,
-            overwrite=args.overwrite, progress=bars)
+            overwrite=args.overwrite, progress=bars, weights=args.weights)
     finally:
         if bars is not None:
             bars.close()

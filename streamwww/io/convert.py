@@ -36,6 +36,7 @@ from streamwww.errors import (
 from streamwww.io._backend import get_backend
 from streamwww.io._progress import ProgressCallback
 from streamwww.io._staging import Bucket, Rows, Scatter, shuffled_blocks
+from streamwww.io._weights import WeightFile
 from streamwww.io.libsvm import DEFAULT_BLOCK_BYTES, LibsvmReader
 from streamwww.io.store import (
     ShardStore,
@@ -43,6 +44,7 @@ from streamwww.io.store import (
     StoreTransaction,
     build_metadata,
     format_label,
+    format_version_for,
     open_store,
     resolve_dtype,
     resolve_layout,
@@ -74,7 +76,8 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                    n_features: int | None = None, like: str | os.PathLike | None = None,
                    zero_based: bool = False, skip_bad_lines: bool = False,
                    overwrite: bool = False, progress: ProgressCallback | None = None,
-                   block_bytes: int = DEFAULT_BLOCK_BYTES) -> ShardStore:
+                   block_bytes: int = DEFAULT_BLOCK_BYTES,
+                   weights: str | os.PathLike | None = None) -> ShardStore:
     """Convert a LIBSVM text file into a shard store.
 
     Parameters
@@ -119,6 +122,14 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         boundaries (stages ``"read"`` then ``"write"``).
     block_bytes : int, default=32 MiB
         Text parsed at a time.
+    weights : str or path-like, optional
+        A weight file (LIBLINEAR's ``-W`` format, optionally gzip, bz2 or xz
+        compressed): one number per line, finite and >= 0, one line per data
+        row of ``input`` in input order (blank and comment lines of the input
+        are not rows). The weights are stored with their rows (also when
+        shuffled; format version 3, ``ShardStore.has_weights``) and read line
+        by line along with the input. Cannot be combined with
+        ``skip_bad_lines`` (a skipped row would take the next row's weight).
 
     Returns
     -------
@@ -130,7 +141,10 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
     LibsvmFormatError
         A malformed line (file and line number in the message).
     DataFormatError
-        No data rows, or no features at all (every row empty).
+        No data rows, or no features at all (every row empty); a weight file
+        line that is not a finite number >= 0, a weight file with fewer or
+        more lines than the input has data rows, or all weights zero (the
+        message starts with the weight file and its line number).
     InputReadError
         Truncated or corrupt compressed input, or an unreadable file (the
         message says about where reading stopped).
@@ -154,6 +168,10 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
     backend = get_backend(format or "zarr")
     dt = resolve_dtype(np.float32 if dtype is None else dtype, who)
     resolve_layout(layout, 0, 0, 0, who)  # validate early
+    if weights is not None and skip_bad_lines:
+        raise ValueError(f"{who}: 'weights' cannot be combined with 'skip_bad_lines': a skipped "
+                         f"line would shift every later weight onto the wrong row; fix the bad "
+                         f"lines of {input} instead.")
     if shuffle and seed is None:
         seed = int(np.random.SeedSequence().entropy)
     scatter_rng, perm_rng = (np.random.default_rng(s)
@@ -161,20 +179,23 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
     reader = LibsvmReader(input, zero_based=zero_based, dtype=dt, n_features=n_features,
                           skip_bad_lines=skip_bad_lines, block_bytes=block_bytes,
                           progress=progress)
+    weight_file = None if weights is None else WeightFile(weights, reader.path)
+    weighted = weight_file is not None
 
     release_freed_memory()  # freed parse and chunk buffers go back to the OS
     tx = _open_transaction(output, overwrite)
-    with tx, _write_errors(tx, output):
-        backend.init_root(tx.tmp)
+    with tx, _write_errors(tx, output), (weight_file or contextlib.nullcontext()):
+        backend.init_root(tx.tmp, format_version_for(weighted))
         staging = tx.tmp / "_staging"
         staging.mkdir()
         # ---- pass 1: parse, collect labels, stage rows
         seen = np.empty(0, dtype=np.float64)
-        ordered = Bucket(staging / "rows.bin", dt)
+        ordered = Bucket(staging / "rows.bin", dt, weighted)
         scatter = None
         target_bytes = None
         for block in reader:
-            rows = Rows(block.labels, block.indptr, block.indices, block.data)
+            w = None if weight_file is None else weight_file.take(block.n_rows, block.lines)
+            rows = Rows(block.labels, block.indptr, block.indices, block.data, w)
             if like_store is not None:
                 _check_known_labels(block, like_store, reader.path)
             else:
@@ -191,11 +212,13 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                 estimate = reader.stats.size / consumed * staged
                 n_buckets = int(min(max(np.ceil(estimate / target_bytes), 1), _MAX_BUCKETS))
                 logger.debug("shuffle: %d bucket(s) of ~%d bytes", n_buckets, target_bytes)
-                scatter = Scatter(staging / "buckets", n_buckets, dt, scatter_rng)
+                scatter = Scatter(staging / "buckets", n_buckets, dt, scatter_rng, weighted)
             scatter.add(rows)
         stats = reader.stats
         if stats.n_rows == 0:
             raise DataFormatError(f"{reader.path}: no data rows (only blank or comment lines).")
+        if weight_file is not None:
+            weight_file.finish()  # no line left over, not all zero
         if like_store is None and n_features is None and stats.max_column < 0:
             raise DataFormatError(
                 f"{reader.path}: no features: none of its {stats.n_rows} rows has an "
@@ -212,7 +235,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         writer = ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
                               n_classes=len(classes), shard_rows=rows_per_shard,
                               shard_bytes=shard_bytes, progress=progress,
-                              total_rows=stats.n_rows)
+                              total_rows=stats.n_rows, weighted=weighted)
         if scatter is None:
             blocks = ordered.records()
         else:
@@ -222,7 +245,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
             X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
                               shape=(len(rows.labels), n_features))
             X.has_sorted_indices = True
-            writer.push(X, y)
+            writer.push(X, y, rows.weights)
         writer.finish()
         shutil.rmtree(staging)
 
@@ -242,6 +265,9 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                     "path": str(like_store.path), "fingerprint": like_store.fingerprint},
             },
         }
+        if weight_file is not None:
+            provenance["weights"] = {"path": weight_file.path, "size": weight_file.size,
+                                     "lines": weight_file.lines, "sha256": weight_file.sha256}
         meta = build_metadata(format=backend.name, layout=layout, n_features=n_features,
                               dtype=dt, classes=classes, writer=writer, provenance=provenance)
         tx.commit(meta)

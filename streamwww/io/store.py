@@ -33,14 +33,19 @@ from streamwww.errors import (
 from streamwww.io._backend import available_formats, get_backend, make_csr
 from streamwww.io._format import (
     CHECKSUM_KEY,
+    DAMAGED_FIX,
     DTYPES,
     FORMAT_NAME,
-    FORMAT_VERSION,
     LAYOUTS,
     MARKER,
     MAX_SHARD_NNZ,
     READ_VERSIONS,
+    WEIGHT_ARRAY,
+    WEIGHT_HASH_KEY,
+    WEIGHTS_FORMAT_VERSION,
     fingerprint,
+    first_bad_weight,
+    format_version_for,
     index_dtype,
     labels_from_json,
     labels_to_json,
@@ -96,6 +101,9 @@ class ShardStore:
         Whether reads verify content checksums (format version 2 on): every
         stored chunk (Zarr) or file (Parquet) is checked against the crc32c
         recorded at conversion, and a missing chunk is an error.
+    has_weights : bool
+        Whether the store holds per-row sample weights (``"weights": true``,
+        format version 3); :meth:`read_weights` reads them.
     """
 
     def __init__(self, path: Path, metadata: dict):
@@ -120,6 +128,7 @@ class ShardStore:
         self.format_version: int = metadata["format_version"]
         self.verified: bool = self.format_version >= 2
         self._checksums = [s.get(CHECKSUM_KEY) if self.verified else None for s in shards]
+        self.has_weights: bool = metadata.get("weights") is True
 
     def __len__(self) -> int:
         return self.n_shards
@@ -165,7 +174,68 @@ class ShardStore:
         """
         return self.read_shards((i,))
 
-    def read_shards(self, ids) -> tuple[sp.csr_matrix | np.ndarray, np.ndarray]:
+    def read_weights(self, ids) -> np.ndarray:
+        """The sample weights of several shards, stacked in the order of ``ids``.
+
+        Only the weights are decoded (a Parquet shard's whole file is still read
+        to check its checksum); ``read_shards(ids, weights=True)`` reads them in
+        the same pass as ``X`` and ``y``.
+
+        Parameters
+        ----------
+        ids : sequence of int
+            Shard indices (at least one), as for :meth:`read_shards`.
+
+        Returns
+        -------
+        ndarray of float64 of shape (sum(shard_rows[ids]),)
+            Finite, non-negative weights, row for row as :meth:`read_shards`
+            returns ``X`` and ``y``; all ones for a store without weights
+            (:attr:`has_weights` False).
+
+        Raises
+        ------
+        ChecksumError
+            For weights whose stored bytes do not match the recorded checksums
+            (the message names the file, the array ``weight`` and the chunk).
+        ShardFormatError
+            For a bad index, or weights that are missing, of another length or
+            not finite and non-negative (the message names the shard).
+        """
+        ids = [self._check_index(i) for i in ids]
+        if not ids:
+            raise ValueError(f"{self.path}: read_weights needs at least one shard index")
+        rows = self.shard_rows[ids]
+        if not self.has_weights:
+            return np.ones(int(rows.sum()), dtype=np.float64)
+        w = np.empty(int(rows.sum()), dtype=np.float64)
+        r0 = 0
+        for i, r in zip(ids, rows.tolist()):
+            self._read_into(i, {WEIGHT_ARRAY: w[r0:r0 + r]})
+            r0 += r
+        return w
+
+    def _read_into(self, i: int, out: dict) -> np.ndarray | None:
+        """Shard ``i``'s arrays into ``out`` (see ShardBackend.read_shard_into); errors
+        name the shard. Weights are checked here, X and y by the caller."""
+        where = f"{self.path}: shard {i} ({self._backend.shard_relpath(i)})"
+        try:
+            ptr = self._backend.read_shard_into(self.path, i, out, layout=self.layout,
+                                                n_features=self.n_features, handles=self._handles,
+                                                checksums=self._checksums[i])
+        except ChecksumError as exc:  # names the file, the array and the chunk; add the shard
+            raise ChecksumError(exc.path, exc.array, exc.chunk, exc.reason, exc.fix,
+                                where=where) from None
+        except Exception as exc:  # any backend failure is a broken store
+            raise ShardFormatError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
+        if WEIGHT_ARRAY in out and (bad := first_bad_weight(out[WEIGHT_ARRAY])) is not None:
+            raise ShardFormatError(f"{where}: the weight of its row {bad} (row "
+                                   f"{int(self.shard_offsets[i]) + bad} of the store) is "
+                                   f"{float(out[WEIGHT_ARRAY][bad])!r}; weights must be finite and >= 0; "
+                                   f"{DAMAGED_FIX}")
+        return ptr
+
+    def read_shards(self, ids, *, weights: bool = False) -> tuple:
         """Read several shards as one matrix, their rows stacked in the order of ``ids``.
 
         The shards are decoded straight into one buffer (no stacking copy) and
@@ -176,12 +246,17 @@ class ShardStore:
         ----------
         ids : sequence of int
             Shard indices (at least one).
+        weights : bool, default=False
+            Also return the rows' sample weights, read in the same pass (as
+            :meth:`read_weights`: all ones for a store without weights).
 
         Returns
         -------
         X, y
             As for :meth:`read_shard`, with ``sum(shard_rows[ids])`` rows (int64
             CSR indices only when the group needs them).
+        w : ndarray of float64
+            Only with ``weights=True``: ``(X, y, w)``.
 
         Raises
         ------
@@ -199,6 +274,7 @@ class ShardStore:
         rows, nnz = self.shard_rows[ids], self._shard_nnz[ids]
         n = int(rows.sum())
         y = np.empty(n, dtype=np.int32)
+        w = np.ones(n, dtype=np.float64) if weights else None
         if self.layout == "dense":
             X = np.empty((n, self.n_features), dtype=self.dtype)
         else:
@@ -213,15 +289,9 @@ class ShardStore:
             ys = y[r0:r0 + r]
             out = ({"X": X[r0:r0 + r], "y": ys} if self.layout == "dense" else
                    {"indices": indices[z0:z0 + z], "data": data[z0:z0 + z], "y": ys})
-            try:
-                ptr = self._backend.read_shard_into(self.path, i, out, layout=self.layout,
-                                                    n_features=self.n_features, handles=self._handles,
-                                                    checksums=self._checksums[i])
-            except ChecksumError as exc:  # names the file, the array and the chunk; add the shard
-                raise ChecksumError(exc.path, exc.array, exc.chunk, exc.reason, exc.fix,
-                                    where=where) from None
-            except Exception as exc:  # any backend failure is a broken store
-                raise ShardFormatError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
+            if weights and self.has_weights:
+                out[WEIGHT_ARRAY] = w[r0:r0 + r]
+            ptr = self._read_into(i, out)
             if self.layout == "dense":
                 piece = out["X"]
             else:
@@ -236,9 +306,9 @@ class ShardStore:
             if problem:
                 raise ShardFormatError(f"{where}: {problem}")
             r0, z0 = r0 + r, z0 + z
-        if self.layout == "dense":
-            return X, y
-        return make_csr(data, indices, indptr, n, self.n_features, indptr.dtype), y
+        if self.layout != "dense":
+            X = make_csr(data, indices, indptr, n, self.n_features, indptr.dtype)
+        return (X, y, w) if weights else (X, y)
 
     def _check_shard(self, i: int, X, y) -> str | None:
         rows = int(self.shard_rows[i])
@@ -257,7 +327,8 @@ class ShardStore:
         return None
 
     def verify(self, progress=None) -> int:
-        """Read every shard once, as training does, checking all it checks.
+        """Read every shard once, as training does, checking all it checks
+        (the weights too, in a store with weights).
 
         Parameters
         ----------
@@ -278,7 +349,7 @@ class ShardStore:
             The first shard that cannot be read or does not match the metadata.
         """
         for i in range(self.n_shards):
-            self.read_shard(i)
+            self.read_shards((i,), weights=self.has_weights)
             if progress is not None:
                 progress(i)
         return self.n_shards
@@ -314,8 +385,17 @@ def _validate_metadata(path: Path, meta) -> None:
     for s in meta["shards"]:
         _require(isinstance(s, dict) and all(isinstance(s.get(k), int) for k in ("rows", "nnz"))
                  and isinstance(s.get("sha256"), str), path, "bad shard record")
+    weighted = meta.get("weights", False)
+    _require(isinstance(weighted, bool), path, "field 'weights' is not true or false")
+    _require(weighted == (version >= WEIGHTS_FORMAT_VERSION), path,
+             f"'weights': {str(weighted).lower()} does not fit format version {version} "
+             f"(version {WEIGHTS_FORMAT_VERSION} is exactly the stores with weights)")
+    if weighted:
+        for i, s in enumerate(meta["shards"]):
+            _require(isinstance(s.get(WEIGHT_HASH_KEY), str), path,
+                     f"shard {i}: field {WEIGHT_HASH_KEY!r} is missing or not str")
     if version >= 2:
-        names = set(get_backend(meta["format"]).checksum_names(meta["layout"]))
+        names = set(get_backend(meta["format"]).checksum_names(meta["layout"], weighted))
         for i, s in enumerate(meta["shards"]):
             sums = s.get(CHECKSUM_KEY)
             _require(isinstance(sums, dict) and set(sums) == names
@@ -530,8 +610,9 @@ def _row_slice(X, start: int, stop: int):
 class ShardWriter:
     """Cut a stream of row blocks into shards and write them with a backend.
 
-    ``push(X, y)`` takes CSR or dense rows with ``n_features`` columns and
-    int32 class indices; shards are cut by rows or by their in-memory bytes in
+    ``push(X, y, weight)`` takes CSR or dense rows with ``n_features`` columns,
+    int32 class indices and, for a store with weights (``weighted=True``), their
+    float64 sample weights (checked finite and >= 0 by the caller); shards are cut by rows or by their in-memory bytes in
     the target layout (always at least one row, at most ``MAX_SHARD_NNZ``
     values). Each shard's rows go to a sink (:mod:`streamwww.io._shardsink`):
     Zarr chunks are written as soon as they are full, so memory stays at a few
@@ -540,8 +621,10 @@ class ShardWriter:
 
     def __init__(self, root: Path, backend, *, layout: str, n_features: int, dtype: np.dtype,
                  n_classes: int, shard_rows: int | None, shard_bytes: int | None,
-                 progress: ProgressCallback | None = None, total_rows: int | None = None):
+                 progress: ProgressCallback | None = None, total_rows: int | None = None,
+                 weighted: bool = False):
         self.root, self.backend = root, backend
+        self.weighted = bool(weighted)
         self.layout, self.n_features, self.dtype = layout, n_features, dtype
         self.shard_rows, self.shard_bytes = shard_rows, shard_bytes
         self.progress, self.total_rows = progress, total_rows
@@ -567,11 +650,14 @@ class ShardWriter:
         nnz = nnz.astype(np.int64)
         return nnz * (self.dtype.itemsize + self._isize) + self._isize + 4, nnz
 
-    def push(self, X, y: np.ndarray) -> None:
+    def push(self, X, y: np.ndarray, weight: np.ndarray | None = None) -> None:
         n = X.shape[0]
         if X.shape[1] != self.n_features:
             raise ValueError(f"ShardWriter.push: rows have {X.shape[1]} columns; "
                              f"expected {self.n_features}")
+        if (weight is not None) != self.weighted or (weight is not None and len(weight) != n):
+            raise ValueError(f"ShardWriter.push: a writer with weighted={self.weighted} got "
+                             f"{'no' if weight is None else len(weight)} weights for {n} rows")
         cost, nnz = self._row_costs(X)
         cum_bytes = np.concatenate([[0], np.cumsum(cost)])
         cum_nnz = np.concatenate([[0], np.cumsum(nnz)])
@@ -593,9 +679,11 @@ class ShardWriter:
             if self._sink is None:  # rows go to disk as they come (Zarr) or at the flush
                 self._sink = open_sink(self.root, self.backend, len(self.shards),
                                        layout=self.layout, n_features=self.n_features,
-                                       dtype=self.dtype, row_offset=self._written_rows)
+                                       dtype=self.dtype, row_offset=self._written_rows,
+                                       weighted=self.weighted)
             ys = y[start:stop]
-            self._sink.append(_row_slice(X, start, stop), ys)
+            self._sink.append(_row_slice(X, start, stop), ys,
+                              None if weight is None else weight[start:stop])
             self._class_counts_open += np.bincount(ys, minlength=len(self.class_counts))
             self._rows += room
             self._bytes += int(cum_bytes[stop] - cum_bytes[start])
@@ -632,12 +720,13 @@ class ShardWriter:
 
 def build_metadata(*, format: str, layout: str, n_features: int, dtype: np.dtype,
                    classes: np.ndarray, writer: ShardWriter, provenance: dict) -> dict:
-    """Assemble ``streamwww.json`` for a finished writer."""
+    """Assemble ``streamwww.json`` for a finished writer (format version 3 and
+    ``"weights": true`` for a writer with weights, else version 2 without the key)."""
     class_list, label_type = labels_to_json(classes)
     shards = writer.shards
     meta = {
         "streamwww_format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
+        "format_version": format_version_for(writer.weighted),
         "complete": True,
         "format": format,
         "layout": layout,
@@ -655,13 +744,16 @@ def build_metadata(*, format: str, layout: str, n_features: int, dtype: np.dtype
         "streamwww_version": __version__,
         "provenance": provenance,
     }
+    if writer.weighted:
+        meta["weights"] = True
     meta["fingerprint"] = fingerprint(meta)
     return meta
 
 
 def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
                 shard_mb: float | None = None, format: str = "zarr", layout: str = "auto",
-                classes=None, dtype=np.float32, overwrite: bool = False) -> ShardStore:
+                classes=None, dtype=np.float32, overwrite: bool = False,
+                sample_weight=None) -> ShardStore:
     """Write in-memory data as a shard store.
 
     Parameters
@@ -686,6 +778,10 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
     dtype : {numpy.float32, numpy.float64}, default=numpy.float32
     overwrite : bool, default=False
         Replace an existing store at ``path``.
+    sample_weight : array-like of shape (n_rows,), optional
+        Per-row weights, finite and >= 0, not all zero; stored as float64
+        (format version 3, ``ShardStore.has_weights``). Without it the store
+        holds no weights (version 2).
 
     Returns
     -------
@@ -697,7 +793,8 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
     StoreExistsError
         If ``path`` exists and ``overwrite`` is False.
     DataFormatError
-        For non-finite values, mismatched lengths or unknown labels.
+        For non-finite values, mismatched lengths, unknown labels, or weights
+        that are negative, not finite or all zero.
     """
     who = "write_store"
     rows_per_shard, shard_bytes = resolve_shard_size(shard_rows, shard_mb, who)
@@ -721,14 +818,15 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
     cls, y_index = encode_labels(y, classes, who)
     if len(y_index) != n_rows:
         raise DataFormatError(f"{who}: X has {n_rows} rows but y has {len(y_index)} labels.")
+    weight = None if sample_weight is None else _check_sample_weight(sample_weight, n_rows, who)
     nnz = X.nnz if sp.issparse(X) else int(np.count_nonzero(X))
     layout = resolve_layout(layout, n_rows, n_features, nnz, who)
     with StoreTransaction(path, overwrite) as tx:
-        backend.init_root(tx.tmp)
+        backend.init_root(tx.tmp, format_version_for(weight is not None))
         writer = ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
                               n_classes=len(cls), shard_rows=rows_per_shard,
-                              shard_bytes=shard_bytes)
-        writer.push(X, y_index)
+                              shard_bytes=shard_bytes, weighted=weight is not None)
+        writer.push(X, y_index, weight)
         writer.finish()
         provenance = {"source": {"kind": "arrays"},
                       "options": {"shard_rows": shard_rows, "shard_mb": shard_mb,
@@ -737,3 +835,21 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
                               dtype=dt, classes=cls, writer=writer, provenance=provenance)
         tx.commit(meta)
     return open_store(path)
+
+
+def _check_sample_weight(sample_weight, n_rows: int, who: str) -> np.ndarray:
+    """``sample_weight`` as float64 of shape (n_rows,); finite, >= 0, not all zero."""
+    try:
+        w = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise DataFormatError(f"{who}: sample_weight must be numbers: {exc}") from None
+    if w.shape != (n_rows,):
+        raise DataFormatError(f"{who}: sample_weight has shape {w.shape}; expected ({n_rows},), "
+                              f"one weight per row of X.")
+    if (bad := first_bad_weight(w)) is not None:
+        raise DataFormatError(f"{who}: sample_weight[{bad}] is {float(w[bad])!r}; weights must be "
+                              f"finite and >= 0.")
+    if not w.any():
+        raise DataFormatError(f"{who}: every sample_weight is 0; at least one row needs a "
+                              f"positive weight (a model would have nothing to learn from).")
+    return w
