@@ -100,6 +100,28 @@ def test_store_class_weight_equals_arrays(rng, tmp_path):
     np.testing.assert_allclose(balanced.coef_, ref.coef_, rtol=1e-12, atol=1e-14)
 
 
+def test_store_weights_train_as_sample_weight(rng, tmp_path):
+    """A store's weight array is the rows' sample_weight: same model as arrays (bitwise, one shard),
+    and it multiplies class_weight as scikit-learn does."""
+    X, y = make_classification(rng, n=60, d=5, k=3, sparse=True, dtype=np.float32)
+    w = rng.choice([0.0, 0.5, 1.0, 3.0], size=60)
+    store = write_store(tmp_path / "w.zarr", X, y, shard_rows=60, sample_weight=w)
+    assert store.has_weights
+    from_store = sw.train(store, C=0.5, **SHORT)
+    from_arrays = sw.train((X, y), C=0.5, sample_weight=w, **SHORT)
+    assert np.array_equal(from_store.coef_, from_arrays.coef_)
+    unweighted = sw.train(write_store(tmp_path / "u.zarr", X, y, shard_rows=60), C=0.5, **SHORT)
+    assert not np.array_equal(from_store.coef_, unweighted.coef_)
+    cw = {1: 2.0}
+    both = sw.train(store, C=0.5, class_weight=cw, **SHORT)
+    ref = sw.train((X, y), C=0.5, class_weight=cw, sample_weight=w, **SHORT)
+    assert np.array_equal(both.coef_, ref.coef_)
+    sharded = sw.train(write_store(tmp_path / "w3.zarr", X, y, shard_rows=20, sample_weight=w),
+                       C=0.5, **{**TIGHT, "tol": 1e-8})
+    tight = sw.train((X, y), C=0.5, sample_weight=w, **{**TIGHT, "tol": 1e-8})
+    np.testing.assert_allclose(sharded.coef_, tight.coef_, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_weighted_checkpoint_resumes_and_refuses_other_weights(rng, tmp_path):
     X, y = make_classification(rng, n=80, d=5, k=3, sparse=True)

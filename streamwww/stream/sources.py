@@ -93,8 +93,10 @@ class StoreData:
     def block_of(self, shards, bias: float) -> Block:
         """The rows of ``shards``, stacked in this order, as one prepared block."""
         ids = [int(i) for i in shards]
-        X, y = self.store.read_shards(ids)
-        w = self.store.read_weights(ids) if getattr(self.store, "has_weights", False) else None
+        if self.store.has_weights:
+            X, y, w = self.store.read_shards(ids, weights=True)
+        else:
+            (X, y), w = self.store.read_shards(ids), None
         if self.class_weights is not None:
             cw = self.class_weights[y]
             w = cw if w is None else w * cw
