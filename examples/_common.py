@@ -43,11 +43,22 @@ def workdir(name: str):
         shutil.rmtree(path, ignore_errors=True)
 
 
-def user_input() -> Path | None:
-    """The file or store the user named as the first argument, if any."""
-    if len(sys.argv) < 2:
+def results_dir(name: str) -> Path:
+    """Where an example puts what you will want to look at afterwards (a plot):
+    ``$STREAMWWW_EXAMPLES_OUT/<name>``, or a new temporary directory that is kept."""
+    root = os.environ.get(OUT_ENV)
+    if root:
+        path = Path(root).expanduser().absolute() / name
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return Path(tempfile.mkdtemp(prefix=f"streamwww-{name}-results-"))
+
+
+def user_input(i: int = 1) -> Path | None:
+    """The file or store the user named as argument ``i`` (1: the first), if any."""
+    if len(sys.argv) <= i:
         return None
-    path = Path(sys.argv[1]).expanduser()
+    path = Path(sys.argv[i]).expanduser()
     if not path.exists():
         sys.exit(f"{path}: no such file or store (give a LIBSVM file, a store from "
                  f"'streamwww convert', or nothing to use generated data)")
