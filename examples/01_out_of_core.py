@@ -1,0 +1,177 @@
+"""Example 01 -- train on a store larger than the memory you give the run.
+
+Read this one first.  It shows the whole out-of-core path:
+
+1. generate a LIBSVM file (or take yours) and convert it into a shard store
+   of small shards (``convert_libsvm``, the same as ``streamwww convert``);
+2. train on the store with ``streamwww.train``: shards are read from disk
+   a few at a time, and each row's dual variables (``beta``) live on disk too;
+3. measure the peak memory (RSS) of that training in a child process and
+   compare it with the store's size once decompressed.
+
+What is bounded is the memory *above* the process's fixed overhead (Python,
+NumPy, Numba's compiled kernels, the in-process Dask client): about
+``(prefetch + mix_shards) x (shard + its beta) + W`` (docs/TRAINING.md,
+"Data path and memory").  It does not grow with the number of rows, so a
+store many times larger than that trains in the same memory.
+
+Run:  python examples/01_out_of_core.py [LIBSVM_FILE | STORE]
+"""
+# smoke-test: bounded: yes
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import sys
+import tempfile
+import time
+import warnings
+
+import numpy as np
+
+import streamwww as sw
+from streamwww.io import write_store
+from _common import as_store, example_data, mib, user_input, workdir
+
+SHARD_MB = 1.0        # small shards: a small working set (use ~128 MiB on real data)
+PREFETCH = 2          # shards loaded ahead while a group trains (the default)
+MIX_SHARDS = 2        # shards trained together as one block (the default)
+SLACK_MIB = 8         # allowance for memory that does not grow with the data
+ROWS = 400_000        # generated rows: 64 MiB of shards once decompressed
+
+
+class PeakRSS:
+    """Peak resident memory of this process from ``reset()`` on.
+
+    On Linux the kernel keeps the exact high-water mark (``VmHWM`` in
+    /proc/self/status) and lets a process reset it (``clear_refs``).  Elsewhere
+    a thread samples the RSS every 5 ms.  (``resource.getrusage().ru_maxrss``
+    is not used: in a process started by fork + exec it also counts the
+    parent's memory at the fork.)
+    """
+
+    def __init__(self):
+        import threading
+
+        import psutil
+
+        self.proc = psutil.Process()
+        self.sampled = 0
+        threading.Thread(target=self._sample, daemon=True).start()
+
+    def _sample(self):
+        while True:
+            self.sampled = max(self.sampled, self.proc.memory_info().rss)
+            time.sleep(0.005)
+
+    def rss(self) -> int:
+        return self.proc.memory_info().rss
+
+    def reset(self) -> None:
+        self.sampled = self.rss()
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")  # 5: reset the peak RSS (Linux >= 4.0)
+        except OSError:
+            pass
+
+    def peak(self) -> int:
+        try:
+            with open("/proc/self/status") as f:
+                hwm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+        except (OSError, StopIteration):
+            hwm = 0
+        return max(hwm, self.sampled)
+
+
+def measure(store_path: str, conn) -> None:
+    """Runs in a fresh child process: train on the store, report memory figures."""
+    meter = PeakRSS()
+    # Pay the fixed overhead first -- import and load the compiled kernels,
+    # start the Dask client once -- with a tiny streamed run, so that what is
+    # measured next is what the data costs.
+    store = sw.open_store(store_path)
+    X, y = store.read_shard(0)  # y: class indices into store.classes
+    with tempfile.TemporaryDirectory() as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tiny run stops after 2 epochs on purpose
+        tiny = write_store(f"{tmp}/tiny.zarr", X[:200], np.asarray(store.classes)[y[:200]],
+                           shard_rows=100, classes=store.classes)
+        sw.train(tiny, C=1.0, max_iter=2, random_state=0)
+    del X, y, tiny
+    meter.reset()
+    base = meter.rss()
+
+    rss_per_shard = []  # RSS after each shard group of each epoch: flat if memory is bounded
+
+    def progress(epoch, shards_done, n_shards, rows):
+        rss_per_shard.append((epoch, shards_done, meter.rss()))
+
+    t0 = time.perf_counter()
+    model = sw.train(store, C=0.01, tol=1e-2, max_iter=50, random_state=0, prefetch=PREFETCH,
+                     mix_shards=MIX_SHARDS, progress=progress)
+    seconds = time.perf_counter() - t0
+    peak = meter.peak()
+    conn.send({"base": base, "peak": peak, "seconds": seconds, "epochs": model.n_iter_,
+               "rel_gap": model.history_[-1]["rel_gap"], "W_bytes": model.coef_.nbytes + model.intercept_.nbytes,
+               "rss_per_shard": rss_per_shard,
+               "train_accuracy": model.score(store)})
+    conn.close()
+
+
+def main() -> int:
+    with workdir("01_out_of_core") as work:
+        src = user_input()
+        if src is None:
+            # ROWS rows x 20 values of 1,000 features, 10 classes (8 bytes a value)
+            print(f"generating {ROWS:,} rows ...", flush=True)
+            src = example_data(work / "train.libsvm", rows=ROWS)
+        store = as_store(src, work / "train.zarr", shard_mb=SHARD_MB)
+        shard_bytes = [store.shard_nbytes(i) for i in range(store.n_shards)]
+        k = len(store.classes)
+        beta_bytes = 8 * max(store.shard_rows) * (k - 1)  # float64 per row and wrong class
+        store_bytes = sum(shard_bytes)
+        print(f"store: {store.n_rows:,} rows in {store.n_shards} shards of up to {mib(max(shard_bytes))}; "
+              f"{mib(store_bytes)} decompressed, and {mib(8 * store.n_rows * (k - 1))} of beta "
+              f"(kept on disk while training)",
+              flush=True)
+
+        # Train in a fresh process so that its peak RSS is the training's own.
+        ctx = mp.get_context("spawn")
+        here, there = ctx.Pipe(duplex=False)
+        child = ctx.Process(target=measure, args=(str(store.path), there))
+        child.start()
+        there.close()
+        try:
+            r = here.recv()
+        except EOFError:  # the child died; its traceback is on stderr above
+            child.join()
+            sys.exit(f"the training process failed (exit code {child.exitcode})")
+        child.join()
+
+        # The documented working set (docs/TRAINING.md, "Data path and memory"): the group
+        # being trained and the shards loaded ahead, each with its beta, two beta writes in
+        # flight, and W.  The budget adds a fixed allowance for what does not depend on the
+        # data (Dask's task bookkeeping, Python objects, thread buffers).
+        bound = (PREFETCH + MIX_SHARDS) * (max(shard_bytes) + beta_bytes) + 2 * beta_bytes + r["W_bytes"]
+        budget = bound + SLACK_MIB * 2**20
+        extra = r["peak"] - r["base"]
+        print(f"trained {r['epochs']} epochs in {r['seconds']:.1f} s "
+              f"(relative duality gap {r['rel_gap']:.1e}), training accuracy {r['train_accuracy']:.3f}")
+        print(f"fixed overhead before training (Python, Numba kernels, Dask client): {mib(r['base'])}")
+        print(f"peak RSS of the training process: {mib(r['peak'])}; the training added {mib(extra)}")
+        print(f"budget: {PREFETCH + MIX_SHARDS} x (shard + beta) + 2 beta + W = {mib(bound)}, "
+              f"+ {SLACK_MIB} MiB not tied to the data = {mib(budget)}")
+        print(f"store decompressed: {mib(store_bytes)} = {store_bytes / budget:.1f} x the budget, "
+              f"{store_bytes / max(extra, 1):.1f} x what the training added")
+        epochs = sorted({e for e, _, _ in r["rss_per_shard"]})
+        for e in (epochs[0], epochs[-1]):
+            rss = [m for ep, _, m in r["rss_per_shard"] if ep == e]
+            print(f"RSS during epoch {e}: {mib(min(rss))} .. {mib(max(rss))} over {len(rss)} shard groups")
+        bounded = extra <= budget
+        print(f"bounded: {'yes' if bounded else 'NO'} "
+              f"(training added {mib(extra)}, budget {mib(budget)}, store {mib(store_bytes)})")
+        return 0 if bounded else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
