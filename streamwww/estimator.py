@@ -80,6 +80,14 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         evaluation excluded), ``wall_time``, ``primal``, ``dual``, ``gap``, ``rel_gap``.
     n_features_in_ : int
         Number of features seen during fit.
+    converged_ : bool
+        Whether the relative duality gap reached ``tol``.
+    seed_ : int
+        The seed the fit used (drawn when ``random_state=None``; pass it back
+        to repeat the fit bitwise).
+    device_ : {'cpu', 'cuda'}
+        Where the fit ran (``device='auto'`` logs why it did not use a GPU,
+        at level INFO of the ``streamwww`` logger).
 
     Notes
     -----
@@ -236,7 +244,7 @@ def fitted_attributes(fit: Fit, j: int, source) -> dict:
     coef, intercept = fit.cfg.coef_intercept(result.W, source.data.n_features)
     return {"classes_": source.classes, "coef_": coef, "intercept_": intercept,
             "n_iter_": int(result.n_iter), "history_": list(result.history),
-            "converged_": bool(result.converged), "seed_": int(fit.seed)}
+            "converged_": bool(result.converged), "seed_": int(fit.seed), "device_": fit.device}
 
 
 def store_shards(store, n_features: int, owner: str = "WWClassifier"):

@@ -1,5 +1,6 @@
 """The CUDA backend on a machine without a GPU: selection, messages, and its per-row math."""
 
+import logging
 import os
 import subprocess
 import sys
@@ -47,6 +48,16 @@ def test_device_cuda_without_gpu_fails_clearly_and_auto_uses_cpu(rng):
     with pytest.raises(DeviceUnavailableError, match="device='cuda'"):
         sw.WWClassifier(device="cuda").fit(X, y)
     assert get_backend("auto").name == "cpu"
+
+
+@pytest.mark.skipif(not NO_GPU, reason="a CUDA GPU is usable here")
+def test_auto_says_why_it_uses_the_cpu_and_the_model_says_where(rng, caplog):
+    X, y = rng.normal(size=(30, 3)), np.arange(30) % 3
+    with caplog.at_level(logging.INFO, logger="streamwww.backends"):
+        model = sw.WWClassifier(device="auto", max_iter=5, tol=1e-1).fit(X, y)
+    assert model.device_ == "cpu"
+    said = [r.getMessage() for r in caplog.records if r.name == "streamwww.backends.select"]
+    assert said == [f"device='auto': training on the CPU ({cuda_backend.unavailable_reason(auto=True)})"]
 
 
 def test_unavailable_reason_never_raises(monkeypatch):

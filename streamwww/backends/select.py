@@ -44,5 +44,6 @@ def get_backend(device: str = "auto") -> Backend:
                     reason = str(exc)
         if device == "cuda":
             raise DeviceUnavailableError(f"device='cuda' was requested but cannot be used: {reason}.")
-        logger.debug("device='auto': using the CPU (%s)", reason)
+        # said once per fit at INFO: a user who asked for 'auto' can see why no GPU was used
+        logger.info("device='auto': training on the CPU (%s)", reason)
     return CPUBackend()

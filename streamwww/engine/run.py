@@ -46,6 +46,7 @@ class Fit:
     cfg: SolverConfig
     seed: int
     beta: np.ndarray | None = None  # in-memory data: the final beta[n_models, n, k-1] (for warm starts)
+    device: str = "cpu"  # the backend that trained ('cpu' or 'cuda')
 
 
 def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every: int = 1,
@@ -188,7 +189,8 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
             ckpt.wait()  # the last epoch's commit, when there was no final one
     if interrupted.is_set():  # e.g. during the final commit: obeyed, the work kept
         raise KeyboardInterrupt
-    return Fit(results, cfg, seed, beta=betas.get(0) if isinstance(betas, InMemoryBetas) else None)
+    return Fit(results, cfg, seed, beta=betas.get(0) if isinstance(betas, InMemoryBetas) else None,
+               device=backend.name)
 
 
 def _listed(a):
