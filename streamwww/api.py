@@ -7,6 +7,7 @@ a checkpoint recorded and trains again with them.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -121,8 +122,8 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
                                  intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                                  random_state=random_state, device=device, verbose=verbose,
                                  class_weight=class_weight, client=client, workers=workers, partitions=partitions,
-                                 model_out=model_out, unsupported={"checkpoint_dir": checkpoint_dir, "cv": cv,
-                                                                  "sample_weight": sample_weight},
+                                 model_out=model_out, checkpoint_dir=checkpoint_dir,
+                                 unsupported={"cv": cv, "sample_weight": sample_weight},
                                  inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
                                  callback=callback, progress=progress)
     if cv is not None:
@@ -218,15 +219,15 @@ def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
 
 
 def _train_on_cluster(data, *, C, client, workers, partitions, model_out, unsupported, inner_passes, eval_every,
-                      mix_shards, callback, progress, **params):
-    """:func:`train` on a Dask cluster (a store; one model per ``C``)."""
+                      mix_shards, callback, progress, checkpoint_dir=None, C_is_list=None, **params):
+    """:func:`train` on a Dask cluster (a store; one model per ``C``), also continuing a checkpoint."""
     from streamwww.engine.cluster import connect
     from streamwww.engine.run import fit_distributed
 
     given = [k for k, v in unsupported.items() if v is not None]
     if given:
         raise ValueError(f"train on a cluster does not take {', '.join(given)} yet (issue 16 in progress: "
-                         "cluster runs have no checkpoints, cross-validation or sample weights so far)")
+                         "cluster runs have no cross-validation so far; a store's own weights do work)")
     store = as_store(data)
     if store is None:
         raise ValueError("train on a cluster takes a shard store (or its path); write arrays to one with "
@@ -235,14 +236,16 @@ def _train_on_cluster(data, *, C, client, workers, partitions, model_out, unsupp
                       inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards)
     template = WWClassifier(C=Cs[0], **params)
     source = StoreSource(store, params["class_weight"], owner="train")
-    many = isinstance(C, (list, tuple, np.ndarray))
+    many = isinstance(C, (list, tuple, np.ndarray)) if C_is_list is None else C_is_list
     outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
     for out in outs:
         check_writable(out)
     with connect(client, workers) as c:
         fit = fit_distributed(source, template.get_params(), Cs, c, partitions=partitions,
                               inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
-                              callback=callback, progress=progress)
+                              checkpoint_dir=checkpoint_dir, callback=callback, progress=progress,
+                              C_is_list=many, run_info={"model_out": str(Path(model_out).resolve())
+                                                        if model_out is not None else None})
     models = _build_models(template, fit, source, source.data.n_features)
     for m, out in zip(models, outs):
         save_model(m, out)
@@ -301,7 +304,8 @@ def check_writable(path: Path) -> None:
 
 
 def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,
-           progress=None, max_iter: int | None = None):
+           progress=None, max_iter: int | None = None, client=None, workers: int | None = None,
+           partitions: int | None = None):
     """Continue an interrupted run from its checkpoint directory.
 
     The run continues with its recorded settings and data; it ends with the
@@ -321,6 +325,16 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
         A new epoch limit; models that stopped at the old limit continue.
     callback, progress : callable, optional
         As in :func:`train`.
+    client, workers : optional
+        Continue on this Dask cluster (as in :func:`train`; a client is never
+        recorded). A run that trained on a cluster continues on one by default:
+        a local cluster of ``min(K, CPU count)`` worker processes, ``K`` being
+        its recorded partition count.
+    partitions : int, optional
+        Continue a cluster run with another ``K`` (or a sequential run on a
+        cluster with this ``K``): the run goes on correctly from the stored
+        ``beta``, but the model is then not bitwise the uninterrupted run's.
+        ``partitions=1`` without a client or workers continues in this process.
 
     Returns
     -------
@@ -342,6 +356,20 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
     if max_iter is not None:
         params["max_iter"] = max_iter
     Cs = cfg["Cs"]
+    recorded_K = manifest["run"].get("partitions")
+    in_process = partitions == 1 and client is None and workers is None  # K = 1 is the sequential engine
+    if not in_process and (client is not None or workers is not None or partitions is not None
+                           or recorded_K is not None):
+        if client is None and workers is None:
+            workers = min(int(partitions or recorded_K or 1), os.cpu_count() or 1)
+        models = _train_on_cluster(store, C=Cs, C_is_list=manifest["run"].get("C_is_list", len(Cs) > 1),
+                                   client=client, workers=workers, partitions=partitions or recorded_K,
+                                   model_out=(manifest["run"].get("model_out") if model_out is None
+                                              else None if model_out is False else model_out),
+                                   unsupported={}, inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
+                                   mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback,
+                                   progress=progress, checkpoint_dir=checkpoint_dir, **params)
+        return models
     models, fit = _train(store, C=Cs if manifest["run"].get("C_is_list", len(Cs) > 1) else Cs[0], **params,
                          checkpoint_dir=checkpoint_dir, checkpoint_every=manifest["run"]["checkpoint_every"],
                          prefetch=manifest["run"]["prefetch"], inner_passes=cfg["inner_passes"],

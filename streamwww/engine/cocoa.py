@@ -4,12 +4,13 @@ The shards are split into ``K`` partitions (:func:`partition_shards`, a pure
 function of the shard sizes and the seed).  Round ``t``:
 
 1. the driver broadcasts ``W_t``;
-2. the task of partition ``k`` (:func:`round_task`, on any worker) reads version
-   ``t`` of its shards' ``beta``, sums the hinge loss of its rows at ``W_t`` and
+2. the task of partition ``k`` (:func:`round_task`, on any worker) reads the
+   current version ``v_s`` of its shards' ``beta`` (``t`` in a run that started
+   on the cluster; a resumed sequential run's versions may differ by shard), sums the hinge loss of its rows at ``W_t`` and
    their ``beta`` (the certificate of ``W_t``, taken from the rows it has just
    loaded: no extra read), runs exact BCD passes over its rows on the CoCoA+
-   local subproblem, writes version ``t + 1`` of its ``beta`` and returns
-   ``Delta W_k``;
+   local subproblem, writes version ``v_s + 1`` of its ``beta`` and returns
+   ``Delta W_k`` (and the sums of the new versions, for the checkpoint);
 3. the driver sets ``W_{t+1} = W_t + sum_k Delta W_k`` (in ``k`` order).
 
 The local subproblem (Ma et al. 2015; Smith et al. 2018, "adding" with
@@ -22,12 +23,17 @@ the WW block problem scales (if ``b`` solves ``(v, C)``, ``sigma' b`` solves
 ``K = 1`` every scale is 1 and ``W_work`` is ``W_{t+1}``: the rounds are the
 sequential epochs, bitwise.
 
-Tasks are pure and idempotent: task ``(t, k)`` reads version ``t`` and writes
-version ``t + 1`` under its own names, so a task that Dask runs again after its
+Tasks are pure and idempotent: task ``(t, k)`` reads versions ``v_s`` and writes
+versions ``v_s + 1`` under its own names, so a task that Dask runs again after its
 worker died rewrites the same values, and the run ends with the same model.
 The stop decision for ``W_t`` comes with round ``t + 1``'s results (one round
 late); the model returned is the certified ``W_t``.  The driver never holds
 rows or ``beta``.
+
+A checkpoint after round ``t`` is ``W_{t+1}`` with the versions the round wrote
+(:class:`~streamwww.checkpoint.CheckpointDir`, the sequential format with
+cursor ``(t + 1, 0)``); ``W_{t+1} = W(beta_{t+1})`` up to rounding, so either
+engine, with any ``K``, continues from it.
 """
 
 from __future__ import annotations
@@ -48,7 +54,7 @@ from streamwww.stream.sources import StoreData
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PartitionSpec", "partition_shards", "round_task", "run_rounds"]
+__all__ = ["PartitionSpec", "RoundsStart", "partition_shards", "round_task", "run_rounds"]
 
 
 def partition_shards(shard_rows, n_partitions: int, seed: int) -> list[tuple[int, ...]]:
@@ -100,12 +106,15 @@ def _open(spec: PartitionSpec):
     return store
 
 
-def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, train: bool = True) -> dict:
+def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, train: bool = True,
+               versions: tuple[int, ...] | None = None) -> dict:
     """Round ``t`` on one partition: the certificate parts of ``W_t`` and (``train``) ``Delta W_k``.
 
+    ``versions`` are the current ``beta`` versions of ``spec.shards`` (default: all ``t``).
     Returns a dict: ``hinge`` and ``beta_sum`` (per model, of this partition's rows at
-    ``W_t`` and ``beta`` version ``t``) and, when training, ``delta`` (``Delta W_k``, or
-    ``W_{t+1}`` itself when ``K = 1``) after writing ``beta`` version ``t + 1``.
+    ``W_t`` and those versions) and, when training, ``delta`` (``Delta W_k``, or
+    ``W_{t+1}`` itself when ``K = 1``) and ``sums`` (``{shard: per-model sum}`` of the
+    new versions) after writing versions ``v_s + 1``.
     """
     cfg = spec.cfg
     store = _open(spec)
@@ -124,11 +133,13 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
     hinge = np.zeros(M)
     beta_sum = np.zeros(M)
     shards = spec.shards
+    version = dict(zip(shards, versions if versions is not None else [t] * len(shards)))
+    new_sums = {}
     try:
         for local in EpochPlan(cfg, len(shards)).groups(t):
             group = tuple(shards[i] for i in local)
             block = data.block_of(group, cfg.bias)
-            beta = betas.read_group(group, [t] * len(group))
+            beta = betas.read_group(group, [version[s] for s in group])
             dblock = backend.put_block(block)
             hinge += backend.hinge_sums(W0, dblock, cfg.bias, every, splits)
             beta_sum += beta.sum(axis=(1, 2))
@@ -144,8 +155,9 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
             if sigma != 1.0:
                 new /= sigma
             for s, b in zip(group, split_rows(new, [int(data.shard_rows[s]) for s in group])):
-                betas.write_version(s, t + 1, b)
-        out = {"hinge": hinge, "beta_sum": beta_sum}
+                betas.write_version(s, version[s] + 1, b)
+                new_sums[s] = b.sum(axis=(1, 2))
+        out = {"hinge": hinge, "beta_sum": beta_sum, "sums": new_sums}
         if train:
             Wh = backend.to_host(Wl)
             out["delta"] = Wh if sigma == 1.0 else (Wh - W) / sigma
@@ -154,42 +166,59 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
         backend.close()
 
 
-def run_rounds(client, specs: list[PartitionSpec], cfg: SolverConfig, shape: tuple[int, int, int],
-               n_shards: int, callback=None, progress=None, superseded=None) -> list[ModelResult]:
+@dataclass
+class RoundsStart:
+    """Where a run of rounds starts: round ``t`` from ``W`` (``W_t``), the models' results so
+    far and every shard's current ``beta`` version (a checkpoint's; fresh: zeros)."""
+
+    t: int
+    W: np.ndarray
+    results: list[ModelResult]
+    versions: dict[int, int]
+    wall: float = 0.0
+
+
+def run_rounds(client, specs: list[PartitionSpec], cfg: SolverConfig, start: RoundsStart, n_shards: int,
+               callback=None, progress=None, superseded=None, checkpoint=None) -> list[ModelResult]:
     """Train by CoCoA+ rounds on ``client`` (a ``distributed.Client``); one task per partition.
 
-    ``shape`` is ``W``'s ``(n_models, D, k)``; ``superseded(t)`` is called once round ``t``
-    is complete: no task reads ``beta`` version ``t`` any more.  The history and stopping rule are the
-    sequential driver's; ``time`` in the history is the rounds' wall time.
+    ``superseded(versions)`` is called once a round is complete with the versions it read
+    (no task reads them any more); ``checkpoint(t, W, versions, sums, wall)`` after round
+    ``t - 1`` with ``W_t`` (finished models' rows: their certified ``W``) and the versions
+    the round wrote.  The history and stopping rule are the sequential driver's; ``time``
+    in the history is the rounds' wall time.
     """
-    M = shape[0]
-    results = [ModelResult(C=float(C)) for C in cfg.Cs]
-    W = np.zeros(shape, dtype=np.float64)
-    active = np.arange(M, dtype=np.int64)
-    t0 = time.perf_counter()
-    t = 0
+    results, W, t, versions = start.results, start.W, start.t, dict(start.versions)
+    active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
+    t0 = time.perf_counter() - start.wall
     prefix = f"streamwww-round-{id(specs):x}-{time.time_ns():x}"
     while active.size:
         train = t < cfg.max_iter
         Wf = client.scatter(W, broadcast=True, hash=False)
-        futures = [client.submit(round_task, spec, Wf, t, active, train, key=f"{prefix}-{t}-{k}", pure=False,
-                                 retries=3) for k, spec in enumerate(specs)]
+        futures = [client.submit(round_task, spec, Wf, t, active, train, tuple(versions[s] for s in spec.shards),
+                                 key=f"{prefix}-{t}-{k}", pure=False, retries=3) for k, spec in enumerate(specs)]
         outs = client.gather(futures)
         del futures, Wf
-        if train and superseded is not None:
-            superseded(t)
         if t > 0 and cfg.evaluates(t) or not train:
             active = _certify(W, outs, cfg, results, active, t, time.perf_counter() - t0, callback)
         if progress is not None:
             progress(t + 1, n_shards, n_shards, 0)
-        if not train:
+        if not train or active.size == 0:  # the last round's passes are not needed: W_t is the model
             break
-        if active.size == 0:  # the last round's passes are not needed: W_t is the model
-            break
+        if superseded is not None:
+            superseded(versions)
         W = outs[0]["delta"] if len(outs) == 1 else W + _ksum([o["delta"] for o in outs])
+        versions = {s: v + 1 for s, v in versions.items()}
         t += 1
         for i in active:
             results[i].n_iter = t
+        if checkpoint is not None:
+            done = [i for i, r in enumerate(results) if r.W is not None]
+            Wc = W.copy() if done else W
+            for i in done:
+                Wc[i] = results[i].W
+            checkpoint(t, Wc, versions, {s: v for o in outs for s, v in o["sums"].items()},
+                       time.perf_counter() - t0)
     for i, r in enumerate(results):
         if r.W is None:
             r.W = W[i].copy()

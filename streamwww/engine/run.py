@@ -144,12 +144,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     with CtrlC() as interrupted, ExitStack() as stack:
         backend = get_backend(params["device"])
         stack.callback(backend.close)
-        ckpt = CheckpointDir(checkpoint_dir) if checkpoint_dir is not None else None
-        manifest = W0 = None
-        if ckpt is not None:
-            stack.callback(ckpt.close)
-            if ckpt.has_checkpoint():
-                manifest, W0 = ckpt.load(verify=lambda m: check_manifest(ckpt.path, m, data))
+        ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
         cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards if source.streamed else UNMIXED,
@@ -167,14 +162,8 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         commit = None
         if ckpt is not None:
             stack.callback(ckpt.drain)
-            header = {"config": cfg.to_json(),
-                      "estimator_params": {**{k: v for k, v in params.items() if k not in ("C", "warm_start")
-                                              and not isinstance(v, np.random.RandomState)},
-                                           # resolved per class index (JSON keeps no label types)
-                                           "class_weight": _listed(getattr(source, "class_weights", None))},
-                      "run": {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
-                              "C_is_list": bool(C_is_list), **(run_info or {})},
-                      "data": {**source.describe(), "fingerprint": fingerprint}}
+            header = _header(cfg, params, source, fingerprint, {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
+                                                                "C_is_list": bool(C_is_list), **(run_info or {})})
             commit = _committer(ckpt, betas, header, step=int(manifest["step"]) if manifest else 0)
 
         with verbose_logging(int(params["verbose"])):
@@ -195,6 +184,29 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
 
 def _listed(a):
     return None if a is None else [float(v) for v in a]
+
+
+def _header(cfg: SolverConfig, params: dict, source, fingerprint, run: dict) -> dict:
+    """The fixed part of every manifest of a run: settings, estimator parameters, run options, data."""
+    return {"config": cfg.to_json(),
+            "estimator_params": {**{k: v for k, v in params.items() if k not in ("C", "warm_start")
+                                    and not isinstance(v, np.random.RandomState)},
+                                 # resolved per class index (JSON keeps no label types)
+                                 "class_weight": _listed(getattr(source, "class_weights", None))},
+            "run": run, "data": {**source.describe(), "fingerprint": fingerprint}}
+
+
+def _open_checkpoint(stack: ExitStack, checkpoint_dir, data):
+    """The locked checkpoint directory (closed with ``stack``) and its latest intact
+    ``(manifest, W)``, or ``(None, None, None)`` without a directory; ``(ckpt, None, None)`` when empty."""
+    if checkpoint_dir is None:
+        return None, None, None
+    ckpt = CheckpointDir(checkpoint_dir)
+    stack.callback(ckpt.close)
+    if not ckpt.has_checkpoint():
+        return ckpt, None, None
+    manifest, W0 = ckpt.load(verify=lambda m: check_manifest(ckpt.path, m, data))
+    return ckpt, manifest, W0
 
 
 def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, prefetch: int, initial=None):
@@ -253,36 +265,72 @@ def _committer(ckpt, betas, header: dict, step: int):
 
 def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None = None,
                     inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
-                    mix_shards: int = DEFAULTS["mix_shards"], beta_dir=None, callback=None, progress=None,
-                    splits=None) -> Fit:
+                    mix_shards: int = DEFAULTS["mix_shards"], beta_dir=None, checkpoint_dir=None,
+                    callback=None, progress=None, splits=None, C_is_list: bool = False,
+                    run_info: dict | None = None) -> Fit:
     """Train one model per ``Cs`` on a store by CoCoA+ rounds on a ``distributed.Client``
     (:mod:`streamwww.engine.cocoa`).
 
-    ``partitions`` (``K``, default: the client's worker count when it starts) is a
+    ``partitions`` (``K``; default: a checkpoint's, else the client's worker count) is a
     model setting: the same store, seed, settings and ``K`` give the bitwise-same
-    model wherever the tasks run.  ``beta`` lives under ``beta_dir`` (default: a
-    temporary directory), which every worker must be able to read and write.
+    model wherever the tasks run.  ``beta`` lives in ``checkpoint_dir`` (committed after
+    every round, resumed from as :func:`fit_source` does, also a sequential run's
+    checkpoint), else under ``beta_dir`` (default: a temporary directory); every
+    worker must be able to read and write it.
     """
-    from streamwww.engine.cocoa import PartitionSpec, partition_shards, run_rounds
+    from streamwww.engine.cocoa import (
+        PartitionSpec,
+        RoundsStart,
+        partition_shards,
+        run_rounds,
+    )
 
     if not source.streamed:
         raise ValueError("training on a cluster takes a shard store (convert arrays with streamwww.io.write_store)")
     data = source.data
-    seed = resolve_seed(params["random_state"])
-    cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits)
-    if partitions is None:
-        partitions = max(1, min(len(client.scheduler_info().get("workers", {})) or 1, data.n_shards))
-    parts = partition_shards(data.shard_rows, int(partitions), seed)
     with ExitStack() as stack:
-        if beta_dir is None:
+        ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
+        seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
+                else resolve_seed(params["random_state"]))
+        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits)
+        fingerprint = source.fingerprint() if ckpt is not None else None
+        if manifest is not None:
+            check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
+        if partitions is None:
+            recorded = manifest["run"].get("partitions") if manifest is not None else None
+            partitions = recorded or max(1, min(len(client.scheduler_info().get("workers", {})) or 1,
+                                                data.n_shards))
+        parts = partition_shards(data.shard_rows, int(partitions), seed)
+        if ckpt is not None:
+            beta_dir = ckpt.path
+        elif beta_dir is None:
             scratch = ScratchDir("streamwww-beta-")
             stack.callback(scratch.close)
             beta_dir = scratch.path
-        betas = DiskBetas(beta_dir, len(cfg.Cs), data.shard_rows, data.n_classes)  # the group, before the workers
+        betas = DiskBetas(beta_dir, len(cfg.Cs), data.shard_rows, data.n_classes,
+                          versions=manifest["beta"]["versions"] if manifest else None,
+                          sums=manifest["beta"]["sums"] if manifest else None,
+                          previous_versions=ckpt.previous_versions if ckpt is not None else None)
+        shape = (len(cfg.Cs), cfg.n_weight_rows(data.n_features), int(data.n_classes))
+        cursor, state = _resume_state(ckpt, manifest, W0, cfg, data)
+        start = RoundsStart(t=cursor.epoch, W=np.array(state.get("W0", np.zeros(shape)), dtype=np.float64),
+                            results=state.get("results", [ModelResult(C=float(C)) for C in cfg.Cs]),
+                            versions=dict(betas.versions), wall=cursor.train_time)
+        checkpoint = superseded = commit = None
+        if ckpt is not None:
+            stack.callback(ckpt.drain)
+            header = _header(cfg, params, source, fingerprint,
+                             {"prefetch": DEFAULTS["prefetch"], "checkpoint_every": DEFAULTS["checkpoint_every"],
+                              "C_is_list": bool(C_is_list), "partitions": len(parts), **(run_info or {})})
+            commit = _committer(ckpt, betas, header, step=int(manifest["step"]) if manifest else 0)
 
-        def superseded(t: int) -> None:
-            for s in range(data.n_shards):
-                betas.drop_version(s, t)
+            def checkpoint(t, W, versions, sums, wall):
+                betas.adopt(versions, sums)
+                commit(W, Cursor(t, 0, wall), start.results)
+        else:
+            def superseded(versions):
+                for s, v in versions.items():
+                    betas.drop_version(s, v)
 
         cw = getattr(source, "class_weights", None)
         specs = [PartitionSpec(store=str(source.store.path), fingerprint=str(source.store.fingerprint), shards=p,
@@ -291,7 +339,11 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                                folds=data.folds, device=params["device"]) for p in parts]
         logger.info("training on %d partitions of %s shards", len(parts), [len(p) for p in parts])
         with verbose_logging(int(params["verbose"])):
-            results = run_rounds(client, specs, cfg, (len(cfg.Cs), cfg.n_weight_rows(data.n_features),
-                                                      int(data.n_classes)), data.n_shards,
-                                 callback=callback, progress=progress, superseded=superseded)
+            results = run_rounds(client, specs, cfg, start, data.n_shards, callback=callback, progress=progress,
+                                 superseded=superseded, checkpoint=checkpoint)
+        if commit is not None and not (manifest is not None and manifest.get("finished")):
+            last = max(r.n_iter for r in results)
+            wall = max((r.history[-1]["time"] for r in results if r.history), default=cursor.train_time)
+            commit(np.stack([r.W for r in results]), Cursor(last, 0, wall), results, finished=True)
+            ckpt.wait()
     return Fit(results, cfg, seed)

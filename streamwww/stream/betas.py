@@ -225,6 +225,16 @@ class DiskBetas:
         """
         self._write(s, v, np.ascontiguousarray(beta, dtype=np.float64))
 
+    def adopt(self, versions: dict[int, int], sums: dict[int, np.ndarray]) -> None:
+        """Make versions written by other processes (a cluster round's tasks) the current
+        ones, with their per-model sums, so that the next commit names them."""
+        with self._lock:
+            for s, v in versions.items():
+                s, v = int(s), int(v)
+                self.versions[s] = v
+                self._dirty.add((s, v))
+                self._version_sums[s][v] = np.asarray(sums[s], dtype=np.float64)
+
     def drop_version(self, s: int, v: int) -> None:
         """Delete version ``v`` of shard ``s`` (superseded; nothing names it any more)."""
         if v > 0:
