@@ -7,6 +7,8 @@ This module owns the progress bars and the per-epoch lines; the library only log
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 import tempfile
 import time
@@ -62,16 +64,21 @@ def register(sub) -> None:
                         f"(default {DEFAULTS['mix_shards']})")
     p.add_argument("--eval-every", type=int, default=DEFAULTS["eval_every"],
                    help=f"objectives every N epochs (default {DEFAULTS['eval_every']})")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout (per model: C, epochs, converged, primal, dual, "
+                        "rel_gap, seed, model file) and nothing else there")
     p.set_defaults(func=run_train)
 
     p = sub.add_parser("resume", help="continue an interrupted training run",
                        description="Continue the run in DIR with its recorded data and settings; it ends "
                                    "with the model the uninterrupted run gives.")
-    p.add_argument("checkpoint_dir", metavar="DIR")
+    p.add_argument("checkpoint_dir", metavar="DIR", help="checkpoint directory of the run ('train --checkpoint-dir')")
     p.add_argument("--model-out", help="model file (.npz) to write (default: the file(s) train was given)")
     p.add_argument("--no-model", action="store_true", help="write no model file")
     p.add_argument("--store", help="the data store, if it moved (its fingerprint must match)")
     p.add_argument("--max-iter", type=int, default=None, help="a new epoch limit")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout (as 'train --json') and nothing else there")
     p.set_defaults(func=run_resume)
 
     p = sub.add_parser("predict", help="predict labels for a store or a LIBSVM file")
@@ -86,6 +93,9 @@ def register(sub) -> None:
     p.add_argument("test", help="test store (convert it with --like TRAIN_STORE) or LIBSVM file")
     p.add_argument("--confusion", action="store_true", help="also print the confusion matrix")
     p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout: accuracy, n_correct, n_rows (and labels and "
+                        "confusion with --confusion)")
     p.set_defaults(func=run_evaluate)
 
     p = sub.add_parser("demo", help="the whole path on generated data (no data of yours needed)",
@@ -146,13 +156,102 @@ class _Reporter:
         return False
 
 
+def _models(result) -> list:
+    """The trained models of a ``train``/``resume`` result: a list, one model, or a CV fit's best."""
+    if isinstance(result, list):
+        return result
+    best = getattr(result, "best_estimator_", None)
+    return [best if best is not None else result]
+
+
 def _summary(models) -> None:
-    models = models if isinstance(models, list) else [models]
-    for m in models:
+    for m in _models(models):
         h = m.history_[-1]
         state = "converged" if m.converged_ else "not converged"
         print(f"C={m.C:g}: {m.n_iter_} epochs, {state}, primal {h['primal']:.8g}, dual {h['dual']:.8g}, "
               f"relative gap {h['rel_gap']:.3e}")
+
+
+def _plain(value):
+    """``value`` with numpy types as Python ones and non-finite floats as None (strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _json_label(v):
+    """A class label for JSON: a string stays one, an integral number becomes an int."""
+    if isinstance(v, (np.generic,)):
+        v = v.item()
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(_plain(obj), indent=1, allow_nan=False))
+
+
+def _model_record(m, path) -> dict:
+    h = m.history_[-1] if m.history_ else {}
+    return {"C": float(m.C), "epochs": int(m.n_iter_), "converged": bool(m.converged_),
+            "primal": h.get("primal"), "dual": h.get("dual"), "rel_gap": h.get("rel_gap"),
+            "seed": int(m.seed_), "model": None if path is None else str(path)}
+
+
+def _cv_record(result) -> dict | None:
+    """The cross-validation table of a :class:`~streamwww.WWClassifierCV` fit (None for a plain one)."""
+    res = getattr(result, "cv_results_", None)
+    if res is None:
+        return None
+    Cs = [float(p["C"]) for p in res["params"]]
+    table = [{"C": c, "mean_test_score": float(res["mean_test_score"][i]),
+              "std_test_score": float(res["std_test_score"][i]), "rank": int(res["rank_test_score"][i])}
+             for i, c in enumerate(Cs)]
+    return {"folds": int(result.n_splits_), "best_C": float(result.best_C_),
+            "best_score": float(result.best_score_), "table": table}
+
+
+def _print_cv(cv: dict) -> None:
+    print(f"cross-validation, {cv['folds']} folds: best C={cv['best_C']:g} "
+          f"(mean held-out accuracy {100 * cv['best_score']:.2f} %)")
+    print(f"{'C':>12} {'mean acc. %':>12} {'std %':>8} {'rank':>5}")
+    for row in cv["table"]:
+        mean = row["mean_test_score"]
+        print(f"{row['C']:>12g} {100 * mean if mean == mean else float('nan'):>12.2f} "
+              f"{100 * row['std_test_score']:>8.2f} {row['rank']:>5d}")
+
+
+def _report_run(args, result, paths, command: str) -> None:
+    """The end of ``train``/``resume``: human lines, or with ``--json`` one JSON object."""
+    models = _models(result)
+    cv = _cv_record(result)
+    if getattr(args, "json", False):
+        paths_by_model = paths if len(paths) == len(models) else [paths[0] if paths else None] * len(models)
+        obj = {"command": command, "checkpoint_dir": getattr(args, "checkpoint_dir", None),
+               "seed": int(models[0].seed_),
+               "models": [_model_record(m, p) for m, p in zip(models, paths_by_model)],
+               "model_paths": [str(p) for p in paths]}
+        if cv is not None:
+            obj["cv"] = cv
+        _print_json(obj)
+        return
+    if cv is not None:
+        _print_cv(cv)
+    _summary(models)
+    if paths:
+        print(f"seed {models[0].seed_}; model written to " + ", ".join(map(str, paths)))
+    elif command == "resume":
+        print("no model file written" + ("" if args.no_model else " (train was given no --model-out; "
+                                         "pass --model-out)"))
 
 
 def run_train(args) -> int:
@@ -160,7 +259,7 @@ def run_train(args) -> int:
     from streamwww.api import model_paths
 
     rep = _Reporter(args.show_progress, args.quiet, args.max_iter, args.C)
-    models = sw.train(args.store, C=args.C if len(args.C) > 1 else args.C[0], tol=args.tol,
+    result = sw.train(args.store, C=args.C if len(args.C) > 1 else args.C[0], tol=args.tol,
                       max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
                       fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
                       subproblem=args.subproblem, device=args.device, checkpoint_dir=args.checkpoint_dir,
@@ -168,9 +267,8 @@ def run_train(args) -> int:
                       inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
                       model_out=args.model_out,
                       callback=rep.epoch_done, progress=rep.progress)
-    _summary(models)
     paths = model_paths(args.model_out, args.C, many=len(args.C) > 1)
-    print(f"seed {_first(models).seed_}; model written to " + ", ".join(map(str, paths)))
+    _report_run(args, result, paths, "train")
     return 0
 
 
@@ -184,22 +282,18 @@ def run_resume(args) -> int:
     rep = _Reporter(args.show_progress, args.quiet, args.max_iter or run["config"]["max_iter"],
                     run["config"]["Cs"])
     model_out = False if args.no_model else args.model_out
-    models = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
+    result = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
                        callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter)
-    _summary(models)
     out = None if model_out is False else (model_out or run["run"].get("model_out"))
+    paths = []
     if out:
-        Cs = run["config"]["Cs"]
-        paths = model_paths(out, Cs, many=run["run"].get("C_is_list", len(Cs) > 1))
-        print("model written to " + ", ".join(map(str, paths)))
-    else:
-        print("no model file written" + ("" if args.no_model else " (train was given no --model-out; "
-                                         "pass --model-out)"))
+        if run["run"].get("cv"):  # a cross-validation run writes its best model only
+            paths = [Path(out)]
+        else:
+            Cs = run["config"]["Cs"]
+            paths = model_paths(out, Cs, many=run["run"].get("C_is_list", len(Cs) > 1))
+    _report_run(args, result, paths, "resume")
     return 0
-
-
-def _first(models):
-    return models[0] if isinstance(models, list) else models
 
 
 def run_predict(args) -> int:
@@ -233,6 +327,15 @@ def run_evaluate(args) -> int:
 
     model = sw.load_model(args.model)
     res = evaluate(model, args.test, confusion=args.confusion, zero_based=args.zero_based)
+    if args.json:
+        obj = {"accuracy": res["accuracy"], "n_correct": res["n_correct"], "n_rows": res["n_rows"]}
+        if args.confusion:
+            # rows: true labels in `labels` order, then a row for labels the model never saw
+            obj["labels"] = [_json_label(c) for c in res["labels"]]
+            obj["confusion"] = res["confusion"][:-1]
+            obj["confusion_unknown_true"] = res["confusion"][-1]
+        _print_json(obj)
+        return 0
     print(f"accuracy: {100 * res['accuracy']:.2f} % ({res['n_correct']} of {res['n_rows']} rows)")
     if args.confusion:
         labels = [_fmt_label(c) for c in res["labels"]]
