@@ -112,6 +112,35 @@ def register(sub) -> None:
     p.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
     p.set_defaults(func=run_demo)
 
+    # `info` (registered by streamwww.io.commands) reads stores; models and checkpoints
+    # are read here, above the io layer.
+    info = sub.choices.get("info")
+    if info is not None:
+        info.set_defaults(describe_run=run_info)
+
+
+def run_info(args, kind: str) -> int:
+    """``streamwww info`` of a model file or a checkpoint directory."""
+    from streamwww import runinfo
+
+    if kind == "model":
+        info = runinfo.describe_model(args.store)
+        lines = runinfo.format_model(info)
+    else:
+        info = runinfo.describe_checkpoint(args.store, verify=args.verify)
+        lines = runinfo.format_checkpoint(info)
+    if args.json:
+        _print_json(info)
+    else:
+        print("\n".join(lines))
+    if kind == "checkpoint" and not info["health"]["ok"]:
+        err = info["health"]["latest"].get("error", "no manifest.json")
+        fallback = (f"; a resume falls back to {info['health']['resumes_from']}" if info["health"]["resumes_from"]
+                    else "; no intact commit is left: train again with a new --checkpoint-dir")
+        print(f"streamwww info: the latest checkpoint in {args.store} is damaged ({err}){fallback}", file=sys.stderr)
+        return 1
+    return 0
+
 
 class _Reporter:
     """Progress bar per epoch (on a terminal) and one line per evaluated epoch."""
@@ -172,32 +201,10 @@ def _summary(models) -> None:
               f"relative gap {h['rel_gap']:.3e}")
 
 
-def _plain(value):
-    """``value`` with numpy types as Python ones and non-finite floats as None (strict JSON)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _json_label(v):
-    """A class label for JSON: a string stays one, an integral number becomes an int."""
-    if isinstance(v, (np.generic,)):
-        v = v.item()
-    if isinstance(v, float) and v.is_integer():
-        return int(v)
-    return v
-
-
 def _print_json(obj) -> None:
-    print(json.dumps(_plain(obj), indent=1, allow_nan=False))
+    from streamwww.runinfo import plain
+
+    print(json.dumps(plain(obj), indent=1, allow_nan=False))
 
 
 def _model_record(m, path) -> dict:
@@ -328,10 +335,12 @@ def run_evaluate(args) -> int:
     model = sw.load_model(args.model)
     res = evaluate(model, args.test, confusion=args.confusion, zero_based=args.zero_based)
     if args.json:
+        from streamwww.runinfo import json_label
+
         obj = {"accuracy": res["accuracy"], "n_correct": res["n_correct"], "n_rows": res["n_rows"]}
         if args.confusion:
             # rows: true labels in `labels` order, then a row for labels the model never saw
-            obj["labels"] = [_json_label(c) for c in res["labels"]]
+            obj["labels"] = [json_label(c) for c in res["labels"]]
             obj["confusion"] = res["confusion"][:-1]
             obj["confusion_unknown_true"] = res["confusion"][-1]
         _print_json(obj)

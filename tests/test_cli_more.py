@@ -79,3 +79,94 @@ def test_evaluate_json(run, capsys):
     assert cm.shape == (3, 3) and cm.sum() == 150 and np.trace(cm) == obj["n_correct"]
     assert cm[1, 2] == int(np.sum((labels[450:] == 2) & (pred == 5)))
     assert obj["confusion_unknown_true"] == [0, 0, 0]
+
+
+def test_info_reads_a_model_file(run, capsys):
+    tmp, _, _ = run
+    capsys.readouterr()
+    path = tmp / "m-C1.npz"
+    model = sw.load_model(path)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "classes      3: 1, 2, 5" in out and "features     8" in out and "C            1" in out
+    assert "4 epochs, not converged, seed 3" in out and f"{model.history_[-1]['rel_gap']:.3e}" in out
+    assert main(["info", str(path), "--json"]) == 0
+    obj = _json_out(capsys)
+    assert obj["kind"] == "model" and obj["classes"] == [1, 2, 5] and obj["n_features"] == 8
+    assert obj["C"] == 1.0 and obj["epochs"] == 4 and obj["converged"] is False and obj["seed"] == 3
+    assert obj["final"]["rel_gap"] == model.history_[-1]["rel_gap"]
+    assert obj["settings"]["tol"] == 1e-9 and obj["class_weight"] is None
+
+
+def _copy_checkpoint(tmp, name):
+    import shutil
+
+    shutil.copytree(tmp / "ck", tmp / name)
+    (tmp / name / "LOCK").unlink(missing_ok=True)
+    return tmp / name
+
+
+def test_info_reads_a_checkpoint_and_its_health(run, capsys):
+    tmp, _, _ = run
+    ck = _copy_checkpoint(tmp, "ck_info")
+    capsys.readouterr()
+    assert main(["info", str(ck), "--json", "--verify"]) == 0
+    obj = _json_out(capsys)
+    manifest = json.loads((ck / "manifest.json").read_text())
+    assert obj["kind"] == "checkpoint" and obj["Cs"] == [0.1, 1.0] and obj["settings"]["seed"] == 3
+    assert obj["cursor"]["epoch"] == manifest["cursor"]["epoch"] and obj["finished"] is manifest["finished"]
+    assert [m["last"]["rel_gap"] for m in obj["models"]] == [r["history"][-1]["rel_gap"] for r in manifest["results"]]
+    assert [m["history_length"] for m in obj["models"]] == [len(r["history"]) for r in manifest["results"]]
+    assert obj["model_files"] == [str(tmp / "m-C0.1.npz"), str(tmp / "m-C1.npz")]
+    h = obj["health"]
+    assert h["ok"] and h["latest"]["intact"] and h["latest"]["beta"] == "verified"
+    assert h["previous"]["present"] and h["previous"]["intact"] and h["resumes_from"] == "manifest.json"
+    assert main(["info", str(ck)]) == 0
+    out = capsys.readouterr().out
+    assert "C values     0.1, 1" in out and "latest       intact" in out and "previous     intact" in out
+
+    # damaged weights of the latest commit: named, the fallback said, exit status 1
+    w = ck / manifest["W"]
+    raw = bytearray(w.read_bytes())
+    raw[-3] ^= 0xFF
+    w.write_bytes(bytes(raw))
+    assert main(["info", str(ck)]) == 1
+    cap = capsys.readouterr()
+    assert "latest       DAMAGED" in cap.out and manifest["W"] in cap.out
+    assert "previous     intact" in cap.out and "resume uses  manifest.prev.json" in cap.out
+    assert cap.err.count("\n") == 1 and "damaged" in cap.err and "falls back to manifest.prev.json" in cap.err
+    assert main(["info", str(ck), "--json"]) == 1
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["health"]["ok"] is False and obj["health"]["resumes_from"] == "manifest.prev.json"
+
+
+def test_info_checks_beta_only_with_verify(run, capsys):
+    tmp, _, _ = run
+    ck = _copy_checkpoint(tmp, "ck_beta")
+    manifest = json.loads((ck / "manifest.json").read_text())
+    shard, version = next((s, v) for s, v in manifest["beta"]["versions"].items() if v)
+    import zarr
+
+    arr = zarr.open_array(str(ck / "beta.zarr" / f"s{int(shard):06d}-v{int(version):06d}"), mode="r+")
+    arr[...] = arr[...] + 1.0
+    capsys.readouterr()
+    assert main(["info", str(ck)]) == 0  # manifest and W are intact; beta is not read
+    capsys.readouterr()
+    assert main(["info", str(ck), "--verify"]) == 1
+    cap = capsys.readouterr()
+    assert f"beta of shard {shard} version {version}" in cap.out and "DAMAGED" in cap.out
+
+
+def test_info_of_something_else_is_one_clear_line(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    for path in (tmp_path / "empty", tmp_path / "notes.txt"):
+        assert main(["info", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(path) in err
+        assert "not a shard store" in err and "checkpoint directory" in err and "model file (.npz)" in err
+    assert main(["info", str(tmp_path / "missing")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    assert main(["info", str(tmp_path / "bad.npz")]) == 1
+    assert "not a streamwww model file" in capsys.readouterr().err
