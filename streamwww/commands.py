@@ -112,11 +112,44 @@ def register(sub) -> None:
     p.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
     p.set_defaults(func=run_demo)
 
+    p = sub.add_parser("plot", help="plot the relative duality gap of a run or a model",
+                       description="Draw the relative duality gap against epochs and against solver time "
+                                   "(two panels, log scale, one line per C) from a checkpoint directory "
+                                   "(every model of the run, as far as it got) or a model file. Needs "
+                                   'matplotlib: pip install "streamwww[plot]".')
+    p.add_argument("source", metavar="CHECKPOINT_DIR|MODEL",
+                   help="checkpoint directory ('train --checkpoint-dir') or model file (.npz)")
+    p.add_argument("--output", "-o", metavar="FILE",
+                   help="image to write; the suffix picks the format: .png, .pdf, .svg "
+                        "(default: <name>-gap.png in the current directory)")
+    p.set_defaults(func=run_plot)
+
     # `info` (registered by streamwww.io.commands) reads stores; models and checkpoints
     # are read here, above the io layer.
     info = sub.choices.get("info")
     if info is not None:
         info.set_defaults(describe_run=run_info)
+
+
+def run_plot(args) -> int:
+    from streamwww import runinfo
+    from streamwww.plotting import MissingMatplotlib, plot_gaps
+
+    source = Path(args.source)
+    if not source.exists():
+        raise FileNotFoundError(f"{source} does not exist")
+    if source.is_dir() and not ((source / runinfo.LATEST).is_file() or (source / runinfo.PREVIOUS).is_file()):
+        raise ValueError(f"{source}: not a checkpoint directory (no {runinfo.LATEST}); give a checkpoint "
+                         "directory or a model file (.npz)")
+    output = Path(args.output) if args.output else Path(f"{source.resolve().stem or 'run'}-gap.png")
+    series, title = runinfo.gap_histories(source)
+    try:
+        plot_gaps(series, output, title=title)
+    except MissingMatplotlib as exc:
+        print(f"streamwww plot: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"gap plot of {len(series)} model(s) written to {output}")
+    return 0
 
 
 def run_info(args, kind: str) -> int:

@@ -3,7 +3,8 @@
 :func:`describe_model` and :func:`describe_checkpoint` read one and return a
 JSON-ready summary (``streamwww info PATH --json`` prints it as it is);
 :func:`format_model` and :func:`format_checkpoint` turn a summary into the
-human lines.  A checkpoint's health is checked without training: the latest
+human lines; :func:`gap_histories` gives the gap series that
+``streamwww plot`` draws.  A checkpoint's health is checked without training: the latest
 commit's manifest checksum and the hash of the weights it names, and, on
 request, the sums of every ``beta`` version it names (read from disk); the same
 for the previous commit, which a resume falls back to.  Only the CLI
@@ -24,8 +25,8 @@ from streamwww.checkpoint import CheckpointDir
 from streamwww.errors import CheckpointError, StreamwwwError
 from streamwww.model_io import load_model
 
-__all__ = ["describe_model", "describe_checkpoint", "format_model", "format_checkpoint", "plain",
-           "json_label", "LATEST", "PREVIOUS"]
+__all__ = ["describe_model", "describe_checkpoint", "format_model", "format_checkpoint", "gap_histories",
+           "plain", "json_label", "LATEST", "PREVIOUS"]
 
 LATEST = "manifest.json"  # the names checkpoint.py commits under
 PREVIOUS = "manifest.prev.json"
@@ -254,3 +255,42 @@ def format_checkpoint(info: dict[str, Any]) -> list[str]:
     lines.append("resume uses  " + (health["resumes_from"] or "nothing: no intact commit is left; train again "
                                     "with a new --checkpoint-dir"))
     return lines
+
+
+def gap_histories(path) -> tuple[list[dict[str, Any]], str]:
+    """Each model's relative duality gap per evaluated epoch, from a checkpoint directory or a model file.
+
+    Parameters
+    ----------
+    path : str or Path
+        A checkpoint directory (its newest readable manifest: every model of
+        the run, as far as it got) or a model file (``.npz``).
+
+    Returns
+    -------
+    series : list of dict
+        Per model: ``label`` ('C=...'), ``C``, and lists ``epoch``, ``time``
+        (solver seconds) and ``rel_gap``.
+    title : str
+        A title naming the path.
+    """
+    path = Path(path)
+    if path.is_dir():
+        with CheckpointDir(path, lock=False) as ckpt:
+            manifest = ckpt.load_settings()
+        runs = [(float(r["C"]), r["history"]) for r in manifest.get("results", [])]
+        title = f"{path} (checkpoint, epoch {manifest.get('cursor', {}).get('epoch')})"
+    else:
+        model = load_model(path)
+        runs = [(float(model.C), list(model.history_))]
+        title = f"{path} (model)"
+    counts: dict[float, int] = {}
+    for C, _ in runs:
+        counts[C] = counts.get(C, 0) + 1
+    series = []
+    for i, (C, history) in enumerate(runs):
+        label = f"C={C:g}" if counts[C] == 1 else f"C={C:g} (model {i})"  # e.g. cross-validation folds
+        series.append({"label": label, "C": C, "epoch": [h["epoch"] for h in history],
+                       "time": [h.get("time", float("nan")) for h in history],
+                       "rel_gap": [h.get("rel_gap") for h in history]})
+    return series, title

@@ -170,3 +170,31 @@ def test_info_of_something_else_is_one_clear_line(tmp_path, capsys):
     (tmp_path / "bad.npz").write_bytes(b"not a zip")
     assert main(["info", str(tmp_path / "bad.npz")]) == 1
     assert "not a streamwww model file" in capsys.readouterr().err
+
+
+def test_plot_writes_an_image(run, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    tmp, _, _ = run
+    capsys.readouterr()
+    for source, out in ((tmp / "ck", tmp_path / "ck.png"), (tmp / "m-C0.1.npz", tmp_path / "model.png")):
+        assert main(["plot", str(source), "--output", str(out)]) == 0
+        assert out.is_file() and out.stat().st_size > 1000
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert str(out) in capsys.readouterr().out
+    assert main(["plot", str(tmp / "train.zarr"), "--output", str(tmp_path / "x.png")]) == 1
+    assert "not a checkpoint directory" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_without_matplotlib_names_the_extra(run, capsys, tmp_path, monkeypatch):
+    import sys
+
+    tmp, _, _ = run
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    capsys.readouterr()
+    assert main(["plot", str(tmp / "ck"), "--output", str(tmp_path / "p.png")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and 'pip install "streamwww[plot]"' in err and "matplotlib" in err
+    assert not (tmp_path / "p.png").exists()
