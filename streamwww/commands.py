@@ -29,6 +29,62 @@ def _C_list(text: str) -> list[float]:
     return values
 
 
+def _class_weight_arg(text: str):
+    """``balanced``, or ``LABEL:W,LABEL:W`` as ``[(label text, weight)]`` (labels matched to the store's later)."""
+    if text.strip() == "balanced":
+        return "balanced"
+    pairs = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        label, sep, weight = item.rpartition(":")  # a string label may itself hold ':'
+        try:
+            value = float(weight)
+        except ValueError:
+            value = None
+        if not sep or not label.strip() or value is None:
+            raise argparse.ArgumentTypeError(f"--class-weight must be 'balanced' or LABEL:WEIGHT pairs separated by "
+                                             f"commas (e.g. 1:2,3:0.5), got {text!r}")
+        pairs.append((label.strip(), value))
+    if not pairs:
+        raise argparse.ArgumentTypeError("--class-weight needs 'balanced' or at least one LABEL:WEIGHT")
+    return pairs
+
+
+def _store_class_weight(pairs, store_path):
+    """``--class-weight`` pairs as ``{class: weight}``, each label matched to a class of the store
+    (read as the store's label type: numbers for numeric labels, else strings)."""
+    if pairs is None or isinstance(pairs, str):
+        return pairs
+    from streamwww.io import open_store
+    from streamwww.labels import summarize_classes
+
+    classes = open_store(store_path).classes
+    numeric = classes.dtype.kind not in "US"
+    out = {}
+    for label, weight in pairs:
+        try:
+            key = float(label) if numeric else label
+        except ValueError:
+            raise ValueError(f"--class-weight: label {label!r} is not a number, and the classes of {store_path} "
+                             f"are numbers: {summarize_classes(classes)}") from None
+        match = [c for c in classes.tolist() if c == key]
+        if not match:
+            raise ValueError(f"--class-weight: {label!r} is not a class of {store_path} "
+                             f"(its classes: {summarize_classes(classes)})")
+        if match[0] in out:
+            raise ValueError(f"--class-weight: class {label!r} is given twice")
+        out[match[0]] = weight
+    return out
+
+
+def _model_labels(Cs, splits=None) -> list[str]:
+    """Epoch-line labels: ``C=...``, or for a cross-validation run's fold models ``fold s C=...``."""
+    if not splits:
+        return [f"C={float(c):g}" for c in Cs]
+    return [f"C={float(c):g}" if s < 0 else f"fold {s} C={float(c):g}" for c, s in zip(Cs, splits)]
+
+
 def register(sub) -> None:
     """Add this module's subcommands to the CLI's subparsers."""
     p = sub.add_parser("train", help="train WW-SVM(s) on a shard store, with checkpoints",
@@ -38,7 +94,8 @@ def register(sub) -> None:
     p.add_argument("store", help="shard store (from 'streamwww convert')")
     p.add_argument("--C", type=_C_list, default=[1.0], help="regularization, or a comma-separated list "
                    "(one model per value, all in the same passes); default 1")
-    p.add_argument("--checkpoint-dir", required=True, help="directory for beta and checkpoints")
+    p.add_argument("--checkpoint-dir", help="directory for beta and checkpoints (required, except on a cluster: "
+                   "--workers/--scheduler runs have no checkpoints yet)")
     p.add_argument("--model-out", required=True, help="model file (.npz); with several C values, one "
                    "file per value named <stem>-C<value>.npz")
     p.add_argument("--max-iter", type=int, default=1000, help="maximum epochs (default 1000)")
@@ -64,9 +121,27 @@ def register(sub) -> None:
                         f"(default {DEFAULTS['mix_shards']})")
     p.add_argument("--eval-every", type=int, default=DEFAULTS["eval_every"],
                    help=f"objectives every N epochs (default {DEFAULTS['eval_every']})")
+    p.add_argument("--cv", type=int, metavar="K", default=None,
+                   help="choose C among the --C values by K-fold cross-validation (stratified, seeded folds; "
+                        "all folds and C values train in the same passes); prints the best C and the table "
+                        "and writes the best C's model, trained on all rows, to --model-out")
+    p.add_argument("--class-weight", type=_class_weight_arg, default=None, metavar="balanced|LABEL:W,...",
+                   help="weight of each class's rows: 'balanced' (inverse class frequency, from the store's "
+                        "class counts) or LABEL:WEIGHT pairs, e.g. 1:2,3:0.5 (labels as in the data; other "
+                        "classes weigh 1)")
+    cluster = p.add_mutually_exclusive_group()
+    cluster.add_argument("--workers", type=int, metavar="N", default=None,
+                         help="train on a local Dask cluster of N single-threaded worker processes "
+                              "(CoCoA+ rounds with the exact local solver; no checkpoints yet)")
+    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                         help="train on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)")
+    p.add_argument("--partitions", type=int, metavar="K", default=None,
+                   help="row partitions (whole shards) of a cluster run (default: the number of workers); "
+                        "a model setting: the same K gives the same model on any cluster, K=1 the "
+                        "sequential run's")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout (per model: C, epochs, converged, primal, dual, "
-                        "rel_gap, seed, model file) and nothing else there")
+                        "rel_gap, seed, model file; with --cv the table) and nothing else there")
     p.set_defaults(func=run_train)
 
     p = sub.add_parser("resume", help="continue an interrupted training run",
@@ -178,9 +253,9 @@ def run_info(args, kind: str) -> int:
 class _Reporter:
     """Progress bar per epoch (on a terminal) and one line per evaluated epoch."""
 
-    def __init__(self, show_bar: bool, quiet: bool, max_iter: int, Cs=()):
+    def __init__(self, show_bar: bool, quiet: bool, max_iter: int, labels=()):
         self.show_bar, self.quiet, self.max_iter = show_bar, quiet, max_iter
-        self.Cs = [float(c) for c in Cs]  # model index -> its C, for the epoch lines
+        self.labels = list(labels)  # model index -> its name in the epoch lines ('C=0.1', 'fold 2 C=0.1')
         self.bar = None
         self.epoch = None
         self.t0 = time.perf_counter()
@@ -211,7 +286,7 @@ class _Reporter:
             self.epoch = None
         if not self.quiet:
             for m, P, D, R in zip(info["models"], info["primal"], info["dual"], info["rel_gap"]):
-                label = f"C={self.Cs[m]:g}" if m < len(self.Cs) else f"model {m}"
+                label = self.labels[m] if m < len(self.labels) else f"model {m}"
                 print(f"epoch {info['epoch']:4d}  {label}  primal {P:.8g}  dual {D:.8g}  "
                       f"rel. gap {R:.3e}  solver time {info['time']:.2f}s  {info['rows_per_s']:,.0f} rows/s",
                       file=sys.stderr, flush=True)
@@ -298,16 +373,40 @@ def run_train(args) -> int:
     import streamwww as sw
     from streamwww.api import model_paths
 
-    rep = _Reporter(args.show_progress, args.quiet, args.max_iter, args.C)
-    result = sw.train(args.store, C=args.C if len(args.C) > 1 else args.C[0], tol=args.tol,
-                      max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
-                      fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
-                      subproblem=args.subproblem, device=args.device, checkpoint_dir=args.checkpoint_dir,
-                      checkpoint_every=args.checkpoint_every, prefetch=args.prefetch,
-                      inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
-                      model_out=args.model_out,
-                      callback=rep.epoch_done, progress=rep.progress)
-    paths = model_paths(args.model_out, args.C, many=len(args.C) > 1)
+    on_cluster = args.workers is not None or args.scheduler is not None
+    if on_cluster:
+        unsupported = [flag for flag, given in (("--checkpoint-dir", args.checkpoint_dir is not None),
+                                                ("--cv", args.cv is not None)) if given]
+        if unsupported:
+            raise ValueError(f"{' and '.join(unsupported)} cannot be used with --workers/--scheduler yet "
+                             "(cluster runs have no checkpoints or cross-validation so far); leave it out")
+    else:
+        if args.checkpoint_dir is None:
+            raise ValueError("--checkpoint-dir is required (it holds beta and the checkpoints); only "
+                             "--workers/--scheduler runs go without")
+        if args.partitions is not None:
+            raise ValueError("--partitions applies to cluster runs only; add --workers N or --scheduler ADDRESS")
+    class_weight = _store_class_weight(args.class_weight, args.store)
+    C = args.C if len(args.C) > 1 or args.cv is not None else args.C[0]
+    labels = _model_labels(args.C)
+    if args.cv is not None:
+        splits = [s for s in range(max(args.cv, 0)) for _ in args.C] + [-1] * len(args.C)
+        labels = _model_labels([c for _ in range(max(args.cv, 0)) for c in args.C] + args.C, splits)
+    rep = _Reporter(args.show_progress, args.quiet, args.max_iter, labels=labels)
+    try:
+        result = sw.train(args.store, C=C, tol=args.tol,
+                          max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
+                          fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
+                          subproblem=args.subproblem, device=args.device, checkpoint_dir=args.checkpoint_dir,
+                          checkpoint_every=args.checkpoint_every, prefetch=args.prefetch,
+                          inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
+                          model_out=args.model_out, class_weight=class_weight, cv=args.cv,
+                          client=args.scheduler, workers=args.workers, partitions=args.partitions,
+                          callback=rep.epoch_done, progress=rep.progress)
+    except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
+        raise ValueError(f"{exc}; check --scheduler") from None
+    paths = [Path(args.model_out)] if args.cv is not None else model_paths(args.model_out, args.C,
+                                                                            many=len(args.C) > 1)
     _report_run(args, result, paths, "train")
     return 0
 
@@ -320,7 +419,7 @@ def run_resume(args) -> int:
     with CheckpointDir(args.checkpoint_dir, lock=False) as probe:
         run = probe.load_settings()
     rep = _Reporter(args.show_progress, args.quiet, args.max_iter or run["config"]["max_iter"],
-                    run["config"]["Cs"])
+                    labels=_model_labels(run["config"]["Cs"], run["config"].get("splits")))
     model_out = False if args.no_model else args.model_out
     result = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
                        callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter)
@@ -427,7 +526,7 @@ def run_demo(args) -> int:
               f"({time.perf_counter() - t:.1f} s)")
 
         ckpt, model_path = work / "checkpoints", work / "model.npz"
-        rep = _Reporter(args.show_progress, not args.verbose, 1000, [args.C])
+        rep = _Reporter(args.show_progress, not args.verbose, 1000, labels=_model_labels([args.C]))
         t = time.perf_counter()
         model = sw.train(train_store, C=args.C, random_state=args.seed, tol=1e-3, max_iter=1000,
                          checkpoint_dir=ckpt, model_out=model_path, callback=rep.epoch_done,

@@ -11,6 +11,9 @@ from streamwww.io import write_store
 
 from .conftest import make_classification
 
+# the runs are a few epochs long on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
@@ -198,3 +201,93 @@ def test_plot_without_matplotlib_names_the_extra(run, capsys, tmp_path, monkeypa
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and 'pip install "streamwww[plot]"' in err and "matplotlib" in err
     assert not (tmp_path / "p.png").exists()
+
+
+def test_train_cv_prints_best_C_and_the_table(run, capsys):
+    tmp, _, _ = run
+    capsys.readouterr()
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.01,1", "--cv", "3", "--checkpoint-dir", str(tmp / "ckcv"),
+               "--model-out", str(tmp / "cv.npz"), "--seed", "2", "--max-iter", "3"])
+    assert rc == 0
+    cap = capsys.readouterr()
+    assert "cross-validation, 3 folds: best C=" in cap.out
+    assert "fold 2 C=1" in cap.err  # epoch lines name the fold models
+    best = sw.load_model(tmp / "cv.npz")
+    assert f"best C={best.C:g}" in cap.out
+    assert main(["info", str(tmp / "ckcv"), "--json"]) == 0
+    info = _json_out(capsys)
+    assert info["run"]["cv"] == 3 and info["model_files"] == [str(tmp / "cv.npz")] and len(info["models"]) == 8
+
+    rc = main(["resume", str(tmp / "ckcv"), "--json", "-q"])
+    obj = _json_out(capsys)
+    assert rc == 0 and obj["cv"]["folds"] == 3 and obj["cv"]["best_C"] == best.C
+    assert [row["C"] for row in obj["cv"]["table"]] == [0.01, 1.0]
+    assert {row["rank"] for row in obj["cv"]["table"]} <= {1, 2}
+    assert obj["models"][0]["C"] == best.C and obj["model_paths"] == [str(tmp / "cv.npz")]
+
+
+def test_train_class_weight(run, capsys):
+    tmp, _, _ = run
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.5", "--class-weight", "1:2,5:0.5", "--checkpoint-dir",
+               str(tmp / "ckw"), "--model-out", str(tmp / "w.npz"), "--seed", "4", "--max-iter", "2", "-q"])
+    assert rc == 0
+    model = sw.load_model(tmp / "w.npz")
+    assert model.class_weight == {1.0: 2.0, 5.0: 0.5}
+    ref = sw.train(str(tmp / "train.zarr"), C=0.5, class_weight={1: 2.0, 5: 0.5}, random_state=4, max_iter=2)
+    assert ref.coef_.tobytes() == model.coef_.tobytes()
+    capsys.readouterr()
+
+    # labels are the store's: a number that is no class, a word for numeric classes
+    for bad, message in (("3:2", "'3' is not a class of"), ("a:2", "'a' is not a number")):
+        rc = main(["train", str(tmp / "train.zarr"), "--class-weight", bad, "--checkpoint-dir", str(tmp / "ckx"),
+                   "--model-out", str(tmp / "x.npz")])
+        err = capsys.readouterr().err
+        assert rc == 1 and message in err and "[1, 2, 5]" in err and err.count("\n") == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["train", str(tmp / "train.zarr"), "--class-weight", "1=2", "--checkpoint-dir", "c", "--model-out", "m"])
+    assert exc.value.code == 2 and "--class-weight must be 'balanced' or LABEL:WEIGHT" in capsys.readouterr().err
+
+
+def test_train_class_weight_string_labels(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    X, y = make_classification(rng, n=120, d=4, k=3, dtype=np.float32)
+    write_store(tmp_path / "s.zarr", X, np.array(["cat", "dog", "a:b"])[y], shard_rows=60)
+    rc = main(["train", str(tmp_path / "s.zarr"), "--class-weight", "dog:3,a:b:0.25", "--checkpoint-dir",
+               str(tmp_path / "ck"), "--model-out", str(tmp_path / "m.npz"), "--max-iter", "2", "-q"])
+    assert rc == 0
+    assert sw.load_model(tmp_path / "m.npz").class_weight == {"dog": 3.0, "a:b": 0.25}
+    assert main(["train", str(tmp_path / "s.zarr"), "--class-weight", "balanced", "--checkpoint-dir",
+                 str(tmp_path / "ck2"), "--model-out", str(tmp_path / "b.npz"), "--max-iter", "2", "-q"]) == 0
+    assert sw.load_model(tmp_path / "b.npz").class_weight == "balanced"
+
+
+def test_train_cluster_flags_reach_the_api(run, capsys, monkeypatch):
+    tmp, _, _ = run
+    seen = {}
+
+    def fake_train(store, **kw):
+        seen.update(kw)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(sw, "train", fake_train)
+    capsys.readouterr()
+    rc = main(["train", str(tmp / "train.zarr"), "--workers", "3", "--partitions", "6", "--model-out", "m.npz"])
+    assert rc == 1 and "stop here" in capsys.readouterr().err
+    assert seen["workers"] == 3 and seen["partitions"] == 6 and seen["client"] is None
+    assert seen["checkpoint_dir"] is None and seen["cv"] is None
+    seen.clear()
+    main(["train", str(tmp / "train.zarr"), "--scheduler", "tcp://127.0.0.1:1", "--model-out", "m.npz"])
+    assert seen["client"] == "tcp://127.0.0.1:1" and seen["workers"] is None and seen["partitions"] is None
+    capsys.readouterr()
+    # what a cluster run cannot do, and what only it can, are one-line errors before any work
+    for argv, message in ((["--workers", "2", "--checkpoint-dir", "c"], "--checkpoint-dir cannot be used with"),
+                          (["--workers", "2", "--cv", "3"], "--cv cannot be used with"),
+                          (["--partitions", "2", "--checkpoint-dir", "c"], "--partitions applies to cluster runs"),
+                          ([], "--checkpoint-dir is required")):
+        seen.clear()
+        rc = main(["train", str(tmp / "train.zarr"), "--model-out", "m.npz", *argv])
+        err = capsys.readouterr().err
+        assert rc == 1 and message in err and not seen
+    with pytest.raises(SystemExit):
+        main(["train", str(tmp / "train.zarr"), "--workers", "2", "--scheduler", "x", "--model-out", "m"])
+    assert "not allowed with argument" in capsys.readouterr().err
