@@ -532,12 +532,16 @@ def run_demo(args) -> int:
                          checkpoint_dir=ckpt, model_out=model_path, callback=rep.epoch_done,
                          progress=rep.progress)
         h = model.history_[-1]
-        print(f"3. train (streamed, checkpoints in {ckpt.name}/): {model.n_iter_} epochs in "
+        where = (f"checkpoints in {ckpt}" if args.workdir else
+                 "checkpoints in a temporary directory, removed at exit")
+        print(f"3. train (streamed, {where}): {model.n_iter_} epochs in "
               f"{time.perf_counter() - t:.1f} s, relative duality gap {h['rel_gap']:.2e}")
 
         res = evaluate(sw.load_model(model_path), test_store)
         print(f"4. evaluate: test accuracy {100 * res['accuracy']:.2f} % on {res['n_rows']} rows")
-        print(f"done in {time.perf_counter() - t_all:.1f} s" + (f"; files in {work}" if args.workdir else ""))
+        print(f"done in {time.perf_counter() - t_all:.1f} s" + (
+            f"; the data, checkpoints and model are in {work}" if args.workdir else
+            "; its files are in a temporary directory, removed at exit (--workdir DIR keeps them)"))
     finally:
         if tmp is not None:
             tmp.cleanup()

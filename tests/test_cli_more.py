@@ -291,3 +291,21 @@ def test_train_cluster_flags_reach_the_api(run, capsys, monkeypatch):
     with pytest.raises(SystemExit):
         main(["train", str(tmp / "train.zarr"), "--workers", "2", "--scheduler", "x", "--model-out", "m"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_demo_names_no_file_that_is_gone(tmp_path, capsys):
+    import re
+    from pathlib import Path
+
+    small = ["--rows", "600", "--test-rows", "200", "--features", "20", "--nnz-per-row", "5", "--classes", "3",
+             "--shard-rows", "300"]
+    assert main(["demo", *small]) == 0
+    out = capsys.readouterr().out
+    assert "checkpoints in a temporary directory, removed at exit" in out and "--workdir DIR keeps them" in out
+    assert "checkpoints/" not in out and not re.search(r"(^|\s)/\S+", out)  # no path is named
+
+    assert main(["demo", *small, "--workdir", str(tmp_path / "w")]) == 0
+    out = capsys.readouterr().out
+    named = [Path(p.rstrip(":;,)")) for p in re.findall(r"(/\S+)", out)]
+    assert named and all(p.exists() for p in named)
+    assert (tmp_path / "w" / "checkpoints" / "manifest.json").exists() and (tmp_path / "w" / "model.npz").exists()
