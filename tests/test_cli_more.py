@@ -309,3 +309,28 @@ def test_demo_names_no_file_that_is_gone(tmp_path, capsys):
     named = [Path(p.rstrip(":;,)")) for p in re.findall(r"(/\S+)", out)]
     assert named and all(p.exists() for p in named)
     assert (tmp_path / "w" / "checkpoints" / "manifest.json").exists() and (tmp_path / "w" / "model.npz").exists()
+
+
+def test_every_option_has_a_help_text():
+    import argparse
+
+    from streamwww.cli import build_parser
+
+    missing, seen = [], 0
+
+    def walk(parser, name):
+        nonlocal seen
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    walk(subparser, f"{name} {sub}")
+                continue
+            seen += 1
+            if not (action.help and action.help.strip()) or action.help == argparse.SUPPRESS:
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "streamwww")
+    assert seen > 60  # every subcommand was walked
+    assert not missing, "options without a help text: " + ", ".join(missing)

@@ -72,12 +72,12 @@ def register(subparsers) -> None:
         description="Write a synthetic LIBSVM file whose classes a linear model can learn "
                     "(class prototypes on class-dependent sparse support, plus noise).")
     p.add_argument("output", metavar="OUTPUT", help="file to write (.gz/.bz2/.xz compress)")
-    p.add_argument("--rows", type=int, required=True, metavar="N")
-    p.add_argument("--features", type=int, required=True, metavar="D")
+    p.add_argument("--rows", type=int, required=True, metavar="N", help="rows (lines) to write")
+    p.add_argument("--features", type=int, required=True, metavar="D", help="number of features")
     p.add_argument("--nnz-per-row", type=int, required=True, metavar="Z",
                    help="values per row (dense when equal to --features)")
-    p.add_argument("--classes", type=int, required=True, metavar="K")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--classes", type=int, required=True, metavar="K", help="number of classes")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     p.add_argument("--noise", type=float, default=0.5, help="noise level (default 0.5)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     p.set_defaults(func=_make_data)
