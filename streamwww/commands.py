@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
@@ -340,8 +339,7 @@ def _print_cv(cv: dict) -> None:
           f"(mean held-out accuracy {100 * cv['best_score']:.2f} %)")
     print(f"{'C':>12} {'mean acc. %':>12} {'std %':>8} {'rank':>5}")
     for row in cv["table"]:
-        mean = row["mean_test_score"]
-        print(f"{row['C']:>12g} {100 * mean if mean == mean else float('nan'):>12.2f} "
+        print(f"{row['C']:>12g} {100 * row['mean_test_score']:>12.2f} "
               f"{100 * row['std_test_score']:>8.2f} {row['rank']:>5d}")
 
 

@@ -334,3 +334,15 @@ def test_every_option_has_a_help_text():
     walk(build_parser(), "streamwww")
     assert seen > 60  # every subcommand was walked
     assert not missing, "options without a help text: " + ", ".join(missing)
+
+
+def test_info_store_json_verify(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    X, y = make_classification(rng, n=60, d=4, k=3, dtype=np.float32)
+    store = write_store(tmp_path / "s.zarr", X, y, shard_rows=30)
+    assert main(["info", str(store.path), "--json", "--verify"]) == 0
+    assert _json_out(capsys)["n_rows"] == 60
+    (store.path / "shard-00001" / "y" / "c" / "0").unlink()
+    assert main(["info", str(store.path), "--json", "--verify"]) == 1
+    cap = capsys.readouterr()
+    assert cap.out == "" and "shard 1" in cap.err and cap.err.count("\n") == 1

@@ -172,6 +172,8 @@ def _info(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     meta = store.metadata
     if args.json:
+        if args.verify:  # a damaged shard raises ChecksumError: the one-line error, no JSON
+            store.verify()
         print(json.dumps(meta, indent=1))
         return 0
     cells = store.n_rows * store.n_features
