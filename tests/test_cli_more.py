@@ -346,3 +346,15 @@ def test_info_store_json_verify(tmp_path, capsys):
     assert main(["info", str(store.path), "--json", "--verify"]) == 1
     cap = capsys.readouterr()
     assert cap.out == "" and "shard 1" in cap.err and cap.err.count("\n") == 1
+
+
+def test_train_on_a_local_cluster(run, capsys):
+    pytest.importorskip("distributed")
+    tmp, _, _ = run
+    capsys.readouterr()
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.1", "--workers", "1", "--partitions", "1", "--seed", "3",
+               "--max-iter", "2", "--model-out", str(tmp / "cl.npz"), "--json", "-q"])
+    assert rc == 0
+    obj = _json_out(capsys)
+    assert obj["checkpoint_dir"] is None and obj["models"][0]["epochs"] == 2
+    assert obj["models"][0]["seed"] == 3 and sw.load_model(tmp / "cl.npz").n_iter_ == 2
