@@ -252,9 +252,10 @@ def run_info(args, kind: str) -> int:
 class _Reporter:
     """Progress bar per epoch (on a terminal) and one line per evaluated epoch."""
 
-    def __init__(self, show_bar: bool, quiet: bool, max_iter: int, labels=()):
+    def __init__(self, show_bar: bool, quiet: bool, max_iter: int, Cs=(), labels=None):
         self.show_bar, self.quiet, self.max_iter = show_bar, quiet, max_iter
-        self.labels = list(labels)  # model index -> its name in the epoch lines ('C=0.1', 'fold 2 C=0.1')
+        # model index -> its name in the epoch lines ('C=0.1', 'fold 2 C=0.1')
+        self.labels = list(labels) if labels is not None else _model_labels(Cs)
         self.bar = None
         self.epoch = None
         self.t0 = time.perf_counter()
