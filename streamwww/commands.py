@@ -7,6 +7,7 @@ This module owns the progress bars and the per-epoch lines; the library only log
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -27,6 +28,62 @@ def _C_list(text: str) -> list[float]:
     return values
 
 
+def _class_weight_arg(text: str):
+    """``balanced``, or ``LABEL:W,LABEL:W`` as ``[(label text, weight)]`` (labels matched to the store's later)."""
+    if text.strip() == "balanced":
+        return "balanced"
+    pairs = []
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        label, sep, weight = item.rpartition(":")  # a string label may itself hold ':'
+        try:
+            value = float(weight)
+        except ValueError:
+            value = None
+        if not sep or not label.strip() or value is None:
+            raise argparse.ArgumentTypeError(f"--class-weight must be 'balanced' or LABEL:WEIGHT pairs separated by "
+                                             f"commas (e.g. 1:2,3:0.5), got {text!r}")
+        pairs.append((label.strip(), value))
+    if not pairs:
+        raise argparse.ArgumentTypeError("--class-weight needs 'balanced' or at least one LABEL:WEIGHT")
+    return pairs
+
+
+def _store_class_weight(pairs, store_path):
+    """``--class-weight`` pairs as ``{class: weight}``, each label matched to a class of the store
+    (read as the store's label type: numbers for numeric labels, else strings)."""
+    if pairs is None or isinstance(pairs, str):
+        return pairs
+    from streamwww.io import open_store
+    from streamwww.labels import summarize_classes
+
+    classes = open_store(store_path).classes
+    numeric = classes.dtype.kind not in "US"
+    out = {}
+    for label, weight in pairs:
+        try:
+            key = float(label) if numeric else label
+        except ValueError:
+            raise ValueError(f"--class-weight: label {label!r} is not a number, and the classes of {store_path} "
+                             f"are numbers: {summarize_classes(classes)}") from None
+        match = [c for c in classes.tolist() if c == key]
+        if not match:
+            raise ValueError(f"--class-weight: {label!r} is not a class of {store_path} "
+                             f"(its classes: {summarize_classes(classes)})")
+        if match[0] in out:
+            raise ValueError(f"--class-weight: class {label!r} is given twice")
+        out[match[0]] = weight
+    return out
+
+
+def _model_labels(Cs, splits=None) -> list[str]:
+    """Epoch-line labels: ``C=...``, or for a cross-validation run's fold models ``fold s C=...``."""
+    if not splits:
+        return [f"C={float(c):g}" for c in Cs]
+    return [f"C={float(c):g}" if s < 0 else f"fold {s} C={float(c):g}" for c, s in zip(Cs, splits)]
+
+
 def register(sub) -> None:
     """Add this module's subcommands to the CLI's subparsers."""
     p = sub.add_parser("train", help="train WW-SVM(s) on a shard store, with checkpoints",
@@ -36,7 +93,8 @@ def register(sub) -> None:
     p.add_argument("store", help="shard store (from 'streamwww convert')")
     p.add_argument("--C", type=_C_list, default=[1.0], help="regularization, or a comma-separated list "
                    "(one model per value, all in the same passes); default 1")
-    p.add_argument("--checkpoint-dir", required=True, help="directory for beta and checkpoints")
+    p.add_argument("--checkpoint-dir", help="directory for beta and checkpoints (required, except on a cluster: "
+                   "--workers/--scheduler runs have no checkpoints yet)")
     p.add_argument("--model-out", required=True, help="model file (.npz); with several C values, one "
                    "file per value named <stem>-C<value>.npz")
     p.add_argument("--max-iter", type=int, default=1000, help="maximum epochs (default 1000)")
@@ -62,16 +120,39 @@ def register(sub) -> None:
                         f"(default {DEFAULTS['mix_shards']})")
     p.add_argument("--eval-every", type=int, default=DEFAULTS["eval_every"],
                    help=f"objectives every N epochs (default {DEFAULTS['eval_every']})")
+    p.add_argument("--cv", type=int, metavar="K", default=None,
+                   help="choose C among the --C values by K-fold cross-validation (stratified, seeded folds; "
+                        "all folds and C values train in the same passes); prints the best C and the table "
+                        "and writes the best C's model, trained on all rows, to --model-out")
+    p.add_argument("--class-weight", type=_class_weight_arg, default=None, metavar="balanced|LABEL:W,...",
+                   help="weight of each class's rows: 'balanced' (inverse class frequency, from the store's "
+                        "class counts) or LABEL:WEIGHT pairs, e.g. 1:2,3:0.5 (labels as in the data; other "
+                        "classes weigh 1)")
+    cluster = p.add_mutually_exclusive_group()
+    cluster.add_argument("--workers", type=int, metavar="N", default=None,
+                         help="train on a local Dask cluster of N single-threaded worker processes "
+                              "(CoCoA+ rounds with the exact local solver; no checkpoints yet)")
+    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                         help="train on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)")
+    p.add_argument("--partitions", type=int, metavar="K", default=None,
+                   help="row partitions (whole shards) of a cluster run (default: the number of workers); "
+                        "a model setting: the same K gives the same model on any cluster, K=1 the "
+                        "sequential run's")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout (per model: C, epochs, converged, primal, dual, "
+                        "rel_gap, seed, model file; with --cv the table) and nothing else there")
     p.set_defaults(func=run_train)
 
     p = sub.add_parser("resume", help="continue an interrupted training run",
                        description="Continue the run in DIR with its recorded data and settings; it ends "
                                    "with the model the uninterrupted run gives.")
-    p.add_argument("checkpoint_dir", metavar="DIR")
+    p.add_argument("checkpoint_dir", metavar="DIR", help="checkpoint directory of the run ('train --checkpoint-dir')")
     p.add_argument("--model-out", help="model file (.npz) to write (default: the file(s) train was given)")
     p.add_argument("--no-model", action="store_true", help="write no model file")
     p.add_argument("--store", help="the data store, if it moved (its fingerprint must match)")
     p.add_argument("--max-iter", type=int, default=None, help="a new epoch limit")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout (as 'train --json') and nothing else there")
     p.set_defaults(func=run_resume)
 
     p = sub.add_parser("predict", help="predict labels for a store or a LIBSVM file")
@@ -86,6 +167,9 @@ def register(sub) -> None:
     p.add_argument("test", help="test store (convert it with --like TRAIN_STORE) or LIBSVM file")
     p.add_argument("--confusion", action="store_true", help="also print the confusion matrix")
     p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object on stdout: accuracy, n_correct, n_rows (and labels and "
+                        "confusion with --confusion)")
     p.set_defaults(func=run_evaluate)
 
     p = sub.add_parser("demo", help="the whole path on generated data (no data of yours needed)",
@@ -102,13 +186,76 @@ def register(sub) -> None:
     p.add_argument("--workdir", help="keep the files here (default: a temporary directory)")
     p.set_defaults(func=run_demo)
 
+    p = sub.add_parser("plot", help="plot the relative duality gap of a run or a model",
+                       description="Draw the relative duality gap against epochs and against solver time "
+                                   "(two panels, log scale, one line per C) from a checkpoint directory "
+                                   "(every model of the run, as far as it got) or a model file. Needs "
+                                   'matplotlib: pip install "streamwww[plot]".')
+    p.add_argument("source", metavar="CHECKPOINT_DIR|MODEL",
+                   help="checkpoint directory ('train --checkpoint-dir') or model file (.npz)")
+    p.add_argument("--output", "-o", metavar="FILE",
+                   help="image to write; the suffix picks the format: .png, .pdf, .svg "
+                        "(default: <name>-gap.png in the current directory)")
+    p.set_defaults(func=run_plot)
+
+    # `info` (registered by streamwww.io.commands) reads stores; models and checkpoints
+    # are read here, above the io layer.
+    info = sub.choices.get("info")
+    if info is not None:
+        info.set_defaults(describe_run=run_info)
+
+
+def run_plot(args) -> int:
+    from streamwww import runinfo
+    from streamwww.plotting import MissingMatplotlib, plot_gaps
+
+    source = Path(args.source)
+    if not source.exists():
+        raise FileNotFoundError(f"{source} does not exist")
+    if source.is_dir() and not ((source / runinfo.LATEST).is_file() or (source / runinfo.PREVIOUS).is_file()):
+        raise ValueError(f"{source}: not a checkpoint directory (no {runinfo.LATEST}); give a checkpoint "
+                         "directory or a model file (.npz)")
+    output = Path(args.output) if args.output else Path(f"{source.resolve().stem or 'run'}-gap.png")
+    series, title = runinfo.gap_histories(source)
+    try:
+        plot_gaps(series, output, title=title)
+    except MissingMatplotlib as exc:
+        print(f"streamwww plot: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"gap plot of {len(series)} model(s) written to {output}")
+    return 0
+
+
+def run_info(args, kind: str) -> int:
+    """``streamwww info`` of a model file or a checkpoint directory."""
+    from streamwww import runinfo
+
+    if kind == "model":
+        info = runinfo.describe_model(args.store)
+        lines = runinfo.format_model(info)
+    else:
+        info = runinfo.describe_checkpoint(args.store, verify=args.verify)
+        lines = runinfo.format_checkpoint(info)
+    if args.json:
+        _print_json(info)
+    else:
+        print("\n".join(lines))
+    if kind == "checkpoint" and not info["health"]["ok"]:
+        err = info["health"]["latest"].get("error", "no manifest.json")
+        fallback = (f"; a resume falls back to {info['health']['resumes_from']}" if info["health"]["resumes_from"]
+                    else "; no intact commit is left: train again with a new --checkpoint-dir")
+        print(f"streamwww info: the latest checkpoint in {args.store} is damaged ({err}){fallback}", file=sys.stderr)
+        return 1
+    return 0
+
 
 class _Reporter:
     """Progress bar per epoch (on a terminal) and one line per evaluated epoch."""
 
-    def __init__(self, show_bar: bool, quiet: bool, max_iter: int, Cs=()):
+    def __init__(self, show_bar: bool, quiet: bool, max_iter: int, Cs=(), labels=None):
         self.show_bar, self.quiet, self.max_iter = show_bar, quiet, max_iter
-        self.Cs = [float(c) for c in Cs]  # model index -> its C, for the epoch lines
+        # model index -> its name in the epoch lines ('C=0.1', 'fold 2 C=0.1')
+        self.labels = list(labels) if labels is not None else _model_labels(Cs)
         self.bar = None
         self.epoch = None
         self.t0 = time.perf_counter()
@@ -139,38 +286,127 @@ class _Reporter:
             self.epoch = None
         if not self.quiet:
             for m, P, D, R in zip(info["models"], info["primal"], info["dual"], info["rel_gap"]):
-                label = f"C={self.Cs[m]:g}" if m < len(self.Cs) else f"model {m}"
+                label = self.labels[m] if m < len(self.labels) else f"model {m}"
                 print(f"epoch {info['epoch']:4d}  {label}  primal {P:.8g}  dual {D:.8g}  "
                       f"rel. gap {R:.3e}  solver time {info['time']:.2f}s  {info['rows_per_s']:,.0f} rows/s",
                       file=sys.stderr, flush=True)
         return False
 
 
+def _models(result) -> list:
+    """The trained models of a ``train``/``resume`` result: a list, one model, or a CV fit's best."""
+    if isinstance(result, list):
+        return result
+    best = getattr(result, "best_estimator_", None)
+    return [best if best is not None else result]
+
+
 def _summary(models) -> None:
-    models = models if isinstance(models, list) else [models]
-    for m in models:
+    for m in _models(models):
         h = m.history_[-1]
         state = "converged" if m.converged_ else "not converged"
         print(f"C={m.C:g}: {m.n_iter_} epochs, {state}, primal {h['primal']:.8g}, dual {h['dual']:.8g}, "
               f"relative gap {h['rel_gap']:.3e}")
 
 
+def _print_json(obj) -> None:
+    from streamwww.runinfo import plain
+
+    print(json.dumps(plain(obj), indent=1, allow_nan=False))
+
+
+def _model_record(m, path) -> dict:
+    h = m.history_[-1] if m.history_ else {}
+    return {"C": float(m.C), "epochs": int(m.n_iter_), "converged": bool(m.converged_),
+            "primal": h.get("primal"), "dual": h.get("dual"), "rel_gap": h.get("rel_gap"),
+            "seed": int(m.seed_), "model": None if path is None else str(path)}
+
+
+def _cv_record(result) -> dict | None:
+    """The cross-validation table of a :class:`~streamwww.WWClassifierCV` fit (None for a plain one)."""
+    res = getattr(result, "cv_results_", None)
+    if res is None:
+        return None
+    Cs = [float(p["C"]) for p in res["params"]]
+    table = [{"C": c, "mean_test_score": float(res["mean_test_score"][i]),
+              "std_test_score": float(res["std_test_score"][i]), "rank": int(res["rank_test_score"][i])}
+             for i, c in enumerate(Cs)]
+    return {"folds": int(result.n_splits_), "best_C": float(result.best_C_),
+            "best_score": float(result.best_score_), "table": table}
+
+
+def _print_cv(cv: dict) -> None:
+    print(f"cross-validation, {cv['folds']} folds: best C={cv['best_C']:g} "
+          f"(mean held-out accuracy {100 * cv['best_score']:.2f} %)")
+    print(f"{'C':>12} {'mean acc. %':>12} {'std %':>8} {'rank':>5}")
+    for row in cv["table"]:
+        print(f"{row['C']:>12g} {100 * row['mean_test_score']:>12.2f} "
+              f"{100 * row['std_test_score']:>8.2f} {row['rank']:>5d}")
+
+
+def _report_run(args, result, paths, command: str) -> None:
+    """The end of ``train``/``resume``: human lines, or with ``--json`` one JSON object."""
+    models = _models(result)
+    cv = _cv_record(result)
+    if getattr(args, "json", False):
+        paths_by_model = paths if len(paths) == len(models) else [paths[0] if paths else None] * len(models)
+        obj = {"command": command, "checkpoint_dir": getattr(args, "checkpoint_dir", None),
+               "seed": int(models[0].seed_),
+               "models": [_model_record(m, p) for m, p in zip(models, paths_by_model)],
+               "model_paths": [str(p) for p in paths]}
+        if cv is not None:
+            obj["cv"] = cv
+        _print_json(obj)
+        return
+    if cv is not None:
+        _print_cv(cv)
+    _summary(models)
+    if paths:
+        print(f"seed {models[0].seed_}; model written to " + ", ".join(map(str, paths)))
+    elif command == "resume":
+        print("no model file written" + ("" if args.no_model else " (train was given no --model-out; "
+                                         "pass --model-out)"))
+
+
 def run_train(args) -> int:
     import streamwww as sw
     from streamwww.api import model_paths
 
-    rep = _Reporter(args.show_progress, args.quiet, args.max_iter, args.C)
-    models = sw.train(args.store, C=args.C if len(args.C) > 1 else args.C[0], tol=args.tol,
-                      max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
-                      fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
-                      subproblem=args.subproblem, device=args.device, checkpoint_dir=args.checkpoint_dir,
-                      checkpoint_every=args.checkpoint_every, prefetch=args.prefetch,
-                      inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
-                      model_out=args.model_out,
-                      callback=rep.epoch_done, progress=rep.progress)
-    _summary(models)
-    paths = model_paths(args.model_out, args.C, many=len(args.C) > 1)
-    print(f"seed {_first(models).seed_}; model written to " + ", ".join(map(str, paths)))
+    on_cluster = args.workers is not None or args.scheduler is not None
+    if on_cluster:
+        unsupported = [flag for flag, given in (("--checkpoint-dir", args.checkpoint_dir is not None),
+                                                ("--cv", args.cv is not None)) if given]
+        if unsupported:
+            raise ValueError(f"{' and '.join(unsupported)} cannot be used with --workers/--scheduler yet "
+                             "(cluster runs have no checkpoints or cross-validation so far); leave it out")
+    else:
+        if args.checkpoint_dir is None:
+            raise ValueError("--checkpoint-dir is required (it holds beta and the checkpoints); only "
+                             "--workers/--scheduler runs go without")
+        if args.partitions is not None:
+            raise ValueError("--partitions applies to cluster runs only; add --workers N or --scheduler ADDRESS")
+    class_weight = _store_class_weight(args.class_weight, args.store)
+    C = args.C if len(args.C) > 1 or args.cv is not None else args.C[0]
+    labels = _model_labels(args.C)
+    if args.cv is not None:
+        splits = [s for s in range(max(args.cv, 0)) for _ in args.C] + [-1] * len(args.C)
+        labels = _model_labels([c for _ in range(max(args.cv, 0)) for c in args.C] + args.C, splits)
+    rep = _Reporter(args.show_progress, args.quiet, args.max_iter, labels=labels)
+    try:
+        result = sw.train(args.store, C=C, tol=args.tol,
+                          max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
+                          fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
+                          subproblem=args.subproblem, device=args.device, checkpoint_dir=args.checkpoint_dir,
+                          checkpoint_every=args.checkpoint_every, prefetch=args.prefetch,
+                          inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
+                          model_out=args.model_out, class_weight=class_weight, cv=args.cv,
+                          client=args.scheduler, workers=args.workers, partitions=args.partitions,
+                          callback=rep.epoch_done, progress=rep.progress)
+    except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
+        raise ValueError(f"{exc}; check --scheduler") from None
+    paths = [Path(args.model_out)] if args.cv is not None else model_paths(args.model_out, args.C,
+                                                                            many=len(args.C) > 1)
+    _report_run(args, result, paths, "train")
     return 0
 
 
@@ -182,24 +418,20 @@ def run_resume(args) -> int:
     with CheckpointDir(args.checkpoint_dir, lock=False) as probe:
         run = probe.load_settings()
     rep = _Reporter(args.show_progress, args.quiet, args.max_iter or run["config"]["max_iter"],
-                    run["config"]["Cs"])
+                    labels=_model_labels(run["config"]["Cs"], run["config"].get("splits")))
     model_out = False if args.no_model else args.model_out
-    models = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
+    result = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
                        callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter)
-    _summary(models)
     out = None if model_out is False else (model_out or run["run"].get("model_out"))
+    paths = []
     if out:
-        Cs = run["config"]["Cs"]
-        paths = model_paths(out, Cs, many=run["run"].get("C_is_list", len(Cs) > 1))
-        print("model written to " + ", ".join(map(str, paths)))
-    else:
-        print("no model file written" + ("" if args.no_model else " (train was given no --model-out; "
-                                         "pass --model-out)"))
+        if run["run"].get("cv"):  # a cross-validation run writes its best model only
+            paths = [Path(out)]
+        else:
+            Cs = run["config"]["Cs"]
+            paths = model_paths(out, Cs, many=run["run"].get("C_is_list", len(Cs) > 1))
+    _report_run(args, result, paths, "resume")
     return 0
-
-
-def _first(models):
-    return models[0] if isinstance(models, list) else models
 
 
 def run_predict(args) -> int:
@@ -233,6 +465,17 @@ def run_evaluate(args) -> int:
 
     model = sw.load_model(args.model)
     res = evaluate(model, args.test, confusion=args.confusion, zero_based=args.zero_based)
+    if args.json:
+        from streamwww.runinfo import json_label
+
+        obj = {"accuracy": res["accuracy"], "n_correct": res["n_correct"], "n_rows": res["n_rows"]}
+        if args.confusion:
+            # rows: true labels in `labels` order, then a row for labels the model never saw
+            obj["labels"] = [json_label(c) for c in res["labels"]]
+            obj["confusion"] = res["confusion"][:-1]
+            obj["confusion_unknown_true"] = res["confusion"][-1]
+        _print_json(obj)
+        return 0
     print(f"accuracy: {100 * res['accuracy']:.2f} % ({res['n_correct']} of {res['n_rows']} rows)")
     if args.confusion:
         labels = [_fmt_label(c) for c in res["labels"]]
@@ -282,18 +525,22 @@ def run_demo(args) -> int:
               f"({time.perf_counter() - t:.1f} s)")
 
         ckpt, model_path = work / "checkpoints", work / "model.npz"
-        rep = _Reporter(args.show_progress, not args.verbose, 1000, [args.C])
+        rep = _Reporter(args.show_progress, not args.verbose, 1000, labels=_model_labels([args.C]))
         t = time.perf_counter()
         model = sw.train(train_store, C=args.C, random_state=args.seed, tol=1e-3, max_iter=1000,
                          checkpoint_dir=ckpt, model_out=model_path, callback=rep.epoch_done,
                          progress=rep.progress)
         h = model.history_[-1]
-        print(f"3. train (streamed, checkpoints in {ckpt.name}/): {model.n_iter_} epochs in "
+        where = (f"checkpoints in {ckpt}" if args.workdir else
+                 "checkpoints in a temporary directory, removed at exit")
+        print(f"3. train (streamed, {where}): {model.n_iter_} epochs in "
               f"{time.perf_counter() - t:.1f} s, relative duality gap {h['rel_gap']:.2e}")
 
         res = evaluate(sw.load_model(model_path), test_store)
         print(f"4. evaluate: test accuracy {100 * res['accuracy']:.2f} % on {res['n_rows']} rows")
-        print(f"done in {time.perf_counter() - t_all:.1f} s" + (f"; files in {work}" if args.workdir else ""))
+        print(f"done in {time.perf_counter() - t_all:.1f} s" + (
+            f"; the data, checkpoints and model are in {work}" if args.workdir else
+            "; its files are in a temporary directory, removed at exit (--workdir DIR keeps them)"))
     finally:
         if tmp is not None:
             tmp.cleanup()

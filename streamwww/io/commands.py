@@ -6,7 +6,9 @@ import argparse
 import json
 import logging
 import time
+from pathlib import Path
 
+from streamwww.io._format import MARKER
 from streamwww.io._progress import ProgressEvent
 
 logger = logging.getLogger(__name__)
@@ -47,16 +49,22 @@ def register(subparsers) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     p.set_defaults(func=_convert)
 
-    p = subparsers.add_parser("info", help="print a store's metadata and shards",
-                              description="Print a shard store's metadata and a per-shard "
-                                          "summary.")
-    p.add_argument("store", metavar="STORE")
-    p.add_argument("--json", action="store_true", help="print the whole metadata as JSON")
+    p = subparsers.add_parser("info", help="describe a shard store, a model file or a checkpoint directory",
+                              description="Print a shard store's metadata and a per-shard summary; a "
+                                          "model file's classes, settings and final duality gap; or a "
+                                          "checkpoint directory's run (settings, C values, position, each "
+                                          "model's gap) and health (do the latest and the previous commit "
+                                          "verify).")
+    p.add_argument("store", metavar="PATH",
+                   help="shard store directory, model file (.npz) or checkpoint directory")
+    p.add_argument("--json", action="store_true",
+                   help="print it as one JSON object (a store: its whole metadata)")
     p.add_argument("--max-shards", type=int, default=50, metavar="N",
-                   help="list at most N shards (default 50; 0 for all)")
+                   help="list at most N shards of a store (default 50; 0 for all)")
     p.add_argument("--verify", action="store_true",
-                   help="also read every shard and check it against its recorded checksums "
-                        "(exit status 1 and the damaged file named if one does not match)")
+                   help="a store: also read every shard and check it against its recorded checksums "
+                        "(exit status 1 and the damaged file named if one does not match); a checkpoint: "
+                        "also read every beta version the kept commits name and check their sums")
     p.set_defaults(func=_info)
 
     p = subparsers.add_parser(
@@ -64,12 +72,12 @@ def register(subparsers) -> None:
         description="Write a synthetic LIBSVM file whose classes a linear model can learn "
                     "(class prototypes on class-dependent sparse support, plus noise).")
     p.add_argument("output", metavar="OUTPUT", help="file to write (.gz/.bz2/.xz compress)")
-    p.add_argument("--rows", type=int, required=True, metavar="N")
-    p.add_argument("--features", type=int, required=True, metavar="D")
+    p.add_argument("--rows", type=int, required=True, metavar="N", help="rows (lines) to write")
+    p.add_argument("--features", type=int, required=True, metavar="D", help="number of features")
     p.add_argument("--nnz-per-row", type=int, required=True, metavar="Z",
                    help="values per row (dense when equal to --features)")
-    p.add_argument("--classes", type=int, required=True, metavar="K")
-    p.add_argument("--seed", type=int, default=0, metavar="S")
+    p.add_argument("--classes", type=int, required=True, metavar="K", help="number of classes")
+    p.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (default 0)")
     p.add_argument("--noise", type=float, default=0.5, help="noise level (default 0.5)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
     p.set_defaults(func=_make_data)
@@ -135,12 +143,37 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _what_is(path: Path) -> str:
+    """'store', 'checkpoint' or 'model' by what ``path`` holds; a one-line error if none."""
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    if path.is_dir():
+        if (path / MARKER).is_file():
+            return "store"
+        if (path / "manifest.json").is_file() or (path / "manifest.prev.json").is_file():
+            return "checkpoint"
+    elif path.suffix == ".npz":
+        return "model"
+    raise ValueError(f"{path}: not a shard store (no {MARKER}; an interrupted conversion leaves none), "
+                     f"a checkpoint directory (no manifest.json) or a model file (.npz); give one of those")
+
+
 def _info(args: argparse.Namespace) -> int:
     from streamwww.io.store import format_label, open_store, summarize_classes
 
+    kind = _what_is(Path(args.store))
+    if kind != "store":
+        # Models and checkpoints belong to the layers above io: the training CLI
+        # (streamwww.commands) registers their reader on this parser.
+        describe = getattr(args, "describe_run", None)
+        if describe is None:
+            raise ValueError(f"{args.store}: a {kind}; this CLI reads only shard stores")
+        return describe(args, kind)
     store = open_store(args.store)
     meta = store.metadata
     if args.json:
+        if args.verify:  # a damaged shard raises ChecksumError: the one-line error, no JSON
+            store.verify()
         print(json.dumps(meta, indent=1))
         return 0
     cells = store.n_rows * store.n_features

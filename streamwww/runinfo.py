@@ -1,0 +1,296 @@
+"""What ``streamwww info`` says about a model file or a checkpoint directory.
+
+:func:`describe_model` and :func:`describe_checkpoint` read one and return a
+JSON-ready summary (``streamwww info PATH --json`` prints it as it is);
+:func:`format_model` and :func:`format_checkpoint` turn a summary into the
+human lines; :func:`gap_histories` gives the gap series that
+``streamwww plot`` draws.  A checkpoint's health is checked without training: the latest
+commit's manifest checksum and the hash of the weights it names, and, on
+request, the sums of every ``beta`` version it names (read from disk); the same
+for the previous commit, which a resume falls back to.  Only the CLI
+(:mod:`streamwww.commands`) uses this module.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from streamwww.api import model_paths
+from streamwww.checkpoint import CheckpointDir
+from streamwww.errors import CheckpointError, StreamwwwError
+from streamwww.model_io import load_model
+
+__all__ = ["describe_model", "describe_checkpoint", "format_model", "format_checkpoint", "gap_histories",
+           "plain", "json_label", "LATEST", "PREVIOUS"]
+
+LATEST = "manifest.json"  # the names checkpoint.py commits under
+PREVIOUS = "manifest.prev.json"
+
+
+def json_label(v):
+    """A class label for JSON: a string stays one, an integral number becomes an int."""
+    if isinstance(v, np.generic):
+        v = v.item()
+    if isinstance(v, float) and v.is_integer():
+        return int(v)
+    return v
+
+
+def plain(value):
+    """``value`` with numpy types as Python ones and non-finite floats as None (strict JSON)."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return plain(value.tolist())
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _last(history: list[dict]) -> dict[str, Any]:
+    h = history[-1] if history else {}
+    return {k: h.get(k) for k in ("epoch", "primal", "dual", "gap", "rel_gap", "time")}
+
+
+def describe_model(path) -> dict[str, Any]:
+    """A model file's classes, features, settings, and how its training ended.
+
+    Parameters
+    ----------
+    path : str or Path
+        A model file (``.npz``) written by :func:`streamwww.save_model` or ``streamwww train``.
+
+    Returns
+    -------
+    dict
+        ``kind`` ('model'), ``path``, ``classes``, ``n_classes``, ``n_features``, ``C``,
+        ``class_weight``, ``settings`` (the estimator parameters), ``epochs``,
+        ``converged``, ``seed``, ``final`` (the last evaluated epoch: ``epoch``,
+        ``primal``, ``dual``, ``gap``, ``rel_gap``, ``time``), ``history_length``.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a streamwww model.
+    """
+    path = Path(path)
+    model = load_model(path)
+    params = model.get_params()
+    cw = params.get("class_weight")
+    if isinstance(cw, dict):
+        cw = [{"label": json_label(c), "weight": float(w)} for c, w in cw.items()]
+    return plain({"kind": "model", "path": str(path), "classes": [json_label(c) for c in model.classes_],
+                  "n_classes": len(model.classes_), "n_features": int(model.n_features_in_),
+                  "C": float(model.C), "class_weight": cw,
+                  "settings": {k: v for k, v in params.items() if k != "class_weight"},
+                  "epochs": int(model.n_iter_), "converged": bool(model.converged_), "seed": int(model.seed_),
+                  "final": _last(model.history_), "history_length": len(model.history_)})
+
+
+def _check_commit(ckpt: CheckpointDir, name: str, verify_beta: bool) -> dict[str, Any]:
+    """One commit's health: present, manifest checksum, weights hash, and (``verify_beta``) its beta."""
+    out: dict[str, Any] = {"file": name, "present": (ckpt.path / name).is_file()}
+    if not out["present"]:
+        return out
+    try:
+        manifest = ckpt.load_manifest(name)
+        out.update(step=manifest.get("step"), epoch=manifest["cursor"]["epoch"], pos=manifest["cursor"]["pos"])
+        ckpt.load_W(manifest)
+        out["beta"] = _check_beta(ckpt.path, manifest) if verify_beta else "not checked (--verify checks it)"
+    except (CheckpointError, KeyError, ValueError, OSError) as exc:
+        out.update(intact=False, error=str(exc))
+        return out
+    out["intact"] = True
+    return out
+
+
+def _check_beta(path: Path, manifest: dict[str, Any]) -> str:
+    """Read and sum every ``beta`` version the manifest names (needs the store for the shard sizes)."""
+    from streamwww.engine.run import check_manifest
+    from streamwww.io import open_store
+
+    data = manifest.get("data", {})
+    if data.get("kind") != "store":
+        return "not checked (the run trained on in-memory arrays)"
+    try:
+        store = open_store(data["path"])
+    except (StreamwwwError, FileNotFoundError, ValueError) as exc:
+        return f"not checked (the store cannot be opened: {exc})"
+    if str(data.get("fingerprint", "")).split(":")[0] != store.fingerprint:
+        return f"not checked (the store at {data['path']} is not the data of this checkpoint)"
+    check_manifest(path, manifest, store)  # raises CheckpointError naming the damaged shard
+    return "verified"
+
+
+def describe_checkpoint(path, verify: bool = False) -> dict[str, Any]:
+    """A checkpoint directory's run: settings, data, position, each model's state, and health.
+
+    Nothing is trained or changed; the directory's lock is not taken (a
+    trainer may be using it: then the latest commit may move on meanwhile).
+
+    Parameters
+    ----------
+    path : str or Path
+        A checkpoint directory (``train --checkpoint-dir``).
+    verify : bool, default=False
+        Also read every ``beta`` version the kept commits name and compare
+        their sums with the manifests' (reads the whole dual state; needs the
+        data store, at the path the checkpoint recorded, for the shard sizes).
+
+    Returns
+    -------
+    dict
+        ``kind`` ('checkpoint'), ``path``, ``settings`` (the solver
+        configuration), ``estimator_params``, ``data``, ``run``, ``Cs``,
+        ``model_files`` (where the run writes its model(s)), ``cursor`` (``epoch``, ``pos``, ``train_time``), ``step``, ``finished``,
+        ``created``, ``models`` (per model: ``C``, ``epochs``, ``status``, the
+        ``last`` evaluated epoch, ``history_length``) and ``health``:
+        ``latest`` and ``previous`` (each: ``present``, ``intact``, ``step``,
+        ``epoch``, ``beta``, ``error``), ``ok`` (the latest commit is intact)
+        and ``resumes_from`` (the commit a resume would use, or None).
+
+    Raises
+    ------
+    CheckpointError
+        If neither manifest can be read (no run's settings at all).
+    """
+    path = Path(path)
+    with CheckpointDir(path, lock=False) as ckpt:
+        manifest = ckpt.load_settings()
+        latest = _check_commit(ckpt, LATEST, verify)
+        previous = _check_commit(ckpt, PREVIOUS, verify)
+    models = [{"C": float(r["C"]), "epochs": int(r["n_iter"]), "status": r["status"],
+               "last": _last(r["history"]), "history_length": len(r["history"])}
+              for r in manifest.get("results", [])]
+    resumes_from = LATEST if latest.get("intact") else PREVIOUS if previous.get("intact") else None
+    run = dict(manifest.get("run", {}))
+    Cs = manifest.get("config", {}).get("Cs", [])
+    if run.get("model_out") and not run.get("cv"):
+        files = model_paths(run["model_out"], Cs, many=run.get("C_is_list", len(Cs) > 1))
+    else:  # a cross-validation run writes its best model only
+        files = [run["model_out"]] if run.get("model_out") else []
+    return plain({"kind": "checkpoint", "path": str(path), "format_version": manifest.get("version"),
+                  "settings": manifest.get("config", {}), "estimator_params": manifest.get("estimator_params", {}),
+                  "data": manifest.get("data", {}), "run": run, "Cs": Cs,
+                  "model_files": [str(f) for f in files],
+                  "cursor": manifest.get("cursor", {}), "step": manifest.get("step"),
+                  "finished": bool(manifest.get("finished", False)), "created": manifest.get("created"),
+                  "models": models,
+                  "health": {"latest": latest, "previous": previous, "ok": bool(latest.get("intact")),
+                             "resumes_from": resumes_from}})
+
+
+def _g(x, fmt: str = ".8g") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def format_model(info: dict[str, Any]) -> list[str]:
+    """The human lines of :func:`describe_model`'s summary."""
+    classes = info["classes"]
+    shown = ", ".join(map(str, classes[:10])) + (", ..." if len(classes) > 10 else "")
+    s = info["settings"]
+    f = info["final"]
+    cw = info["class_weight"]
+    cw_text = ("none" if cw is None else cw if isinstance(cw, str)
+               else ", ".join(f"{d['label']}: {d['weight']:g}" for d in cw))
+    return [f"model        {info['path']}",
+            f"classes      {info['n_classes']}: {shown}",
+            f"features     {info['n_features']}",
+            f"C            {info['C']:g}",
+            f"class weight {cw_text}",
+            "settings     " + ", ".join(f"{k}={v}" for k, v in s.items()),
+            f"training     {info['epochs']} epochs, {'converged' if info['converged'] else 'not converged'}, "
+            f"seed {info['seed']}",
+            f"final        primal {_g(f['primal'])}, dual {_g(f['dual'])}, relative gap {_g(f['rel_gap'], '.3e')}"
+            f" (epoch {_g(f['epoch'], 'd')}; {info['history_length']} evaluated epochs in the history)"]
+
+
+def _commit_line(c: dict[str, Any]) -> str:
+    if not c["present"]:
+        return "absent"
+    where = f"step {c.get('step')}, epoch {c.get('epoch')}, shard {c.get('pos')}" if "step" in c else ""
+    if c.get("intact"):
+        return f"intact ({where}; manifest checksum and weights hash match; beta {c['beta']})"
+    return f"DAMAGED{' (' + where + ')' if where else ''}: {c.get('error')}"
+
+
+def format_checkpoint(info: dict[str, Any]) -> list[str]:
+    """The human lines of :func:`describe_checkpoint`'s summary."""
+    cfg, data, run, cur, health = info["settings"], info["data"], info["run"], info["cursor"], info["health"]
+    created = (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(info["created"]))
+               if info.get("created") else "?")
+    lines = [f"checkpoint   {info['path']} (format version {info['format_version']})",
+             f"data         {data.get('path', data.get('kind'))}: {data.get('n_rows')} rows, "
+             f"{data.get('n_features')} features",
+             "C values     " + ", ".join(f"{c:g}" for c in info["Cs"][:12]) + (", ..." if len(info["Cs"]) > 12 else ""),
+             "settings     " + ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "Cs" and k != "splits"),
+             f"class weight {info['estimator_params'].get('class_weight')}",
+             f"position     epoch {cur.get('epoch')}, {cur.get('pos')} shard(s) into the next; solver time "
+             f"{_g(cur.get('train_time'), '.1f')} s; step {info['step']}, committed {created}"
+             + ("; finished" if info["finished"] else "; not finished (continue: streamwww resume "
+                + info["path"] + ")")]
+    if run.get("cv"):
+        lines.append(f"cross-val.   {run['cv']} folds over C in {run.get('cv_Cs')}")
+    if info["model_files"]:
+        lines.append("model files  " + ", ".join(info["model_files"]) + " (written when the run ends)")
+    lines.append("")
+    lines.append(f"{'model':>5} {'C':>10} {'epochs':>7} {'status':>10} {'rel. gap':>10} {'primal':>14} "
+                 f"{'dual':>14} {'history':>8}")
+    for i, m in enumerate(info["models"]):
+        last = m["last"]
+        lines.append(f"{i:>5} {m['C']:>10g} {m['epochs']:>7d} {m['status']:>10} {_g(last['rel_gap'], '.3e'):>10} "
+                     f"{_g(last['primal'], '.8g'):>14} {_g(last['dual'], '.8g'):>14} {m['history_length']:>8d}")
+    lines.append("")
+    lines.append(f"latest       {_commit_line(health['latest'])}")
+    lines.append(f"previous     {_commit_line(health['previous'])}")
+    lines.append("resume uses  " + (health["resumes_from"] or "nothing: no intact commit is left; train again "
+                                    "with a new --checkpoint-dir"))
+    return lines
+
+
+def gap_histories(path) -> tuple[list[dict[str, Any]], str]:
+    """Each model's relative duality gap per evaluated epoch, from a checkpoint directory or a model file.
+
+    Parameters
+    ----------
+    path : str or Path
+        A checkpoint directory (its newest readable manifest: every model of
+        the run, as far as it got) or a model file (``.npz``).
+
+    Returns
+    -------
+    series : list of dict
+        Per model: ``label`` ('C=...'), ``C``, and lists ``epoch``, ``time``
+        (solver seconds) and ``rel_gap``.
+    title : str
+        A title naming the path.
+    """
+    path = Path(path)
+    if path.is_dir():
+        with CheckpointDir(path, lock=False) as ckpt:
+            manifest = ckpt.load_settings()
+        runs = [(float(r["C"]), r["history"]) for r in manifest.get("results", [])]
+        title = f"{path} (checkpoint, epoch {manifest.get('cursor', {}).get('epoch')})"
+    else:
+        model = load_model(path)
+        runs = [(float(model.C), list(model.history_))]
+        title = f"{path} (model)"
+    counts: dict[float, int] = {}
+    for C, _ in runs:
+        counts[C] = counts.get(C, 0) + 1
+    series = []
+    for i, (C, history) in enumerate(runs):
+        label = f"C={C:g}" if counts[C] == 1 else f"C={C:g} (model {i})"  # e.g. cross-validation folds
+        series.append({"label": label, "C": C, "epoch": [h["epoch"] for h in history],
+                       "time": [h.get("time", float("nan")) for h in history],
+                       "rel_gap": [h.get("rel_gap") for h in history]})
+    return series, title

@@ -1,0 +1,360 @@
+"""The streamwww command line, continued: --json, info on models and checkpoints, plot, train flags, help texts."""
+
+import json
+
+import numpy as np
+import pytest
+
+import streamwww as sw
+from streamwww.cli import main
+from streamwww.io import write_store
+
+from .conftest import make_classification
+
+# the runs are a few epochs long on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    """A small store pair and one finished two-C training run (checkpoint and model files)."""
+    tmp = tmp_path_factory.mktemp("cli_more")
+    rng = np.random.default_rng(7)
+    X, y = make_classification(rng, n=600, d=8, k=3, dtype=np.float32)
+    labels = np.array([1.0, 2.0, 5.0])[y]
+    write_store(tmp / "train.zarr", X[:450], labels[:450], shard_rows=150)
+    write_store(tmp / "test.zarr", X[450:], labels[450:], shard_rows=150,
+                classes=sw.open_store(tmp / "train.zarr").classes)
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.1,1", "--checkpoint-dir", str(tmp / "ck"),
+               "--model-out", str(tmp / "m.npz"), "--seed", "3", "--max-iter", "4", "--tol", "1e-9", "-q"])
+    assert rc == 0
+    return tmp, X, labels
+
+
+def _json_out(capsys):
+    out = capsys.readouterr().out
+    return json.loads(out)  # the whole of stdout is one JSON object
+
+
+def test_train_and_resume_json(run, capsys):
+    tmp, _, _ = run
+    capsys.readouterr()
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.5", "--checkpoint-dir", str(tmp / "ck1"),
+               "--model-out", str(tmp / "one.npz"), "--seed", "5", "--max-iter", "3", "--json"])
+    assert rc == 0
+    cap = capsys.readouterr()
+    obj = json.loads(cap.out)
+    assert "epoch" in cap.err  # the per-epoch lines still come, on stderr
+    (m,) = obj["models"]
+    model = sw.load_model(tmp / "one.npz")
+    assert m["C"] == 0.5 and m["epochs"] == model.n_iter_ == 3 and m["seed"] == 5 == obj["seed"]
+    assert m["converged"] is model.converged_
+    assert m["rel_gap"] == model.history_[-1]["rel_gap"] and m["primal"] == model.history_[-1]["primal"]
+    assert m["model"] == str(tmp / "one.npz") and obj["model_paths"] == [str(tmp / "one.npz")]
+
+    rc = main(["resume", str(tmp / "ck"), "--model-out", str(tmp / "r.npz"), "--json", "-q"])
+    assert rc == 0
+    obj = _json_out(capsys)
+    assert [m["C"] for m in obj["models"]] == [0.1, 1.0]
+    assert obj["model_paths"] == [str(tmp / "r-C0.1.npz"), str(tmp / "r-C1.npz")]
+    assert [m["epochs"] for m in obj["models"]] == [4, 4]
+
+    rc = main(["resume", str(tmp / "ck"), "--no-model", "--json", "-q"])
+    obj = _json_out(capsys)
+    assert rc == 0 and obj["model_paths"] == [] and obj["models"][0]["model"] is None
+
+
+def test_evaluate_json(run, capsys):
+    tmp, X, labels = run
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp / "m-C0.1.npz"), str(tmp / "test.zarr"), "--json"]) == 0
+    obj = _json_out(capsys)
+    model = sw.load_model(tmp / "m-C0.1.npz")
+    pred = model.predict(X[450:])
+    assert obj["n_rows"] == 150 and obj["n_correct"] == int(np.sum(pred == labels[450:]))
+    assert obj["accuracy"] == pytest.approx(obj["n_correct"] / 150)
+    assert "confusion" not in obj
+
+    assert main(["evaluate", str(tmp / "m-C0.1.npz"), str(tmp / "test.zarr"), "--json", "--confusion"]) == 0
+    obj = _json_out(capsys)
+    assert obj["labels"] == [1, 2, 5]
+    cm = np.array(obj["confusion"])
+    assert cm.shape == (3, 3) and cm.sum() == 150 and np.trace(cm) == obj["n_correct"]
+    assert cm[1, 2] == int(np.sum((labels[450:] == 2) & (pred == 5)))
+    assert obj["confusion_unknown_true"] == [0, 0, 0]
+
+
+def test_info_reads_a_model_file(run, capsys):
+    tmp, _, _ = run
+    capsys.readouterr()
+    path = tmp / "m-C1.npz"
+    model = sw.load_model(path)
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "classes      3: 1, 2, 5" in out and "features     8" in out and "C            1" in out
+    assert "4 epochs, not converged, seed 3" in out and f"{model.history_[-1]['rel_gap']:.3e}" in out
+    assert main(["info", str(path), "--json"]) == 0
+    obj = _json_out(capsys)
+    assert obj["kind"] == "model" and obj["classes"] == [1, 2, 5] and obj["n_features"] == 8
+    assert obj["C"] == 1.0 and obj["epochs"] == 4 and obj["converged"] is False and obj["seed"] == 3
+    assert obj["final"]["rel_gap"] == model.history_[-1]["rel_gap"]
+    assert obj["settings"]["tol"] == 1e-9 and obj["class_weight"] is None
+
+
+def _copy_checkpoint(tmp, name):
+    import shutil
+
+    shutil.copytree(tmp / "ck", tmp / name)
+    (tmp / name / "LOCK").unlink(missing_ok=True)
+    return tmp / name
+
+
+def test_info_reads_a_checkpoint_and_its_health(run, capsys):
+    tmp, _, _ = run
+    ck = _copy_checkpoint(tmp, "ck_info")
+    capsys.readouterr()
+    assert main(["info", str(ck), "--json", "--verify"]) == 0
+    obj = _json_out(capsys)
+    manifest = json.loads((ck / "manifest.json").read_text())
+    assert obj["kind"] == "checkpoint" and obj["Cs"] == [0.1, 1.0] and obj["settings"]["seed"] == 3
+    assert obj["cursor"]["epoch"] == manifest["cursor"]["epoch"] and obj["finished"] is manifest["finished"]
+    assert [m["last"]["rel_gap"] for m in obj["models"]] == [r["history"][-1]["rel_gap"] for r in manifest["results"]]
+    assert [m["history_length"] for m in obj["models"]] == [len(r["history"]) for r in manifest["results"]]
+    assert obj["model_files"] == [str(tmp / "m-C0.1.npz"), str(tmp / "m-C1.npz")]
+    h = obj["health"]
+    assert h["ok"] and h["latest"]["intact"] and h["latest"]["beta"] == "verified"
+    assert h["previous"]["present"] and h["previous"]["intact"] and h["resumes_from"] == "manifest.json"
+    assert main(["info", str(ck)]) == 0
+    out = capsys.readouterr().out
+    assert "C values     0.1, 1" in out and "latest       intact" in out and "previous     intact" in out
+
+    # damaged weights of the latest commit: named, the fallback said, exit status 1
+    w = ck / manifest["W"]
+    raw = bytearray(w.read_bytes())
+    raw[-3] ^= 0xFF
+    w.write_bytes(bytes(raw))
+    assert main(["info", str(ck)]) == 1
+    cap = capsys.readouterr()
+    assert "latest       DAMAGED" in cap.out and manifest["W"] in cap.out
+    assert "previous     intact" in cap.out and "resume uses  manifest.prev.json" in cap.out
+    assert cap.err.count("\n") == 1 and "damaged" in cap.err and "falls back to manifest.prev.json" in cap.err
+    assert main(["info", str(ck), "--json"]) == 1
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["health"]["ok"] is False and obj["health"]["resumes_from"] == "manifest.prev.json"
+
+
+def test_info_checks_beta_only_with_verify(run, capsys):
+    tmp, _, _ = run
+    ck = _copy_checkpoint(tmp, "ck_beta")
+    manifest = json.loads((ck / "manifest.json").read_text())
+    shard, version = next((s, v) for s, v in manifest["beta"]["versions"].items() if v)
+    import zarr
+
+    arr = zarr.open_array(str(ck / "beta.zarr" / f"s{int(shard):06d}-v{int(version):06d}"), mode="r+")
+    arr[...] = arr[...] + 1.0
+    capsys.readouterr()
+    assert main(["info", str(ck)]) == 0  # manifest and W are intact; beta is not read
+    capsys.readouterr()
+    assert main(["info", str(ck), "--verify"]) == 1
+    cap = capsys.readouterr()
+    assert f"beta of shard {shard} version {version}" in cap.out and "DAMAGED" in cap.out
+
+
+def test_info_of_something_else_is_one_clear_line(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "notes.txt").write_text("x")
+    for path in (tmp_path / "empty", tmp_path / "notes.txt"):
+        assert main(["info", str(path)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(path) in err
+        assert "not a shard store" in err and "checkpoint directory" in err and "model file (.npz)" in err
+    assert main(["info", str(tmp_path / "missing")]) == 1
+    assert "does not exist" in capsys.readouterr().err
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    assert main(["info", str(tmp_path / "bad.npz")]) == 1
+    assert "not a streamwww model file" in capsys.readouterr().err
+
+
+def test_plot_writes_an_image(run, capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    tmp, _, _ = run
+    capsys.readouterr()
+    for source, out in ((tmp / "ck", tmp_path / "ck.png"), (tmp / "m-C0.1.npz", tmp_path / "model.png")):
+        assert main(["plot", str(source), "--output", str(out)]) == 0
+        assert out.is_file() and out.stat().st_size > 1000
+        assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert str(out) in capsys.readouterr().out
+    assert main(["plot", str(tmp / "train.zarr"), "--output", str(tmp_path / "x.png")]) == 1
+    assert "not a checkpoint directory" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_plot_without_matplotlib_names_the_extra(run, capsys, tmp_path, monkeypatch):
+    import sys
+
+    tmp, _, _ = run
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    capsys.readouterr()
+    assert main(["plot", str(tmp / "ck"), "--output", str(tmp_path / "p.png")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and 'pip install "streamwww[plot]"' in err and "matplotlib" in err
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_train_cv_prints_best_C_and_the_table(run, capsys):
+    tmp, _, _ = run
+    capsys.readouterr()
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.01,1", "--cv", "3", "--checkpoint-dir", str(tmp / "ckcv"),
+               "--model-out", str(tmp / "cv.npz"), "--seed", "2", "--max-iter", "3"])
+    assert rc == 0
+    cap = capsys.readouterr()
+    assert "cross-validation, 3 folds: best C=" in cap.out
+    assert "fold 2 C=1" in cap.err  # epoch lines name the fold models
+    best = sw.load_model(tmp / "cv.npz")
+    assert f"best C={best.C:g}" in cap.out
+    assert main(["info", str(tmp / "ckcv"), "--json"]) == 0
+    info = _json_out(capsys)
+    assert info["run"]["cv"] == 3 and info["model_files"] == [str(tmp / "cv.npz")] and len(info["models"]) == 8
+
+    rc = main(["resume", str(tmp / "ckcv"), "--json", "-q"])
+    obj = _json_out(capsys)
+    assert rc == 0 and obj["cv"]["folds"] == 3 and obj["cv"]["best_C"] == best.C
+    assert [row["C"] for row in obj["cv"]["table"]] == [0.01, 1.0]
+    assert {row["rank"] for row in obj["cv"]["table"]} <= {1, 2}
+    assert obj["models"][0]["C"] == best.C and obj["model_paths"] == [str(tmp / "cv.npz")]
+
+
+def test_train_class_weight(run, capsys):
+    tmp, _, _ = run
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.5", "--class-weight", "1:2,5:0.5", "--checkpoint-dir",
+               str(tmp / "ckw"), "--model-out", str(tmp / "w.npz"), "--seed", "4", "--max-iter", "2", "-q"])
+    assert rc == 0
+    model = sw.load_model(tmp / "w.npz")
+    assert model.class_weight == {1.0: 2.0, 5.0: 0.5}
+    ref = sw.train(str(tmp / "train.zarr"), C=0.5, class_weight={1: 2.0, 5: 0.5}, random_state=4, max_iter=2)
+    assert ref.coef_.tobytes() == model.coef_.tobytes()
+    capsys.readouterr()
+
+    # labels are the store's: a number that is no class, a word for numeric classes
+    for bad, message in (("3:2", "'3' is not a class of"), ("a:2", "'a' is not a number")):
+        rc = main(["train", str(tmp / "train.zarr"), "--class-weight", bad, "--checkpoint-dir", str(tmp / "ckx"),
+                   "--model-out", str(tmp / "x.npz")])
+        err = capsys.readouterr().err
+        assert rc == 1 and message in err and "[1, 2, 5]" in err and err.count("\n") == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["train", str(tmp / "train.zarr"), "--class-weight", "1=2", "--checkpoint-dir", "c", "--model-out", "m"])
+    assert exc.value.code == 2 and "--class-weight must be 'balanced' or LABEL:WEIGHT" in capsys.readouterr().err
+
+
+def test_train_class_weight_string_labels(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    X, y = make_classification(rng, n=120, d=4, k=3, dtype=np.float32)
+    write_store(tmp_path / "s.zarr", X, np.array(["cat", "dog", "a:b"])[y], shard_rows=60)
+    rc = main(["train", str(tmp_path / "s.zarr"), "--class-weight", "dog:3,a:b:0.25", "--checkpoint-dir",
+               str(tmp_path / "ck"), "--model-out", str(tmp_path / "m.npz"), "--max-iter", "2", "-q"])
+    assert rc == 0
+    assert sw.load_model(tmp_path / "m.npz").class_weight == {"dog": 3.0, "a:b": 0.25}
+    assert main(["train", str(tmp_path / "s.zarr"), "--class-weight", "balanced", "--checkpoint-dir",
+                 str(tmp_path / "ck2"), "--model-out", str(tmp_path / "b.npz"), "--max-iter", "2", "-q"]) == 0
+    assert sw.load_model(tmp_path / "b.npz").class_weight == "balanced"
+
+
+def test_train_cluster_flags_reach_the_api(run, capsys, monkeypatch):
+    tmp, _, _ = run
+    seen = {}
+
+    def fake_train(store, **kw):
+        seen.update(kw)
+        raise ValueError("stop here")
+
+    monkeypatch.setattr(sw, "train", fake_train)
+    capsys.readouterr()
+    rc = main(["train", str(tmp / "train.zarr"), "--workers", "3", "--partitions", "6", "--model-out", "m.npz"])
+    assert rc == 1 and "stop here" in capsys.readouterr().err
+    assert seen["workers"] == 3 and seen["partitions"] == 6 and seen["client"] is None
+    assert seen["checkpoint_dir"] is None and seen["cv"] is None
+    seen.clear()
+    main(["train", str(tmp / "train.zarr"), "--scheduler", "tcp://127.0.0.1:1", "--model-out", "m.npz"])
+    assert seen["client"] == "tcp://127.0.0.1:1" and seen["workers"] is None and seen["partitions"] is None
+    capsys.readouterr()
+    # what a cluster run cannot do, and what only it can, are one-line errors before any work
+    for argv, message in ((["--workers", "2", "--checkpoint-dir", "c"], "--checkpoint-dir cannot be used with"),
+                          (["--workers", "2", "--cv", "3"], "--cv cannot be used with"),
+                          (["--partitions", "2", "--checkpoint-dir", "c"], "--partitions applies to cluster runs"),
+                          ([], "--checkpoint-dir is required")):
+        seen.clear()
+        rc = main(["train", str(tmp / "train.zarr"), "--model-out", "m.npz", *argv])
+        err = capsys.readouterr().err
+        assert rc == 1 and message in err and not seen
+    with pytest.raises(SystemExit):
+        main(["train", str(tmp / "train.zarr"), "--workers", "2", "--scheduler", "x", "--model-out", "m"])
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_demo_names_no_file_that_is_gone(tmp_path, capsys):
+    import re
+    from pathlib import Path
+
+    small = ["--rows", "600", "--test-rows", "200", "--features", "20", "--nnz-per-row", "5", "--classes", "3",
+             "--shard-rows", "300"]
+    assert main(["demo", *small]) == 0
+    out = capsys.readouterr().out
+    assert "checkpoints in a temporary directory, removed at exit" in out and "--workdir DIR keeps them" in out
+    assert "checkpoints/" not in out and not re.search(r"(^|\s)/\S+", out)  # no path is named
+
+    assert main(["demo", *small, "--workdir", str(tmp_path / "w")]) == 0
+    out = capsys.readouterr().out
+    named = [Path(p.rstrip(":;,)")) for p in re.findall(r"(/\S+)", out)]
+    assert named and all(p.exists() for p in named)
+    assert (tmp_path / "w" / "checkpoints" / "manifest.json").exists() and (tmp_path / "w" / "model.npz").exists()
+
+
+def test_every_option_has_a_help_text():
+    import argparse
+
+    from streamwww.cli import build_parser
+
+    missing, seen = [], 0
+
+    def walk(parser, name):
+        nonlocal seen
+        for action in parser._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, subparser in action.choices.items():
+                    walk(subparser, f"{name} {sub}")
+                continue
+            seen += 1
+            if not (action.help and action.help.strip()) or action.help == argparse.SUPPRESS:
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "streamwww")
+    assert seen > 60  # every subcommand was walked
+    assert not missing, "options without a help text: " + ", ".join(missing)
+
+
+def test_info_store_json_verify(tmp_path, capsys):
+    rng = np.random.default_rng(2)
+    X, y = make_classification(rng, n=60, d=4, k=3, dtype=np.float32)
+    store = write_store(tmp_path / "s.zarr", X, y, shard_rows=30)
+    assert main(["info", str(store.path), "--json", "--verify"]) == 0
+    assert _json_out(capsys)["n_rows"] == 60
+    (store.path / "shard-00001" / "y" / "c" / "0").unlink()
+    assert main(["info", str(store.path), "--json", "--verify"]) == 1
+    cap = capsys.readouterr()
+    assert cap.out == "" and "shard 1" in cap.err and cap.err.count("\n") == 1
+
+
+def test_train_on_a_local_cluster(run, capsys):
+    pytest.importorskip("distributed")
+    tmp, _, _ = run
+    capsys.readouterr()
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.1", "--workers", "1", "--partitions", "1", "--seed", "3",
+               "--max-iter", "2", "--model-out", str(tmp / "cl.npz"), "--json", "-q"])
+    assert rc == 0
+    obj = _json_out(capsys)
+    assert obj["checkpoint_dir"] is None and obj["models"][0]["epochs"] == 2
+    assert obj["models"][0]["seed"] == 3 and sw.load_model(tmp / "cl.npz").n_iter_ == 2
