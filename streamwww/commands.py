@@ -94,7 +94,7 @@ def register(sub) -> None:
     p.add_argument("--C", type=_C_list, default=[1.0], help="regularization, or a comma-separated list "
                    "(one model per value, all in the same passes); default 1")
     p.add_argument("--checkpoint-dir", help="directory for beta and checkpoints (required, except on a cluster: "
-                   "--workers/--scheduler runs have no checkpoints yet)")
+                   "--workers/--scheduler runs without it keep beta in a temporary directory and cannot resume)")
     p.add_argument("--model-out", required=True, help="model file (.npz); with several C values, one "
                    "file per value named <stem>-C<value>.npz")
     p.add_argument("--max-iter", type=int, default=1000, help="maximum epochs (default 1000)")
@@ -131,7 +131,7 @@ def register(sub) -> None:
     cluster = p.add_mutually_exclusive_group()
     cluster.add_argument("--workers", type=int, metavar="N", default=None,
                          help="train on a local Dask cluster of N single-threaded worker processes "
-                              "(CoCoA+ rounds with the exact local solver; no checkpoints yet)")
+                              "(CoCoA+ rounds with the exact local solver; a checkpoint after every round)")
     cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
                          help="train on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)")
     p.add_argument("--partitions", type=int, metavar="K", default=None,
@@ -153,6 +153,15 @@ def register(sub) -> None:
     p.add_argument("--max-iter", type=int, default=None, help="a new epoch limit")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout (as 'train --json') and nothing else there")
+    cluster = p.add_mutually_exclusive_group()
+    cluster.add_argument("--workers", type=int, metavar="N", default=None,
+                         help="continue on a local Dask cluster of N worker processes (a cluster run continues "
+                              "on min(K, CPUs) local workers by default)")
+    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                         help="continue on the Dask cluster whose scheduler is at ADDRESS")
+    p.add_argument("--partitions", type=int, metavar="K", default=None,
+                   help="continue with K row partitions (default: the run's; another K continues correctly "
+                        "but not bitwise; 1 without --workers/--scheduler: in this process)")
     p.set_defaults(func=run_resume)
 
     p = sub.add_parser("predict", help="predict labels for a store or a LIBSVM file")
@@ -374,11 +383,9 @@ def run_train(args) -> int:
 
     on_cluster = args.workers is not None or args.scheduler is not None
     if on_cluster:
-        unsupported = [flag for flag, given in (("--checkpoint-dir", args.checkpoint_dir is not None),
-                                                ("--cv", args.cv is not None)) if given]
-        if unsupported:
-            raise ValueError(f"{' and '.join(unsupported)} cannot be used with --workers/--scheduler yet "
-                             "(cluster runs have no checkpoints or cross-validation so far); leave it out")
+        if args.cv is not None:
+            raise ValueError("--cv cannot be used with --workers/--scheduler yet (cluster runs have no "
+                             "cross-validation so far); leave it out")
     else:
         if args.checkpoint_dir is None:
             raise ValueError("--checkpoint-dir is required (it holds beta and the checkpoints); only "
@@ -420,8 +427,12 @@ def run_resume(args) -> int:
     rep = _Reporter(args.show_progress, args.quiet, args.max_iter or run["config"]["max_iter"],
                     labels=_model_labels(run["config"]["Cs"], run["config"].get("splits")))
     model_out = False if args.no_model else args.model_out
-    result = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
-                       callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter)
+    try:
+        result = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
+                           callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter,
+                           client=args.scheduler, workers=args.workers, partitions=args.partitions)
+    except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
+        raise ValueError(f"{exc}; check --scheduler") from None
     out = None if model_out is False else (model_out or run["run"].get("model_out"))
     paths = []
     if out:

@@ -280,14 +280,17 @@ def test_train_cluster_flags_reach_the_api(run, capsys, monkeypatch):
     assert seen["client"] == "tcp://127.0.0.1:1" and seen["workers"] is None and seen["partitions"] is None
     capsys.readouterr()
     # what a cluster run cannot do, and what only it can, are one-line errors before any work
-    for argv, message in ((["--workers", "2", "--checkpoint-dir", "c"], "--checkpoint-dir cannot be used with"),
-                          (["--workers", "2", "--cv", "3"], "--cv cannot be used with"),
+    for argv, message in ((["--workers", "2", "--cv", "3"], "--cv cannot be used with"),
                           (["--partitions", "2", "--checkpoint-dir", "c"], "--partitions applies to cluster runs"),
                           ([], "--checkpoint-dir is required")):
         seen.clear()
         rc = main(["train", str(tmp / "train.zarr"), "--model-out", "m.npz", *argv])
         err = capsys.readouterr().err
         assert rc == 1 and message in err and not seen
+    seen.clear()
+    main(["train", str(tmp / "train.zarr"), "--workers", "2", "--checkpoint-dir", "c", "--model-out", "m.npz"])
+    assert seen["workers"] == 2 and seen["checkpoint_dir"] == "c"  # cluster runs checkpoint too
+    capsys.readouterr()
     with pytest.raises(SystemExit):
         main(["train", str(tmp / "train.zarr"), "--workers", "2", "--scheduler", "x", "--model-out", "m"])
     assert "not allowed with argument" in capsys.readouterr().err
@@ -358,3 +361,19 @@ def test_train_on_a_local_cluster(run, capsys):
     obj = _json_out(capsys)
     assert obj["checkpoint_dir"] is None and obj["models"][0]["epochs"] == 2
     assert obj["models"][0]["seed"] == 3 and sw.load_model(tmp / "cl.npz").n_iter_ == 2
+
+
+def test_cluster_run_checkpoints_and_resumes_from_the_cli(run, capsys):
+    pytest.importorskip("distributed")
+    tmp, _, _ = run
+    ck = tmp / "ck-cluster"
+    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.1", "--workers", "1", "--partitions", "1", "--seed", "3",
+               "--max-iter", "2", "--checkpoint-dir", str(ck), "--model-out", str(tmp / "c2.npz"), "-q"])
+    assert rc == 0 and (ck / "manifest.json").exists()
+    capsys.readouterr()
+    rc = main(["resume", str(ck), "--max-iter", "4", "--workers", "1", "--json", "-q"])
+    assert rc == 0
+    obj = _json_out(capsys)
+    assert obj["models"][0]["epochs"] == 4 and sw.load_model(tmp / "c2.npz").n_iter_ == 4
+    ref = sw.train(tmp / "train.zarr", C=0.1, random_state=3, max_iter=4, device="auto")
+    assert np.array_equal(ref.coef_, sw.load_model(tmp / "c2.npz").coef_)  # K = 1: the sequential model
