@@ -84,6 +84,14 @@ def _model_labels(Cs, splits=None) -> list[str]:
     return [f"C={float(c):g}" if s < 0 else f"fold {s} C={float(c):g}" for c, s in zip(Cs, splits)]
 
 
+def _cluster_options(p, *, workers: str, scheduler: str, partitions: str) -> None:
+    """--workers N | --scheduler ADDRESS, and --partitions K, with these help texts."""
+    cluster = p.add_mutually_exclusive_group()
+    cluster.add_argument("--workers", type=int, metavar="N", default=None, help=workers)
+    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None, help=scheduler)
+    p.add_argument("--partitions", type=int, metavar="K", default=None, help=partitions)
+
+
 def register(sub) -> None:
     """Add this module's subcommands to the CLI's subparsers."""
     p = sub.add_parser("train", help="train WW-SVM(s) on a shard store, with checkpoints",
@@ -128,16 +136,12 @@ def register(sub) -> None:
                    help="weight of each class's rows: 'balanced' (inverse class frequency, from the store's "
                         "class counts) or LABEL:WEIGHT pairs, e.g. 1:2,3:0.5 (labels as in the data; other "
                         "classes weigh 1)")
-    cluster = p.add_mutually_exclusive_group()
-    cluster.add_argument("--workers", type=int, metavar="N", default=None,
-                         help="train on a local Dask cluster of N single-threaded worker processes "
-                              "(CoCoA+ rounds with the exact local solver; a checkpoint after every round)")
-    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                         help="train on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)")
-    p.add_argument("--partitions", type=int, metavar="K", default=None,
-                   help="row partitions (whole shards) of a cluster run (default: the number of workers); "
-                        "a model setting: the same K gives the same model on any cluster, K=1 the "
-                        "sequential run's")
+    _cluster_options(p, workers="train on a local Dask cluster of N single-threaded worker processes "
+                                "(CoCoA+ rounds with the exact local solver; a checkpoint after every round)",
+                     scheduler="train on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)",
+                     partitions="row partitions (whole shards) of a cluster run (default: the number of "
+                                "workers); a model setting: the same K gives the same model on any cluster, "
+                                "K=1 the sequential run's")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout (per model: C, epochs, converged, primal, dual, "
                         "rel_gap, seed, model file; with --cv the table) and nothing else there")
@@ -153,15 +157,11 @@ def register(sub) -> None:
     p.add_argument("--max-iter", type=int, default=None, help="a new epoch limit")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout (as 'train --json') and nothing else there")
-    cluster = p.add_mutually_exclusive_group()
-    cluster.add_argument("--workers", type=int, metavar="N", default=None,
-                         help="continue on a local Dask cluster of N worker processes (a cluster run continues "
-                              "on min(K, CPUs) local workers by default)")
-    cluster.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                         help="continue on the Dask cluster whose scheduler is at ADDRESS")
-    p.add_argument("--partitions", type=int, metavar="K", default=None,
-                   help="continue with K row partitions (default: the run's; another K continues correctly "
-                        "but not bitwise; 1 without --workers/--scheduler: in this process)")
+    _cluster_options(p, workers="continue on a local Dask cluster of N worker processes (a cluster run "
+                                "continues on min(K, CPUs) local workers by default)",
+                     scheduler="continue on the Dask cluster whose scheduler is at ADDRESS",
+                     partitions="continue with K row partitions (default: the run's; another K continues "
+                                "correctly but not bitwise; 1 without --workers/--scheduler: in this process)")
     p.set_defaults(func=run_resume)
 
     p = sub.add_parser("predict", help="predict labels for a store or a LIBSVM file")
