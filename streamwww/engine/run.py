@@ -83,17 +83,14 @@ def check_manifest(path, manifest: dict, data) -> None:
 
 
 class CtrlC:
-    """Ctrl-C during a fit: an event the driver checks after every group; a second
-    Ctrl-C raises ``KeyboardInterrupt`` at once.
+    """Ctrl-C during a fit: an event the driver checks after every group, besides the
+    usual ``KeyboardInterrupt``.
 
-    The first Ctrl-C only sets the event, and the driver raises ``KeyboardInterrupt``
-    at the next group boundary, where nothing is half-done.  Raising it in whatever
-    the main thread runs at that instant (Python's default) could land in a
-    ``distributed`` callback that swallows it (seen once in twelve tries), or in
-    the middle of the feed's or a commit's bookkeeping, after which the clean-up
-    waited for work that would never come (a hang, seen twice in full test runs
-    under load).  The previous handler is restored on exit.  Off the main thread,
-    or when SIGINT is not at its default handler, nothing is installed.
+    Python raises ``KeyboardInterrupt`` in whatever the main thread runs at that
+    instant, which may be a ``distributed`` callback that swallows it (seen once
+    in twelve tries); the event makes the driver raise it again at the next group.
+    The previous handler is restored on exit.  Off the main thread, or when
+    SIGINT is not at its default handler, nothing is installed.
     """
 
     def __enter__(self) -> threading.Event:
@@ -105,9 +102,8 @@ class CtrlC:
         return self.event
 
     def _handler(self, signum, frame):
-        if self.event.is_set():  # pressed again: the user does not want to wait for the group
-            raise KeyboardInterrupt
         self.event.set()
+        raise KeyboardInterrupt
 
     def __exit__(self, *exc) -> None:
         if self.old is not None:
