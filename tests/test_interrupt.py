@@ -44,8 +44,11 @@ def test_ctrl_c_at_a_random_instant_stops_and_resumes_bitwise(store, tmp_path, i
         warnings.simplefilter("ignore")
         reference = sw.train(store, C=0.5, tol=0.0, max_iter=max_iter, random_state=7, prefetch=2)
     ck, started = tmp_path / "ck", tmp_path / "started"
+    # SIG_DFL in the child: a test runner started in the background (`pytest &`, nohup) has
+    # SIGINT ignored, and its children would inherit that, as a user's `nohup streamwww` does
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(store), str(ck), str(started), str(max_iter)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 60
     while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
