@@ -117,13 +117,13 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         number of workers.  A model setting: the same ``K`` gives the bitwise-same model
         on any cluster, and ``K = 1`` is the sequential run's model.
     """
-    if client is not None or workers is not None:
+    if cv is None and (client is not None or workers is not None):
         return _train_on_cluster(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                                  intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                                  random_state=random_state, device=device, verbose=verbose,
                                  class_weight=class_weight, client=client, workers=workers, partitions=partitions,
                                  model_out=model_out, checkpoint_dir=checkpoint_dir,
-                                 unsupported={"cv": cv, "sample_weight": sample_weight},
+                                 unsupported={"sample_weight": sample_weight},
                                  inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
                                  callback=callback, progress=progress)
     if cv is not None:
@@ -133,7 +133,10 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
                          sample_weight=sample_weight, model_out=model_out,
                          options=dict(checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
                                       prefetch=prefetch, inner_passes=inner_passes, eval_every=eval_every,
-                                      mix_shards=mix_shards, callback=callback, progress=progress))
+                                      mix_shards=mix_shards, callback=callback, progress=progress,
+                                      **({"client": client, "workers": workers, "partitions": partitions}
+                                         if client is not None or workers is not None else
+                                         {"partitions": partitions} if partitions is not None else {})))
     models, fit = _train(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                          random_state=random_state, device=device, verbose=verbose,
@@ -226,8 +229,8 @@ def _train_on_cluster(data, *, C, client, workers, partitions, model_out, unsupp
 
     given = [k for k, v in unsupported.items() if v is not None]
     if given:
-        raise ValueError(f"train on a cluster does not take {', '.join(given)} yet (issue 16 in progress: "
-                         "cluster runs have no cross-validation so far; a store's own weights do work)")
+        raise ValueError(f"train on a cluster does not take {', '.join(given)}: a cluster trains a store, "
+                         "whose own row weights (streamwww convert --weights) it uses")
     store = as_store(data)
     if store is None:
         raise ValueError("train on a cluster takes a shard store (or its path); write arrays to one with "
@@ -260,7 +263,22 @@ def _recorded_class_weight(store, recorded):
     return {c: w for c, w in zip(store.classes.tolist(), recorded) if w != 1.0}
 
 
-def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback, progress, max_iter):
+def _placement(manifest: dict, client, workers, partitions) -> dict | None:
+    """Where :func:`resume` continues a run: ``None`` (this process) or the cluster options.
+    A cluster run (its checkpoint records ``partitions``) continues on a cluster by default,
+    on ``min(K, CPUs)`` local workers; ``partitions=1`` without a client: this process."""
+    recorded_K = manifest["run"].get("partitions")
+    if partitions == 1 and client is None and workers is None:  # K = 1 is the sequential engine
+        return None
+    if client is None and workers is None and partitions is None and recorded_K is None:
+        return None
+    if client is None and workers is None:
+        workers = min(int(partitions or recorded_K), os.cpu_count() or 1)
+    return {"client": client, "workers": workers, "partitions": partitions or recorded_K}
+
+
+def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback, progress, max_iter,
+               placement=None):
     """:func:`resume` of a cross-validation run: the same :class:`~streamwww.WWClassifierCV` fit, continued."""
     from streamwww.cv import WWClassifierCV
 
@@ -275,7 +293,7 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
     est.fit(store, checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
             prefetch=run["prefetch"], inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
             mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback, progress=progress,
-            run_info={"model_out": out})
+            run_info={"model_out": out}, **(placement or {}))
     if out is not None and hasattr(est, "best_estimator_"):
         save_model(est.best_estimator_, out)
     return est
@@ -348,23 +366,18 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
                               "train((X, y), checkpoint_dir=...) again with the same arrays and settings")
     store = as_store(store if store is not None else manifest["data"]["path"])
     cfg = manifest["config"]
+    placement = _placement(manifest, client, workers, partitions)
     if manifest["run"].get("cv"):
         return _resume_cv(checkpoint_dir, store, manifest, model_out=model_out, verbose=verbose,
-                          callback=callback, progress=progress, max_iter=max_iter)
+                          callback=callback, progress=progress, max_iter=max_iter, placement=placement)
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:
         params["max_iter"] = max_iter
     Cs = cfg["Cs"]
-    recorded_K = manifest["run"].get("partitions")
-    in_process = partitions == 1 and client is None and workers is None  # K = 1 is the sequential engine
-    if not in_process and (client is not None or workers is not None or partitions is not None
-                           or recorded_K is not None):
-        if client is None and workers is None:
-            workers = min(int(partitions or recorded_K or 1), os.cpu_count() or 1)
+    if placement is not None:
         models = _train_on_cluster(store, C=Cs, C_is_list=manifest["run"].get("C_is_list", len(Cs) > 1),
-                                   client=client, workers=workers, partitions=partitions or recorded_K,
-                                   model_out=(manifest["run"].get("model_out") if model_out is None
+                                   **placement, model_out=(manifest["run"].get("model_out") if model_out is None
                                               else None if model_out is False else model_out),
                                    unsupported={}, inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
                                    mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback,

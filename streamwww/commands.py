@@ -382,11 +382,7 @@ def run_train(args) -> int:
     from streamwww.api import model_paths
 
     on_cluster = args.workers is not None or args.scheduler is not None
-    if on_cluster:
-        if args.cv is not None:
-            raise ValueError("--cv cannot be used with --workers/--scheduler yet (cluster runs have no "
-                             "cross-validation so far); leave it out")
-    else:
+    if not on_cluster:
         if args.checkpoint_dir is None:
             raise ValueError("--checkpoint-dir is required (it holds beta and the checkpoints); only "
                              "--workers/--scheduler runs go without")

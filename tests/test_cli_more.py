@@ -279,9 +279,8 @@ def test_train_cluster_flags_reach_the_api(run, capsys, monkeypatch):
     main(["train", str(tmp / "train.zarr"), "--scheduler", "tcp://127.0.0.1:1", "--model-out", "m.npz"])
     assert seen["client"] == "tcp://127.0.0.1:1" and seen["workers"] is None and seen["partitions"] is None
     capsys.readouterr()
-    # what a cluster run cannot do, and what only it can, are one-line errors before any work
-    for argv, message in ((["--workers", "2", "--cv", "3"], "--cv cannot be used with"),
-                          (["--partitions", "2", "--checkpoint-dir", "c"], "--partitions applies to cluster runs"),
+    # what only a cluster run can do, and what only it may leave out, are one-line errors before any work
+    for argv, message in ((["--partitions", "2", "--checkpoint-dir", "c"], "--partitions applies to cluster runs"),
                           ([], "--checkpoint-dir is required")):
         seen.clear()
         rc = main(["train", str(tmp / "train.zarr"), "--model-out", "m.npz", *argv])
@@ -290,6 +289,9 @@ def test_train_cluster_flags_reach_the_api(run, capsys, monkeypatch):
     seen.clear()
     main(["train", str(tmp / "train.zarr"), "--workers", "2", "--checkpoint-dir", "c", "--model-out", "m.npz"])
     assert seen["workers"] == 2 and seen["checkpoint_dir"] == "c"  # cluster runs checkpoint too
+    seen.clear()
+    main(["train", str(tmp / "train.zarr"), "--workers", "2", "--cv", "3", "--model-out", "m.npz"])
+    assert seen["workers"] == 2 and seen["cv"] == 3  # and cross-validate
     capsys.readouterr()
     with pytest.raises(SystemExit):
         main(["train", str(tmp / "train.zarr"), "--workers", "2", "--scheduler", "x", "--model-out", "m"])

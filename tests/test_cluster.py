@@ -90,8 +90,8 @@ def test_a_killed_worker_changes_nothing(client, store):
 
 
 def test_cluster_options_are_checked(store, tmp_path):
-    with pytest.raises(ValueError, match="does not take cv"):
-        sw.train(store, workers=1, cv=3, max_iter=1, **KW)
+    with pytest.raises(ValueError, match="does not take sample_weight"):
+        sw.train(store, workers=1, sample_weight=np.ones(240), max_iter=1, **KW)
     with pytest.raises(ValueError, match="not both"):
         sw.train(store, client="tcp://127.0.0.1:1", workers=1, max_iter=1, **KW)
     with pytest.raises(ValueError, match="'workers' parameter"):
@@ -176,3 +176,31 @@ def test_driver_sigkilled_then_resumed_is_bitwise(client, store, tmp_path):
     resumed = sw.resume(ck, client=client)
     for a, b in zip(ref, resumed):
         assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+
+
+def test_cross_validation_on_a_cluster(client, store, tmp_path):
+    """WWClassifierCV / train(cv=) on a cluster: K = 1 is the in-process CV bitwise; a K = 2
+    run interrupted after a round resumes to the undisturbed result."""
+    cv_kw = dict(Cs=[0.5, 2.0], cv=3, tol=1e-2, max_iter=30, random_state=1, device="cpu")
+    seq = sw.WWClassifierCV(**cv_kw).fit(store)
+    one = sw.WWClassifierCV(**cv_kw).fit(store, client=client, partitions=1)
+    assert np.array_equal(seq.cv_results_["mean_test_score"], one.cv_results_["mean_test_score"])
+    assert np.array_equal(seq.coef_, one.coef_) and seq.best_C_ == one.best_C_
+
+    kw = dict(C=[0.5, 2.0], cv=3, tol=1e-2, max_iter=30, random_state=1, device="cpu", client=client,
+              partitions=2)
+    ref = sw.train(store, **kw)
+
+    class Stop(Exception):
+        pass
+
+    def stop(info):
+        if info["epoch"] == 3:
+            raise Stop
+    ck = tmp_path / "ck"
+    with pytest.raises(Stop):
+        sw.train(store, checkpoint_dir=ck, callback=stop, **kw)
+    resumed = sw.resume(ck, client=client)
+    assert isinstance(resumed, sw.WWClassifierCV)
+    assert np.array_equal(ref.cv_results_["mean_test_score"], resumed.cv_results_["mean_test_score"])
+    assert np.array_equal(ref.coef_, resumed.coef_) and ref.best_C_ == resumed.best_C_
