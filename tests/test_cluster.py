@@ -98,21 +98,27 @@ def test_cluster_options_are_checked(store, tmp_path):
         sw.train(store, workers=0, max_iter=1, **KW)
 
 
+class _Stop(Exception):
+    pass
+
+
+def _train_stopped_at_round(t: int, store, **kw) -> None:
+    """``train`` whose driver dies (an exception from its callback) when round ``t``'s certificate arrives."""
+    def stop(info):
+        if info["epoch"] == t:
+            raise _Stop
+    with pytest.raises(_Stop):
+        sw.train(store, callback=stop, **kw)
+
+
 def test_checkpoint_resume_after_killing_the_driver_is_bitwise(client, store, tmp_path):
     """A cluster run commits after every round; a driver killed mid-run (here: interrupted by
     its callback after round 3) resumes to the undisturbed run's model, bitwise."""
     kw = dict(client=client, partitions=2, max_iter=7, **KW)
     ref = sw.train(store, **kw)
 
-    class Killed(Exception):
-        pass
-
-    def die(info):
-        if info["epoch"] == 3:
-            raise Killed
     ck = tmp_path / "ck"
-    with pytest.raises(Killed):
-        sw.train(store, checkpoint_dir=ck, model_out=tmp_path / "m.npz", callback=die, **kw)
+    _train_stopped_at_round(3, store, checkpoint_dir=ck, model_out=tmp_path / "m.npz", **kw)
     manifest = __import__("json").loads((ck / "manifest.json").read_text())
     assert manifest["run"]["partitions"] == 2 and manifest["cursor"]["pos"] == 0
     assert 1 <= manifest["cursor"]["epoch"] <= 3
@@ -191,15 +197,8 @@ def test_cross_validation_on_a_cluster(client, store, tmp_path):
               partitions=2)
     ref = sw.train(store, **kw)
 
-    class Stop(Exception):
-        pass
-
-    def stop(info):
-        if info["epoch"] == 3:
-            raise Stop
     ck = tmp_path / "ck"
-    with pytest.raises(Stop):
-        sw.train(store, checkpoint_dir=ck, callback=stop, **kw)
+    _train_stopped_at_round(3, store, checkpoint_dir=ck, **kw)
     resumed = sw.resume(ck, client=client)
     assert isinstance(resumed, sw.WWClassifierCV)
     assert np.array_equal(ref.cv_results_["mean_test_score"], resumed.cv_results_["mean_test_score"])
