@@ -203,3 +203,13 @@ def test_cross_validation_on_a_cluster(client, store, tmp_path):
     assert isinstance(resumed, sw.WWClassifierCV)
     assert np.array_equal(ref.cv_results_["mean_test_score"], resumed.cv_results_["mean_test_score"])
     assert np.array_equal(ref.coef_, resumed.coef_) and ref.best_C_ == resumed.best_C_
+
+
+def test_two_workers_reach_the_one_process_optimum(client, store):
+    """At a tight tolerance the K = 2 optimum is the single-process one (primal to 1e-6 relative)."""
+    kw = dict(C=0.05, tol=4e-7, max_iter=5000, random_state=1, device="cpu")  # |P1 - P2| <= G1 + G2
+    one = sw.train(store, **kw)
+    two = sw.train(store, client=client, partitions=2, **kw)
+    assert one.converged_ and two.converged_
+    assert two.history_[-1]["primal"] == pytest.approx(one.history_[-1]["primal"], rel=1e-6)
+    np.testing.assert_allclose(two.coef_, one.coef_, rtol=1e-3, atol=1e-4)
