@@ -38,6 +38,25 @@ def _client(workers: int):
     return cluster, client, time.perf_counter() - t
 
 
+def _task_alone(store, tmp: str, rounds: int) -> float:
+    """ms per call of one partition's round task over every shard, called directly (K = 1)."""
+    from streamwww.engine.cocoa import PartitionSpec, round_task
+    from streamwww.engine.run import solver_config
+    from streamwww.estimator import WWClassifier
+
+    cfg = solver_config(WWClassifier(C=1.0, random_state=0, device="cpu").get_params(), [1.0], 0)
+    spec = PartitionSpec(store=str(store.path), fingerprint=str(store.fingerprint),
+                         shards=tuple(range(store.n_shards)), n_partitions=1, cfg=cfg, beta_root=f"{tmp}/alone",
+                         class_weights=None, folds=None, device="cpu")
+    W = np.zeros((1, store.n_features + 1, len(store.classes)))
+    active = np.arange(1)
+    W = round_task(spec, W, 0, active)["delta"]  # compile, open
+    t = time.perf_counter()
+    for r in range(1, rounds + 1):
+        W = round_task(spec, W, r, active, True, (r,) * store.n_shards)["delta"]
+    return (time.perf_counter() - t) / rounds * 1e3
+
+
 def fixed_cost(tmp: str, rounds: int, Ks, max_workers: int) -> None:
     import streamwww as sw
     from streamwww.io import write_store
@@ -47,6 +66,7 @@ def fixed_cost(tmp: str, rounds: int, Ks, max_workers: int) -> None:
     y = X[:, :4].argmax(1)
     store = write_store(f"{tmp}/tiny.zarr", X, y, shard_rows=50)  # 16 shards of 50 rows
     print(f"\n1. fixed cost per round: {store.n_shards} shards of 50 rows, d=20, k=4, {rounds} rounds")
+    print(f"one round's task alone, in this process (no Dask): {_task_alone(store, tmp, rounds):.1f} ms")
     print(f"{'K':>3} {'workers':>7} {'start-up s':>10} {'ms/round':>9} {'in process ms/epoch':>20}")
     sw.train(store, C=1.0, tol=0, max_iter=2, random_state=0, device="cpu")  # compile, warm caches
     t = time.perf_counter()
