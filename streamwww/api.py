@@ -122,8 +122,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
                                  intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                                  random_state=random_state, device=device, verbose=verbose,
                                  class_weight=class_weight, client=client, workers=workers, partitions=partitions,
-                                 model_out=model_out, checkpoint_dir=checkpoint_dir,
-                                 unsupported={"sample_weight": sample_weight},
+                                 model_out=model_out, checkpoint_dir=checkpoint_dir, sample_weight=sample_weight,
                                  inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
                                  callback=callback, progress=progress)
     if cv is not None:
@@ -164,24 +163,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
                             intercept_scaling=intercept_scaling, gap_decay=gap_decay,
                             subproblem=subproblem, random_state=random_state, device=device,
                             verbose=verbose, class_weight=class_weight)
-    store = as_store(data)
-    feature_names = None
-    if store is not None:
-        if sample_weight is not None:
-            raise ValueError("train: a store carries its own row weights (streamwww convert --weights); "
-                             "sample_weight is for (X, y) data")
-        source = StoreSource(store, class_weight, owner="train")
-        n_features_in = source.data.n_features
-    elif isinstance(data, tuple) and len(data) == 2:
-        X, y = validate_data(template, data[0], data[1], accept_sparse="csr",
-                             dtype=[np.float64, np.float32], order="C", reset=True)
-        source = ArraySource.from_labels(X, classification_targets(y), "train", class_weight=class_weight,
-                                         sample_weight=sample_weight)
-        n_features_in = template.n_features_in_
-        feature_names = getattr(template, "feature_names_in_", None)
-    else:
-        raise ValueError("The 'data' parameter of train must be an (X, y) tuple, a shard store or its "
-                         f"path. Got {type(data).__name__} instead.")
+    source, n_features_in, feature_names = _source(data, template, class_weight, sample_weight)
     many = isinstance(C, (list, tuple, np.ndarray))
     outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
     for out in outs:  # before any work: an unwritable model path found after a day's run loses it
@@ -195,6 +177,25 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     for m, out in zip(models, outs):
         save_model(m, out)
     return (models if many else models[0]), fit
+
+
+def _source(data, template: WWClassifier, class_weight, sample_weight):
+    """``train``'s data as a source: ``(source, n_features_in, feature_names)``."""
+    store = as_store(data)
+    if store is not None:
+        if sample_weight is not None:
+            raise ValueError("train: a store carries its own row weights (streamwww convert --weights); "
+                             "sample_weight is for (X, y) data")
+        source = StoreSource(store, class_weight, owner="train")
+        return source, source.data.n_features, None
+    if isinstance(data, tuple) and len(data) == 2:
+        X, y = validate_data(template, data[0], data[1], accept_sparse="csr",
+                             dtype=[np.float64, np.float32], order="C", reset=True)
+        source = ArraySource.from_labels(X, classification_targets(y), "train", class_weight=class_weight,
+                                         sample_weight=sample_weight)
+        return source, template.n_features_in_, getattr(template, "feature_names_in_", None)
+    raise ValueError("The 'data' parameter of train must be an (X, y) tuple, a shard store or its "
+                     f"path. Got {type(data).__name__} instead.")
 
 
 def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
@@ -221,24 +222,17 @@ def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
     return est
 
 
-def _train_on_cluster(data, *, C, client, workers, partitions, model_out, unsupported, inner_passes, eval_every,
-                      mix_shards, callback, progress, checkpoint_dir=None, C_is_list=None, **params):
-    """:func:`train` on a Dask cluster (a store; one model per ``C``), also continuing a checkpoint."""
+def _train_on_cluster(data, *, C, client, workers, partitions, model_out, inner_passes, eval_every,
+                      mix_shards, callback, progress, checkpoint_dir=None, C_is_list=None, sample_weight=None,
+                      **params):
+    """:func:`train` on a Dask cluster (one model per ``C``), also continuing a checkpoint."""
     from streamwww.engine.cluster import connect
     from streamwww.engine.run import fit_distributed
 
-    given = [k for k, v in unsupported.items() if v is not None]
-    if given:
-        raise ValueError(f"train on a cluster does not take {', '.join(given)}: a cluster trains a store, "
-                         "whose own row weights (streamwww convert --weights) it uses")
-    store = as_store(data)
-    if store is None:
-        raise ValueError("train on a cluster takes a shard store (or its path); write arrays to one with "
-                         "streamwww.io.write_store")
     Cs = check_params("train", C=C, allow_C_list=True, **{k: v for k, v in params.items() if k != "class_weight"},
                       inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards)
     template = WWClassifier(C=Cs[0], **params)
-    source = StoreSource(store, params["class_weight"], owner="train")
+    source, n_features_in, feature_names = _source(data, template, params["class_weight"], sample_weight)
     many = isinstance(C, (list, tuple, np.ndarray)) if C_is_list is None else C_is_list
     outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
     for out in outs:
@@ -249,7 +243,7 @@ def _train_on_cluster(data, *, C, client, workers, partitions, model_out, unsupp
                               checkpoint_dir=checkpoint_dir, callback=callback, progress=progress,
                               C_is_list=many, run_info={"model_out": str(Path(model_out).resolve())
                                                         if model_out is not None else None})
-    models = _build_models(template, fit, source, source.data.n_features)
+    models = _build_models(template, fit, source, n_features_in, feature_names)
     for m, out in zip(models, outs):
         save_model(m, out)
     warn_not_converged(fit.results, fit.cfg, "train", stacklevel=3)
@@ -379,7 +373,7 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
         models = _train_on_cluster(store, C=Cs, C_is_list=manifest["run"].get("C_is_list", len(Cs) > 1),
                                    **placement, model_out=(manifest["run"].get("model_out") if model_out is None
                                               else None if model_out is False else model_out),
-                                   unsupported={}, inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
+                                   inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
                                    mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback,
                                    progress=progress, checkpoint_dir=checkpoint_dir, **params)
         return models

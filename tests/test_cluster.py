@@ -90,7 +90,7 @@ def test_a_killed_worker_changes_nothing(client, store):
 
 
 def test_cluster_options_are_checked(store, tmp_path):
-    with pytest.raises(ValueError, match="does not take sample_weight"):
+    with pytest.raises(ValueError, match="store carries its own row weights"):
         sw.train(store, workers=1, sample_weight=np.ones(240), max_iter=1, **KW)
     with pytest.raises(ValueError, match="not both"):
         sw.train(store, client="tcp://127.0.0.1:1", workers=1, max_iter=1, **KW)
@@ -213,3 +213,25 @@ def test_two_workers_reach_the_one_process_optimum(client, store):
     assert one.converged_ and two.converged_
     assert two.history_[-1]["primal"] == pytest.approx(one.history_[-1]["primal"], rel=1e-6)
     np.testing.assert_allclose(two.coef_, one.coef_, rtol=1e-3, atol=1e-4)
+
+
+def test_arrays_on_a_cluster(client, store):
+    """(X, y) on a cluster: scattered row partitions, beta kept by the driver; K = 1 is the
+    in-memory sequential model bitwise; K = 2 is deterministic, weighted, and certified."""
+    X, y = store.read_shards(list(range(store.n_shards)))
+    kw = dict(C=[0.5, 2.0], tol=0, max_iter=5, random_state=1, device="cpu")
+    seq = sw.train((X, y), **kw)
+    one = sw.train((X, y), client=client, partitions=1, **kw)
+    for a, b in zip(seq, one):
+        assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+    w = np.random.default_rng(3).choice([0.0, 1.0, 2.0], size=len(y))
+    a = sw.train((X, y), client=client, partitions=2, sample_weight=w, **kw)
+    b = sw.train((X, y), client=client, partitions=2, sample_weight=w, **kw)
+    for m, m2 in zip(a, b):
+        assert np.array_equal(m.coef_, m2.coef_)
+        duals = [h["dual"] for h in m.history_]
+        assert all(d1 >= d0 - 1e-12 * abs(d0) for d0, d1 in zip(duals, duals[1:]))
+    unweighted = sw.train((X, y), client=client, partitions=2, **kw)
+    assert not np.array_equal(a[0].coef_, unweighted[0].coef_)
+    with pytest.raises(ValueError, match="without a checkpoint directory"):
+        sw.train((X, y), client=client, checkpoint_dir="never-made", **kw)

@@ -54,7 +54,8 @@ from streamwww.stream.sources import StoreData
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["PartitionSpec", "RoundsStart", "partition_shards", "round_task", "run_rounds"]
+__all__ = ["ArrayParts", "ArraySpec", "PartitionSpec", "RoundsStart", "StoreParts", "array_round_task",
+           "partition_rows", "partition_shards", "round_task", "run_rounds"]
 
 
 def partition_shards(shard_rows, n_partitions: int, seed: int) -> list[tuple[int, ...]]:
@@ -106,9 +107,61 @@ def _open(spec: PartitionSpec):
     return store
 
 
+class _Local:
+    """One task's view of a round: the backend, ``W_t`` and the working copy, and the
+    local step on a block (the certificate parts of ``W_t``, then the local passes)."""
+
+    def __init__(self, cfg: SolverConfig, device: str, n_partitions: int, W: np.ndarray, train: bool):
+        self.cfg, self.train = cfg, train
+        self.backend = get_backend(device)
+        self.sigma = float(n_partitions)
+        M = len(cfg.Cs)
+        self.every = np.arange(M, dtype=np.int64)
+        self.splits = None if cfg.splits is None else np.asarray(cfg.splits, dtype=np.int64)
+        self.Cs = np.asarray(cfg.Cs, dtype=np.float64) * self.sigma
+        self.solver = SOLVER_IDS[cfg.subproblem]
+        self.W = W
+        self.W0 = self.backend.put_W(W)  # W_t, for the certificate
+        self.Wl = self.backend.put_W(W) if train else None  # the working copy W_t + sigma' Delta W_k
+        self.hinge = np.zeros(M)
+        self.beta_sum = np.zeros(M)
+
+    def step(self, block, beta: np.ndarray, t: int, first_shard: int, active: np.ndarray) -> np.ndarray | None:
+        """Certificate sums of ``block`` at ``W_t`` and ``beta``; with ``train``, the local
+        passes (row orders of ``(seed, t, first_shard, pass)``) and the block's new ``beta``."""
+        backend, cfg = self.backend, self.cfg
+        dblock = backend.put_block(block)
+        self.hinge += backend.hinge_sums(self.W0, dblock, cfg.bias, self.every, self.splits)
+        self.beta_sum += beta.sum(axis=(1, 2))
+        if not self.train:
+            return None
+        if self.sigma != 1.0:
+            beta = beta * self.sigma
+        dbeta = backend.put_beta(beta)
+        for p in range(cfg.inner_passes):
+            order = row_order(cfg.seed, t, first_shard, p, block.n_rows)
+            backend.bcd_pass(self.Wl, dblock, dbeta, self.Cs, active, order, cfg.bias, self.solver,
+                             cfg.shark_eps, self.splits)
+        new = backend.get_beta(dbeta)
+        if self.sigma != 1.0:
+            new /= self.sigma
+        return new
+
+    def result(self) -> dict:
+        out = {"hinge": self.hinge, "beta_sum": self.beta_sum}
+        if self.train:
+            Wh = self.backend.to_host(self.Wl)
+            out["delta"] = Wh if self.sigma == 1.0 else (Wh - self.W) / self.sigma
+        return out
+
+    def close(self) -> None:
+        self.backend.close()
+
+
 def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, train: bool = True,
                versions: tuple[int, ...] | None = None) -> dict:
-    """Round ``t`` on one partition: the certificate parts of ``W_t`` and (``train``) ``Delta W_k``.
+    """Round ``t`` on one partition of a store: the certificate parts of ``W_t`` and
+    (``train``) ``Delta W_k``.
 
     ``versions`` are the current ``beta`` versions of ``spec.shards`` (default: all ``t``).
     Returns a dict: ``hinge`` and ``beta_sum`` (per model, of this partition's rows at
@@ -120,85 +173,126 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
     store = _open(spec)
     cw = None if spec.class_weights is None else np.asarray(spec.class_weights)
     data = StoreData(store, cw, spec.folds)
-    M = len(cfg.Cs)
-    betas = DiskBetas(spec.beta_root, M, data.shard_rows, data.n_classes)
-    backend = get_backend(spec.device)
-    sigma = float(spec.n_partitions)
-    every = np.arange(M, dtype=np.int64)
-    splits = None if cfg.splits is None else np.asarray(cfg.splits, dtype=np.int64)
-    Cs = np.asarray(cfg.Cs, dtype=np.float64) * sigma
-    solver = SOLVER_IDS[cfg.subproblem]
-    W0 = backend.put_W(W)  # W_t, for the certificate
-    Wl = backend.put_W(W) if train else None  # the working copy W_t + sigma' Delta W_k
-    hinge = np.zeros(M)
-    beta_sum = np.zeros(M)
+    betas = DiskBetas(spec.beta_root, len(cfg.Cs), data.shard_rows, data.n_classes)
     shards = spec.shards
     version = dict(zip(shards, versions if versions is not None else [t] * len(shards)))
     new_sums = {}
+    local = _Local(cfg, spec.device, spec.n_partitions, W, train)
     try:
-        for local in EpochPlan(cfg, len(shards)).groups(t):
-            group = tuple(shards[i] for i in local)
+        for ids in EpochPlan(cfg, len(shards)).groups(t):
+            group = tuple(shards[i] for i in ids)
             block = data.block_of(group, cfg.bias)
-            beta = betas.read_group(group, [version[s] for s in group])
-            dblock = backend.put_block(block)
-            hinge += backend.hinge_sums(W0, dblock, cfg.bias, every, splits)
-            beta_sum += beta.sum(axis=(1, 2))
-            if not train:
+            new = local.step(block, betas.read_group(group, [version[s] for s in group]), t, group[0], active)
+            if new is None:
                 continue
-            if sigma != 1.0:
-                beta *= sigma
-            dbeta = backend.put_beta(beta)
-            for p in range(cfg.inner_passes):
-                order = row_order(cfg.seed, t, group[0], p, block.n_rows)
-                backend.bcd_pass(Wl, dblock, dbeta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits)
-            new = backend.get_beta(dbeta)
-            if sigma != 1.0:
-                new /= sigma
             for s, b in zip(group, split_rows(new, [int(data.shard_rows[s]) for s in group])):
                 betas.write_version(s, version[s] + 1, b)
                 new_sums[s] = b.sum(axis=(1, 2))
-        out = {"hinge": hinge, "beta_sum": beta_sum, "sums": new_sums}
-        if train:
-            Wh = backend.to_host(Wl)
-            out["delta"] = Wh if sigma == 1.0 else (Wh - W) / sigma
+        return {**local.result(), "sums": new_sums}
+    finally:
+        local.close()
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """A round task's settings for partition ``k`` of in-memory arrays (its rows travel
+    as a scattered :class:`~streamwww.backends.base.Block`, its ``beta`` with the task)."""
+
+    k: int
+    n_partitions: int
+    cfg: SolverConfig
+    device: str
+
+
+def array_round_task(spec: ArraySpec, block, beta: np.ndarray, W: np.ndarray, t: int, active: np.ndarray,
+                     train: bool = True) -> dict:
+    """Round ``t`` on partition ``spec.k`` of arrays: as :func:`round_task`, with ``beta``
+    (version ``t``) given and the new one returned as ``beta`` (the driver keeps it)."""
+    local = _Local(spec.cfg, spec.device, spec.n_partitions, W, train)
+    try:
+        new = local.step(block, np.array(beta, dtype=np.float64), t, spec.k, active)
+        out = local.result()
+        if new is not None:
+            out["beta"] = new
         return out
     finally:
-        backend.close()
+        local.close()
+
+
+def partition_rows(n_rows: int, n_partitions: int, seed: int) -> list[np.ndarray]:
+    """``K`` partitions of ``n_rows`` in-memory rows: a seeded permutation cut into ``K``
+    near-equal parts, each sorted (``K = 1``: every row, in order)."""
+    K = int(n_partitions)
+    if not 1 <= K <= n_rows:
+        raise ValueError(f"{K} partitions for {n_rows} rows: need 1 <= partitions <= rows")
+    perm = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(4,))).permutation(n_rows)
+    return [np.sort(p) for p in np.array_split(perm, K)]
+
+
+class StoreParts:
+    """The partitions of a store: one :func:`round_task` per spec; ``beta`` versions on shared storage."""
+
+    def __init__(self, specs: list[PartitionSpec], versions: dict[int, int]):
+        self.specs, self.versions = specs, dict(versions)
+
+    def submit(self, client, Wf, t, active, train, prefix):
+        return [client.submit(round_task, spec, Wf, t, active, train, tuple(self.versions[s] for s in spec.shards),
+                              key=f"{prefix}-{t}-{k}", pure=False, retries=3) for k, spec in enumerate(self.specs)]
+
+    def advance(self, outs) -> None:
+        """A training round is complete: its new versions are the current ones."""
+        self.versions = {s: v + 1 for s, v in self.versions.items()}
+
+    def sums(self, outs) -> dict:
+        return {s: v for o in outs for s, v in o["sums"].items()}
+
+
+class ArrayParts:
+    """The partitions of in-memory arrays: scattered blocks; ``beta`` kept by the driver
+    and sent with each task (a task is pure: it returns the next ``beta``)."""
+
+    def __init__(self, specs: list[ArraySpec], blocks: list, betas: list[np.ndarray]):
+        self.specs, self.blocks, self.betas = specs, blocks, betas
+
+    def submit(self, client, Wf, t, active, train, prefix):
+        return [client.submit(array_round_task, spec, block, beta, Wf, t, active, train, key=f"{prefix}-{t}-{k}",
+                              pure=False, retries=3)
+                for k, (spec, block, beta) in enumerate(zip(self.specs, self.blocks, self.betas))]
+
+    def advance(self, outs) -> None:
+        self.betas = [o["beta"] for o in outs]
 
 
 @dataclass
 class RoundsStart:
-    """Where a run of rounds starts: round ``t`` from ``W`` (``W_t``), the models' results so
-    far and every shard's current ``beta`` version (a checkpoint's; fresh: zeros)."""
+    """Where a run of rounds starts: round ``t`` from ``W`` (``W_t``) and the models' results so far."""
 
     t: int
     W: np.ndarray
     results: list[ModelResult]
-    versions: dict[int, int]
     wall: float = 0.0
 
 
-def run_rounds(client, specs: list[PartitionSpec], cfg: SolverConfig, start: RoundsStart, n_shards: int,
+def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: int,
                callback=None, progress=None, superseded=None, checkpoint=None) -> list[ModelResult]:
-    """Train by CoCoA+ rounds on ``client`` (a ``distributed.Client``); one task per partition.
+    """Train by CoCoA+ rounds on ``client`` (a ``distributed.Client``); one task per partition
+    of ``parts`` (:class:`StoreParts` or :class:`ArrayParts`).
 
-    ``superseded(versions)`` is called once a round is complete with the versions it read
-    (no task reads them any more); ``checkpoint(t, W, versions, sums, wall)`` after round
-    ``t - 1`` with ``W_t`` (finished models' rows: their certified ``W``) and the versions
-    the round wrote.  The history and stopping rule are the sequential driver's; ``time``
-    in the history is the rounds' wall time.
+    ``superseded(versions)`` is called once a round is complete with the store versions it
+    read (no task reads them any more); ``checkpoint(t, W, versions, sums, wall)`` after
+    round ``t - 1`` with ``W_t`` (finished models' rows: their certified ``W``) and the
+    versions the round wrote.  The history and stopping rule are the sequential driver's;
+    ``time`` in the history is the rounds' wall time.
     """
-    results, W, t, versions = start.results, start.W, start.t, dict(start.versions)
+    results, W, t = start.results, start.W, start.t
     active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
     t0 = time.perf_counter() - start.wall
-    prefix = f"streamwww-round-{id(specs):x}-{time.time_ns():x}"
+    prefix = f"streamwww-round-{id(parts):x}-{time.time_ns():x}"
     while active.size:
         train = t < cfg.max_iter
         Wf = client.scatter(W, broadcast=True, hash=False)
-        futures = [client.submit(round_task, spec, Wf, t, active, train, tuple(versions[s] for s in spec.shards),
-                                 key=f"{prefix}-{t}-{k}", pure=False, retries=3) for k, spec in enumerate(specs)]
-        outs = client.gather(futures)
-        del futures, Wf
+        outs = client.gather(parts.submit(client, Wf, t, active, train, prefix))
+        del Wf
         if t > 0 and cfg.evaluates(t) or not train:
             active = _certify(W, outs, cfg, results, active, t, time.perf_counter() - t0, callback)
         if progress is not None:
@@ -206,9 +300,9 @@ def run_rounds(client, specs: list[PartitionSpec], cfg: SolverConfig, start: Rou
         if not train or active.size == 0:  # the last round's passes are not needed: W_t is the model
             break
         if superseded is not None:
-            superseded(versions)
+            superseded(parts.versions)
         W = outs[0]["delta"] if len(outs) == 1 else W + _ksum([o["delta"] for o in outs])
-        versions = {s: v + 1 for s, v in versions.items()}
+        parts.advance(outs)
         t += 1
         for i in active:
             results[i].n_iter = t
@@ -217,8 +311,7 @@ def run_rounds(client, specs: list[PartitionSpec], cfg: SolverConfig, start: Rou
             Wc = W.copy() if done else W
             for i in done:
                 Wc[i] = results[i].W
-            checkpoint(t, Wc, versions, {s: v for o in outs for s, v in o["sums"].items()},
-                       time.perf_counter() - t0)
+            checkpoint(t, Wc, parts.versions, parts.sums(outs), time.perf_counter() - t0)
     for i, r in enumerate(results):
         if r.W is None:
             r.W = W[i].copy()

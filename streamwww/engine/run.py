@@ -19,6 +19,7 @@ import numpy as np
 from streamwww._fsutil import ScratchDir
 from streamwww._logging import verbose_logging
 from streamwww._params import DEFAULTS, UNMIXED, resolve_seed
+from streamwww.backends.base import make_block
 from streamwww.backends.select import get_backend
 from streamwww.checkpoint import CheckpointDir, check_compatible
 from streamwww.engine.config import (
@@ -281,12 +282,18 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
     from streamwww.engine.cocoa import (
         PartitionSpec,
         RoundsStart,
+        StoreParts,
         partition_shards,
         run_rounds,
     )
 
     if not source.streamed:
-        raise ValueError("training on a cluster takes a shard store (convert arrays with streamwww.io.write_store)")
+        if checkpoint_dir is not None:
+            raise ValueError("in-memory arrays train on a cluster without a checkpoint directory (their beta "
+                             "stays with the driver); write them to a store for checkpoints")
+        return _fit_arrays_distributed(source, params, Cs, client, partitions=partitions,
+                                       inner_passes=inner_passes, eval_every=eval_every, callback=callback,
+                                       progress=progress, splits=splits)
     data = source.data
     with ExitStack() as stack:
         ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
@@ -315,7 +322,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         cursor, state = _resume_state(ckpt, manifest, W0, cfg, data)
         start = RoundsStart(t=cursor.epoch, W=np.array(state.get("W0", np.zeros(shape)), dtype=np.float64),
                             results=state.get("results", [ModelResult(C=float(C)) for C in cfg.Cs]),
-                            versions=dict(betas.versions), wall=cursor.train_time)
+                            wall=cursor.train_time)
         checkpoint = superseded = commit = None
         if ckpt is not None:
             stack.callback(ckpt.drain)
@@ -339,11 +346,48 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                                folds=data.folds, device=params["device"]) for p in parts]
         logger.info("training on %d partitions of %s shards", len(parts), [len(p) for p in parts])
         with verbose_logging(int(params["verbose"])):
-            results = run_rounds(client, specs, cfg, start, data.n_shards, callback=callback, progress=progress,
-                                 superseded=superseded, checkpoint=checkpoint)
+            results = run_rounds(client, StoreParts(specs, betas.versions), cfg, start, data.n_shards,
+                                 callback=callback, progress=progress, superseded=superseded, checkpoint=checkpoint)
         if commit is not None and not (manifest is not None and manifest.get("finished")):
             last = max(r.n_iter for r in results)
             wall = max((r.history[-1]["time"] for r in results if r.history), default=cursor.train_time)
             commit(np.stack([r.W for r in results]), Cursor(last, 0, wall), results, finished=True)
             ckpt.wait()
+    return Fit(results, cfg, seed)
+
+
+def _fit_arrays_distributed(source, params: dict, Cs, client, *, partitions, inner_passes, eval_every, callback,
+                            progress, splits) -> Fit:
+    """:func:`fit_distributed` for in-memory arrays: ``K`` row partitions (a seeded
+    permutation cut in ``K``; ``K = 1``: every row, the sequential model bitwise) scattered
+    to the workers as blocks; ``beta`` stays with the driver and goes with each task."""
+    from streamwww.engine.cocoa import (
+        ArrayParts,
+        ArraySpec,
+        RoundsStart,
+        partition_rows,
+        run_rounds,
+    )
+
+    data = source.data
+    seed = resolve_seed(params["random_state"])
+    cfg = solver_config(params, Cs, seed, inner_passes, eval_every, UNMIXED, splits)
+    n = data.n_rows
+    if partitions is None:
+        partitions = max(1, min(len(client.scheduler_info().get("workers", {})) or 1, n))
+    rows = partition_rows(n, int(partitions), seed)
+    blocks = []
+    for idx in rows:
+        def pick(a, idx=idx):
+            return None if a is None else a[idx]
+        blocks.append(make_block(data.X[idx], data.y[idx], cfg.bias, pick(data.weights), pick(data.trains)))
+    futures = client.scatter(blocks, hash=False)
+    M, m = len(cfg.Cs), int(data.n_classes) - 1
+    parts = ArrayParts([ArraySpec(k=k, n_partitions=len(rows), cfg=cfg, device=params["device"])
+                        for k in range(len(rows))], futures, [np.zeros((M, len(idx), m)) for idx in rows])
+    shape = (M, cfg.n_weight_rows(data.n_features), int(data.n_classes))
+    start = RoundsStart(t=0, W=np.zeros(shape), results=[ModelResult(C=float(C)) for C in cfg.Cs])
+    logger.info("training on %d partitions of %s rows", len(rows), [len(r) for r in rows])
+    with verbose_logging(int(params["verbose"])):
+        results = run_rounds(client, parts, cfg, start, len(rows), callback=callback, progress=progress)
     return Fit(results, cfg, seed)
