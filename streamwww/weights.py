@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["class_weight_vector", "row_weights", "check_sample_weight"]
+__all__ = ["class_weight_vector", "row_weights", "check_sample_weight", "first_bad_weight"]
 
 
 def class_weight_vector(class_weight, classes, counts, owner: str) -> np.ndarray | None:
@@ -67,20 +67,29 @@ def _key(label):
     return label.item() if isinstance(label, np.generic) else label
 
 
+def first_bad_weight(w: np.ndarray) -> int | None:
+    """Index of the first weight that is not finite or is negative, or None."""
+    bad = ~(np.isfinite(w) & (w >= 0))
+    return int(np.argmax(bad)) if bad.any() else None
+
+
 def check_sample_weight(sample_weight, n_rows: int, owner: str) -> np.ndarray | None:
-    """``sample_weight`` as float64 of shape ``(n_rows,)``: finite, >= 0, not all 0; None stays None."""
+    """``sample_weight`` as float64 of shape ``(n_rows,)``: finite, >= 0, not all 0; None stays None.
+    A scalar weighs every row alike, as in scikit-learn."""
     if sample_weight is None:
         return None
-    w = np.asarray(sample_weight, dtype=np.float64)
+    try:
+        w = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{owner}: sample_weight must be numbers: {exc}") from None
     if w.ndim == 0:
         w = np.full(n_rows, float(w))
     if w.shape != (n_rows,):
-        raise ValueError(f"{owner}: sample_weight has shape {w.shape}, expected ({n_rows},)")
-    bad = np.flatnonzero(~np.isfinite(w) | (w < 0))
-    if bad.size:
-        raise ValueError(f"{owner}: sample_weight[{bad[0]}] = {float(w[bad[0]])!r}; weights must be finite and >= 0")
+        raise ValueError(f"{owner}: sample_weight has shape {w.shape}; expected ({n_rows},), one weight per row")
+    if (bad := first_bad_weight(w)) is not None:
+        raise ValueError(f"{owner}: sample_weight[{bad}] is {float(w[bad])!r}; weights must be finite and >= 0")
     if not np.any(w > 0):
-        raise ValueError(f"{owner}: every sample_weight is zero; at least one row needs a positive weight")
+        raise ValueError(f"{owner}: every sample_weight is 0; at least one row needs a positive weight")
     return w
 
 

@@ -11,8 +11,8 @@ import pytest
 
 import streamwww as sw
 from streamwww.backends import cuda as cuda_backend
-from streamwww.backends.rowmath import c_index, v_entry, walrus_sweep_cpu
 from streamwww.backends import get_backend
+from streamwww.backends.rowmath import c_index, v_entry, walrus_sweep_cpu
 from streamwww.errors import DeviceUnavailableError
 from streamwww.solvers.walrus import walrus_kernel
 

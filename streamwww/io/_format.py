@@ -56,12 +56,6 @@ def format_version_for(weighted: bool) -> int:
     return WEIGHTS_FORMAT_VERSION if weighted else FORMAT_VERSION
 
 
-def first_bad_weight(w: np.ndarray) -> int | None:
-    """Index of the first weight that is not finite or is negative, or None."""
-    bad = ~(np.isfinite(w) & (w >= 0))
-    return int(np.argmax(bad)) if bad.any() else None
-
-
 def shard_nbytes(layout: str, rows: int, nnz: int, n_features: int, dtype) -> int:
     """Return the bytes of a shard once read: X (CSR or dense) plus ``y`` (int32)."""
     itemsize = np.dtype(dtype).itemsize

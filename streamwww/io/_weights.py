@@ -18,8 +18,8 @@ import os
 import numpy as np
 
 from streamwww.errors import DataFormatError, InputReadError
-from streamwww.io._format import first_bad_weight
 from streamwww.io.libsvm import open_compressed
+from streamwww.weights import first_bad_weight
 
 __all__ = ["WeightFile"]
 

@@ -44,7 +44,6 @@ from streamwww.io._format import (
     WEIGHT_HASH_KEY,
     WEIGHTS_FORMAT_VERSION,
     fingerprint,
-    first_bad_weight,
     format_version_for,
     index_dtype,
     labels_from_json,
@@ -54,6 +53,7 @@ from streamwww.io._format import (
 from streamwww.io._progress import ProgressCallback, ProgressEvent
 from streamwww.io._shardsink import open_sink
 from streamwww.labels import encode_labels, format_label, summarize_classes  # noqa: F401  (re-exported for io)
+from streamwww.weights import check_sample_weight, first_bad_weight
 
 __all__ = ["ShardStore", "open_store", "write_store"]
 
@@ -818,7 +818,10 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
     cls, y_index = encode_labels(y, classes, who)
     if len(y_index) != n_rows:
         raise DataFormatError(f"{who}: X has {n_rows} rows but y has {len(y_index)} labels.")
-    weight = None if sample_weight is None else _check_sample_weight(sample_weight, n_rows, who)
+    try:
+        weight = check_sample_weight(sample_weight, n_rows, who)
+    except ValueError as exc:  # one validation for arrays and stores; here it is the data's fault
+        raise DataFormatError(str(exc)) from None
     nnz = X.nnz if sp.issparse(X) else int(np.count_nonzero(X))
     layout = resolve_layout(layout, n_rows, n_features, nnz, who)
     with StoreTransaction(path, overwrite) as tx:
@@ -836,20 +839,3 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
         tx.commit(meta)
     return open_store(path)
 
-
-def _check_sample_weight(sample_weight, n_rows: int, who: str) -> np.ndarray:
-    """``sample_weight`` as float64 of shape (n_rows,); finite, >= 0, not all zero."""
-    try:
-        w = np.asarray(sample_weight, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise DataFormatError(f"{who}: sample_weight must be numbers: {exc}") from None
-    if w.shape != (n_rows,):
-        raise DataFormatError(f"{who}: sample_weight has shape {w.shape}; expected ({n_rows},), "
-                              f"one weight per row of X.")
-    if (bad := first_bad_weight(w)) is not None:
-        raise DataFormatError(f"{who}: sample_weight[{bad}] is {float(w[bad])!r}; weights must be "
-                              f"finite and >= 0.")
-    if not w.any():
-        raise DataFormatError(f"{who}: every sample_weight is 0; at least one row needs a "
-                              f"positive weight (a model would have nothing to learn from).")
-    return w

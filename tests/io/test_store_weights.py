@@ -27,7 +27,15 @@ import zarr
 
 from streamwww.cli import main
 from streamwww.errors import ChecksumError, DataFormatError, ShardFormatError
-from streamwww.io import _chunks, _weights, _zarr, convert_libsvm, make_data, open_store, write_store
+from streamwww.io import (
+    _chunks,
+    _weights,
+    _zarr,
+    convert_libsvm,
+    make_data,
+    open_store,
+    write_store,
+)
 from streamwww.io._backend import get_backend
 from streamwww.io._format import fingerprint
 from streamwww.io.store import ShardWriter, StoreTransaction, build_metadata
