@@ -128,7 +128,8 @@ class _Local:
 
     def step(self, block, beta: np.ndarray, t: int, first_shard: int, active: np.ndarray) -> np.ndarray | None:
         """Certificate sums of ``block`` at ``W_t`` and ``beta``; with ``train``, the local
-        passes (row orders of ``(seed, t, first_shard, pass)``) and the block's new ``beta``."""
+        passes (row orders of ``(seed, t, first_shard, pass)``) and the block's new ``beta``.
+        ``beta`` is the task's own array: it is scaled and trained in place."""
         backend, cfg = self.backend, self.cfg
         dblock = backend.put_block(block)
         self.hinge += backend.hinge_sums(self.W0, dblock, cfg.bias, self.every, self.splits)
@@ -136,7 +137,7 @@ class _Local:
         if not self.train:
             return None
         if self.sigma != 1.0:
-            beta = beta * self.sigma
+            beta *= self.sigma
         dbeta = backend.put_beta(beta)
         for p in range(cfg.inner_passes):
             order = row_order(cfg.seed, t, first_shard, p, block.n_rows)
@@ -148,7 +149,7 @@ class _Local:
         return new
 
     def result(self) -> dict:
-        out = {"hinge": self.hinge, "beta_sum": self.beta_sum}
+        out = {"hinge": self.hinge, "beta_sum": self.beta_sum, "device": self.backend.name}
         if self.train:
             Wh = self.backend.to_host(self.Wl)
             out["delta"] = Wh if self.sigma == 1.0 else (Wh - self.W) / self.sigma
@@ -210,6 +211,7 @@ def array_round_task(spec: ArraySpec, block, beta: np.ndarray, W: np.ndarray, t:
     (version ``t``) given and the new one returned as ``beta`` (the driver keeps it)."""
     local = _Local(spec.cfg, spec.device, spec.n_partitions, W, train)
     try:
+        # a copy: the task must not change its argument (a threaded worker shares the driver's array)
         new = local.step(block, np.array(beta, dtype=np.float64), t, spec.k, active)
         out = local.result()
         if new is not None:
@@ -232,6 +234,8 @@ def partition_rows(n_rows: int, n_partitions: int, seed: int) -> list[np.ndarray
 class StoreParts:
     """The partitions of a store: one :func:`round_task` per spec; ``beta`` versions on shared storage."""
 
+    device = "cpu"  # the tasks' backend, once a round has run
+
     def __init__(self, specs: list[PartitionSpec], versions: dict[int, int]):
         self.specs, self.versions = specs, dict(versions)
 
@@ -250,6 +254,8 @@ class StoreParts:
 class ArrayParts:
     """The partitions of in-memory arrays: scattered blocks; ``beta`` kept by the driver
     and sent with each task (a task is pure: it returns the next ``beta``)."""
+
+    device = "cpu"  # the tasks' backend, once a round has run
 
     def __init__(self, specs: list[ArraySpec], blocks: list, betas: list[np.ndarray]):
         self.specs, self.blocks, self.betas = specs, blocks, betas
@@ -293,6 +299,7 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
         Wf = client.scatter(W, broadcast=True, hash=False)
         outs = client.gather(parts.submit(client, Wf, t, active, train, prefix))
         del Wf
+        parts.device = outs[0]["device"]  # where the tasks ran (Fit.device)
         if t > 0 and cfg.evaluates(t) or not train:
             active = _certify(W, outs, cfg, results, active, t, time.perf_counter() - t0, callback)
         if progress is not None:

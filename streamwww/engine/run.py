@@ -305,8 +305,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
         if partitions is None:
             recorded = manifest["run"].get("partitions") if manifest is not None else None
-            partitions = recorded or max(1, min(len(client.scheduler_info().get("workers", {})) or 1,
-                                                data.n_shards))
+            partitions = recorded or _worker_count(client, data.n_shards)
         parts = partition_shards(data.shard_rows, int(partitions), seed)
         if ckpt is not None:
             beta_dir = ckpt.path
@@ -346,14 +345,20 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                                folds=data.folds, device=params["device"]) for p in parts]
         logger.info("training on %d partitions of %s shards", len(parts), [len(p) for p in parts])
         with verbose_logging(int(params["verbose"])):
-            results = run_rounds(client, StoreParts(specs, betas.versions), cfg, start, data.n_shards,
+            store_parts = StoreParts(specs, betas.versions)
+            results = run_rounds(client, store_parts, cfg, start, data.n_shards,
                                  callback=callback, progress=progress, superseded=superseded, checkpoint=checkpoint)
         if commit is not None and not (manifest is not None and manifest.get("finished")):
             last = max(r.n_iter for r in results)
             wall = max((r.history[-1]["time"] for r in results if r.history), default=cursor.train_time)
             commit(np.stack([r.W for r in results]), Cursor(last, 0, wall), results, finished=True)
             ckpt.wait()
-    return Fit(results, cfg, seed)
+    return Fit(results, cfg, seed, device=store_parts.device)
+
+
+def _worker_count(client, most: int) -> int:
+    """The default ``K``: the client's workers now (at least 1, at most ``most``)."""
+    return max(1, min(len(client.scheduler_info().get("workers", {})) or 1, most))
 
 
 def _fit_arrays_distributed(source, params: dict, Cs, client, *, partitions, inner_passes, eval_every, callback,
@@ -373,9 +378,7 @@ def _fit_arrays_distributed(source, params: dict, Cs, client, *, partitions, inn
     seed = resolve_seed(params["random_state"])
     cfg = solver_config(params, Cs, seed, inner_passes, eval_every, UNMIXED, splits)
     n = data.n_rows
-    if partitions is None:
-        partitions = max(1, min(len(client.scheduler_info().get("workers", {})) or 1, n))
-    rows = partition_rows(n, int(partitions), seed)
+    rows = partition_rows(n, int(partitions or _worker_count(client, n)), seed)
     blocks = []
     for idx in rows:
         def pick(a, idx=idx):
@@ -390,4 +393,4 @@ def _fit_arrays_distributed(source, params: dict, Cs, client, *, partitions, inn
     logger.info("training on %d partitions of %s rows", len(rows), [len(r) for r in rows])
     with verbose_logging(int(params["verbose"])):
         results = run_rounds(client, parts, cfg, start, len(rows), callback=callback, progress=progress)
-    return Fit(results, cfg, seed)
+    return Fit(results, cfg, seed, device=parts.device)
