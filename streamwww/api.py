@@ -18,7 +18,7 @@ from sklearn.utils.validation import validate_data
 from streamwww._params import DEFAULTS, UNMIXED, check_params
 from streamwww.checkpoint import CheckpointDir
 from streamwww.engine.config import warn_not_converged
-from streamwww.engine.run import fit_source
+from streamwww.engine.run import cluster_options, fit_placed
 from streamwww.errors import CheckpointError, OutputPathError
 from streamwww.estimator import WWClassifier, fitted_attributes
 from streamwww.labels import classification_targets
@@ -117,14 +117,6 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         number of workers.  A model setting: the same ``K`` gives the bitwise-same model
         on any cluster, and ``K = 1`` is the sequential run's model.
     """
-    if cv is None and (client is not None or workers is not None):
-        return _train_on_cluster(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
-                                 intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
-                                 random_state=random_state, device=device, verbose=verbose,
-                                 class_weight=class_weight, client=client, workers=workers, partitions=partitions,
-                                 model_out=model_out, checkpoint_dir=checkpoint_dir, sample_weight=sample_weight,
-                                 inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
-                                 callback=callback, progress=progress)
     if cv is not None:
         return _train_cv(data, C=C, cv=cv, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
@@ -133,24 +125,24 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
                          options=dict(checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
                                       prefetch=prefetch, inner_passes=inner_passes, eval_every=eval_every,
                                       mix_shards=mix_shards, callback=callback, progress=progress,
-                                      **({"client": client, "workers": workers, "partitions": partitions}
-                                         if client is not None or workers is not None else
-                                         {"partitions": partitions} if partitions is not None else {})))
+                                      client=client, workers=workers, partitions=partitions))
     models, fit = _train(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                          random_state=random_state, device=device, verbose=verbose,
                          checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, prefetch=prefetch,
                          inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
                          model_out=model_out, callback=callback, progress=progress,
-                         class_weight=class_weight, sample_weight=sample_weight)
+                         class_weight=class_weight, sample_weight=sample_weight,
+                         cluster=cluster_options(client, workers, partitions, "train"))
     warn_not_converged(fit.results, fit.cfg, "train")
     return models
 
 
 def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state,
            device, verbose, checkpoint_dir, checkpoint_every, prefetch, inner_passes, eval_every, mix_shards,
-           model_out, callback, progress, class_weight=None, sample_weight=None):
-    """:func:`train` without the convergence warnings (its callers warn at the user's line)."""
+           model_out, callback, progress, class_weight=None, sample_weight=None, cluster=None):
+    """:func:`train` without the convergence warnings (its callers warn at the user's line);
+    ``cluster`` (:func:`~streamwww.engine.run.cluster_options`): on a Dask cluster."""
     Cs = check_params("train", C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                       intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                       random_state=random_state, device=device, verbose=verbose,
@@ -168,7 +160,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
     for out in outs:  # before any work: an unwritable model path found after a day's run loses it
         check_writable(out)
-    fit = fit_source(source, template.get_params(), Cs, checkpoint_dir=checkpoint_dir,
+    fit = fit_placed(source, template.get_params(), Cs, cluster, checkpoint_dir=checkpoint_dir,
                      checkpoint_every=checkpoint_every, prefetch=prefetch, inner_passes=inner_passes,
                      eval_every=eval_every, mix_shards=mix_shards, callback=callback, progress=progress,
                      C_is_list=many,
@@ -222,39 +214,16 @@ def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
     return est
 
 
-def _train_on_cluster(data, *, C, client, workers, partitions, model_out, inner_passes, eval_every,
-                      mix_shards, callback, progress, checkpoint_dir=None, C_is_list=None, sample_weight=None,
-                      **params):
-    """:func:`train` on a Dask cluster (one model per ``C``), also continuing a checkpoint."""
-    from streamwww.engine.cluster import connect
-    from streamwww.engine.run import fit_distributed
-
-    Cs = check_params("train", C=C, allow_C_list=True, **{k: v for k, v in params.items() if k != "class_weight"},
-                      inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards)
-    template = WWClassifier(C=Cs[0], **params)
-    source, n_features_in, feature_names = _source(data, template, params["class_weight"], sample_weight)
-    many = isinstance(C, (list, tuple, np.ndarray)) if C_is_list is None else C_is_list
-    outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
-    for out in outs:
-        check_writable(out)
-    with connect(client, workers) as c:
-        fit = fit_distributed(source, template.get_params(), Cs, c, partitions=partitions,
-                              inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
-                              checkpoint_dir=checkpoint_dir, callback=callback, progress=progress,
-                              C_is_list=many, run_info={"model_out": str(Path(model_out).resolve())
-                                                        if model_out is not None else None})
-    models = _build_models(template, fit, source, n_features_in, feature_names)
-    for m, out in zip(models, outs):
-        save_model(m, out)
-    warn_not_converged(fit.results, fit.cfg, "train", stacklevel=3)
-    return models if many else models[0]
-
-
 def _recorded_class_weight(store, recorded):
     """A checkpoint's class weights (per class index) back as ``{label: weight}`` (None: none)."""
     if recorded is None:
         return None
     return {c: w for c, w in zip(store.classes.tolist(), recorded) if w != 1.0}
+
+
+def _resumed_model_out(run: dict, model_out):
+    """The model path a resume writes: ``model_out``, else the one train recorded; False: none."""
+    return run.get("model_out") if model_out is None else None if model_out is False else model_out
 
 
 def _placement(manifest: dict, client, workers, partitions) -> dict | None:
@@ -282,7 +251,7 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:
         params["max_iter"] = max_iter
-    out = run.get("model_out") if model_out is None else None if model_out is False else model_out
+    out = _resumed_model_out(run, model_out)
     est = WWClassifierCV(Cs=run["cv_Cs"], cv=int(run["cv"]), refit=bool(run.get("refit", True)), **params)
     est.fit(store, checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
             prefetch=run["prefetch"], inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
@@ -369,20 +338,11 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
     if max_iter is not None:
         params["max_iter"] = max_iter
     Cs = cfg["Cs"]
-    if placement is not None:
-        models = _train_on_cluster(store, C=Cs, C_is_list=manifest["run"].get("C_is_list", len(Cs) > 1),
-                                   **placement, model_out=(manifest["run"].get("model_out") if model_out is None
-                                              else None if model_out is False else model_out),
-                                   inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
-                                   mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback,
-                                   progress=progress, checkpoint_dir=checkpoint_dir, **params)
-        return models
     models, fit = _train(store, C=Cs if manifest["run"].get("C_is_list", len(Cs) > 1) else Cs[0], **params,
                          checkpoint_dir=checkpoint_dir, checkpoint_every=manifest["run"]["checkpoint_every"],
                          prefetch=manifest["run"]["prefetch"], inner_passes=cfg["inner_passes"],
                          eval_every=cfg["eval_every"], mix_shards=cfg.get("mix_shards", UNMIXED),
-                         model_out=(manifest["run"].get("model_out") if model_out is None
-                                    else None if model_out is False else model_out),
-                         callback=callback, progress=progress)
+                         model_out=_resumed_model_out(manifest["run"], model_out),
+                         callback=callback, progress=progress, cluster=placement)
     warn_not_converged(fit.results, fit.cfg, "resume")
     return models

@@ -28,7 +28,7 @@ from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from streamwww._params import check_params, resolve_seed
-from streamwww.engine.run import fit_source
+from streamwww.engine.run import cluster_options, fit_placed
 from streamwww.estimator import WWClassifier, fitted_attributes
 from streamwww.labels import classification_targets
 from streamwww.stream.folds import MAX_SPLITS, shard_folds, train_bits
@@ -52,18 +52,6 @@ def cv_plan(Cs, n_splits: int, refit: bool) -> tuple[list[float], list[int]]:
     C_all = [c for _ in range(n_splits) for c in Cs] + (list(Cs) if refit else [])
     splits = [s for s in range(n_splits) for _ in Cs] + ([-1] * len(Cs) if refit else [])
     return C_all, splits
-
-
-def _fit_on_cluster(source, params: dict, C_all, splits, run_info: dict, cluster: dict, options: dict):
-    """The fold x C models of a store trained by CoCoA+ rounds on a Dask cluster (the
-    per-row fold bits travel as the folds' seed: each task recomputes its shards' folds)."""
-    from streamwww.engine.cluster import connect
-    from streamwww.engine.run import fit_distributed
-
-    options = {k: v for k, v in options.items() if k not in ("checkpoint_every", "prefetch")}  # one process only
-    with connect(cluster["client"], cluster["workers"]) as client:
-        return fit_distributed(source, params, C_all, client, partitions=cluster["partitions"], splits=splits,
-                               C_is_list=True, run_info=run_info, **options)
 
 
 def score_store(store, fit, n_splits: int, seed: int, n_C: int) -> tuple[np.ndarray, np.ndarray]:
@@ -245,18 +233,10 @@ class WWClassifierCV(WWClassifier):
             n_features = X.shape[1]
         C_all, splits = cv_plan(Cs, n_splits, bool(self.refit))
         run_info = {**train_options.pop("run_info", {}), "cv": n_splits, "cv_Cs": Cs, "refit": bool(self.refit)}
-        cluster = {k: train_options.pop(k, None) for k in ("client", "workers", "partitions")}
-        if cluster["client"] is not None or cluster["workers"] is not None:
-            if store is None:
-                raise ValueError(f"{owner}: cross-validation on a cluster takes a shard store (write arrays "
-                                 "to one with streamwww.io.write_store)")
-            fit = _fit_on_cluster(source, self._solver_params(seed), C_all, splits, run_info, cluster,
-                                  train_options)
-        else:
-            if cluster["partitions"] is not None:
-                raise ValueError(f"{owner}: partitions applies to cluster runs (give client or workers)")
-            fit = fit_source(source, self._solver_params(seed), C_all, splits=splits, C_is_list=True,
-                             run_info=run_info, **train_options)
+        cluster = cluster_options(*(train_options.pop(k, None) for k in ("client", "workers", "partitions")),
+                                  owner)
+        fit = fit_placed(source, self._solver_params(seed), C_all, cluster, splits=splits, C_is_list=True,
+                         run_info=run_info, **train_options)
         if store is not None:
             scores, score_times = score_store(store, fit, n_splits, seed, len(Cs))
         else:

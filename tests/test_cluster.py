@@ -90,6 +90,8 @@ def test_a_killed_worker_changes_nothing(client, store):
 
 
 def test_cluster_options_are_checked(store, tmp_path):
+    with pytest.raises(ValueError, match="partitions applies to cluster runs"):
+        sw.train(store, partitions=2, max_iter=1, **KW)
     with pytest.raises(ValueError, match="store carries its own row weights"):
         sw.train(store, workers=1, sample_weight=np.ones(240), max_iter=1, **KW)
     with pytest.raises(ValueError, match="not both"):
@@ -231,6 +233,11 @@ def test_arrays_on_a_cluster(client, store):
         assert np.array_equal(m.coef_, m2.coef_)
         duals = [h["dual"] for h in m.history_]
         assert all(d1 >= d0 - 1e-12 * abs(d0) for d0, d1 in zip(duals, duals[1:]))
+    cv_kw = dict(Cs=[0.5, 2.0], cv=3, tol=1e-2, max_iter=20, random_state=1, device="cpu")
+    cv_seq = sw.WWClassifierCV(**cv_kw).fit(X, y)
+    cv_one = sw.WWClassifierCV(**cv_kw).fit(X, y, client=client, partitions=1)
+    assert np.array_equal(cv_seq.cv_results_["mean_test_score"], cv_one.cv_results_["mean_test_score"])
+    assert np.array_equal(cv_seq.coef_, cv_one.coef_)
     unweighted = sw.train((X, y), client=client, partitions=2, **kw)
     assert not np.array_equal(a[0].coef_, unweighted[0].coef_)
     with pytest.raises(ValueError, match="without a checkpoint directory"):

@@ -36,7 +36,7 @@ from streamwww.stream.feed import DaskExecutor, DaskFeed, SyncFeed
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Fit", "fit_source", "fit_distributed", "solver_config"]
+__all__ = ["Fit", "cluster_options", "fit_distributed", "fit_placed", "fit_source", "solver_config"]
 
 
 @dataclass
@@ -354,6 +354,30 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
             commit(np.stack([r.W for r in results]), Cursor(last, 0, wall), results, finished=True)
             ckpt.wait()
     return Fit(results, cfg, seed, device=store_parts.device)
+
+
+def cluster_options(client, workers, partitions, owner: str) -> dict | None:
+    """Where a fit runs: ``None`` (this process) or ``{"client", "workers", "partitions"}``
+    for :func:`fit_placed`; ``partitions`` alone is an error."""
+    if client is None and workers is None:
+        if partitions is not None:
+            raise ValueError(f"{owner}: partitions applies to cluster runs (give client or workers)")
+        return None
+    return {"client": client, "workers": workers, "partitions": partitions}
+
+
+def fit_placed(source, params: dict, Cs, cluster: dict | None, **options) -> Fit:
+    """:func:`fit_source` in this process (``cluster`` None), or :func:`fit_distributed` on
+    the cluster that ``cluster`` (:func:`cluster_options`) names: a user's client, a
+    scheduler address, or a local cluster started for the fit, where the one-process
+    options (``checkpoint_every``, ``prefetch``) do not apply."""
+    if cluster is None:
+        return fit_source(source, params, Cs, **options)
+    from streamwww.engine.cluster import connect
+
+    options = {k: v for k, v in options.items() if k not in ("checkpoint_every", "prefetch")}
+    with connect(cluster["client"], cluster["workers"]) as client:
+        return fit_distributed(source, params, Cs, client, partitions=cluster["partitions"], **options)
 
 
 def _worker_count(client, most: int) -> int:
