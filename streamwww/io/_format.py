@@ -56,13 +56,15 @@ def format_version_for(weighted: bool) -> int:
     return WEIGHTS_FORMAT_VERSION if weighted else FORMAT_VERSION
 
 
-def shard_nbytes(layout: str, rows: int, nnz: int, n_features: int, dtype) -> int:
-    """Return the bytes of a shard once read: X (CSR or dense) plus ``y`` (int32)."""
+def shard_nbytes(layout: str, rows: int, nnz: int, n_features: int, dtype, weighted: bool = False) -> int:
+    """Return the bytes of a shard once read: X (CSR or dense), ``y`` (int32) and, in a
+    store with weights, ``weight`` (float64)."""
     itemsize = np.dtype(dtype).itemsize
+    per_row = 4 + (8 if weighted else 0)
     if layout == "dense":
-        return rows * n_features * itemsize + rows * 4
+        return rows * n_features * itemsize + rows * per_row
     isize = index_dtype(nnz, n_features).itemsize
-    return nnz * (itemsize + isize) + (rows + 1) * isize + rows * 4
+    return nnz * (itemsize + isize) + (rows + 1) * isize + rows * per_row
 
 
 @dataclass

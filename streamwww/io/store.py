@@ -147,10 +147,10 @@ class ShardStore:
         return int(i)
 
     def shard_nbytes(self, i: int) -> int:
-        """Bytes of shard ``i`` once read (``X`` plus ``y``)."""
+        """Bytes of shard ``i`` once read (``X``, ``y`` and its weights, if any)."""
         i = self._check_index(i)
         return shard_nbytes(self.layout, int(self.shard_rows[i]), int(self._shard_nnz[i]),
-                            self.n_features, self.dtype)
+                            self.n_features, self.dtype, self.has_weights)
 
     def read_shard(self, i: int) -> tuple[sp.csr_matrix | np.ndarray, np.ndarray]:
         """Read shard ``i``.

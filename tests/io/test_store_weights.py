@@ -511,3 +511,12 @@ def test_peak_memory_with_weights_does_not_grow_with_the_input(tmp_path, shuffle
         assert store.has_weights and store.n_rows == rows
         path.unlink()
     assert peaks[1] <= 1.2 * peaks[0], peaks
+
+
+def test_shard_nbytes_counts_the_weights(tmp_path):
+    X, y, w = _data()
+    weighted = write_store(tmp_path / "w", X, y, shard_rows=50, sample_weight=w)
+    plain = write_store(tmp_path / "p", X, y, shard_rows=50)
+    for i in range(plain.n_shards):
+        Xs, ys, ws = weighted.read_shards((i,), weights=True)
+        assert weighted.shard_nbytes(i) == plain.shard_nbytes(i) + ws.nbytes
