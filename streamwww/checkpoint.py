@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CheckpointDir", "CheckpointFallbackWarning", "check_compatible", "manifest_checksum",
+__all__ = ["MANIFEST", "PREVIOUS", "CheckpointDir", "CheckpointFallbackWarning", "check_compatible", "manifest_checksum",
            "array_digest", "FORMAT", "VERSION"]
 
 
@@ -76,8 +76,8 @@ def array_digest(a: np.ndarray) -> str:
 FORMAT = "streamwww-checkpoint"
 VERSION = 2  # 2: blake2b of W and of the manifest, the previous commit kept
 READS = (1, 2)
-_MANIFEST = "manifest.json"
-_PREVIOUS = "manifest.prev.json"
+MANIFEST = "manifest.json"  # the latest commit
+PREVIOUS = "manifest.prev.json"  # the one before it, kept as the fallback
 _BETA_NAME = re.compile(r"^s(\d{6})-v(\d{6})$")
 _W_NAME = re.compile(r"^W-(\d{6})\.npy$")
 
@@ -146,9 +146,9 @@ class CheckpointDir:
 
     # -- reading ---------------------------------------------------------------
     def has_checkpoint(self) -> bool:
-        return (self.path / _MANIFEST).exists() or (self.path / _PREVIOUS).exists()
+        return (self.path / MANIFEST).exists() or (self.path / PREVIOUS).exists()
 
-    def load_manifest(self, name: str = _MANIFEST) -> dict[str, Any]:
+    def load_manifest(self, name: str = MANIFEST) -> dict[str, Any]:
         """A committed manifest (the latest by default), validated and its checksum checked;
         raises CheckpointError when unusable."""
         mpath = self.path / name
@@ -190,11 +190,11 @@ class CheckpointDir:
     def load_settings(self) -> dict[str, Any]:
         """The newest readable manifest, for the run's settings (no ``W`` or ``beta`` checked)."""
         try:
-            return self.load_manifest(_MANIFEST)
+            return self.load_manifest(MANIFEST)
         except CheckpointError:
-            if not (self.path / _PREVIOUS).exists():
+            if not (self.path / PREVIOUS).exists():
                 raise
-            return self.load_manifest(_PREVIOUS)
+            return self.load_manifest(PREVIOUS)
 
     def load(self, verify: Callable[[dict[str, Any]], None] | None = None, repair: bool = True
              ) -> tuple[dict[str, Any], np.ndarray]:
@@ -213,7 +213,7 @@ class CheckpointDir:
             When no intact checkpoint remains; the message names every damage found.
         """
         damage = []
-        for name in (_MANIFEST, _PREVIOUS):
+        for name in (MANIFEST, PREVIOUS):
             if not (self.path / name).exists():
                 continue
             try:
@@ -229,23 +229,23 @@ class CheckpointDir:
                               f"resuming from the one before it (step {manifest['step']}, epoch "
                               f"{manifest['cursor']['epoch']})", CheckpointFallbackWarning, stacklevel=2)
                 if repair and self._lock_fd is not None:
-                    os.replace(self.path / _MANIFEST, self.path / f"manifest.damaged-{int(time.time())}.json")
-                    os.replace(self.path / _PREVIOUS, self.path / _MANIFEST)
+                    os.replace(self.path / MANIFEST, self.path / f"manifest.damaged-{int(time.time())}.json")
+                    os.replace(self.path / PREVIOUS, self.path / MANIFEST)
                     fsync_path(self.path)
             if manifest.get("version", 1) < 2:
                 logger.warning("%s: checkpoint format version 1 carries no checksums for W and the manifest; "
                                "it resumes, and the next commit writes version %d", self.path, VERSION)
             self._latest = manifest
             self._W_names = [manifest["W"]]
-            if not damage and (self.path / _PREVIOUS).exists():
+            if not damage and (self.path / PREVIOUS).exists():
                 try:
-                    self._previous = self.load_manifest(_PREVIOUS)
+                    self._previous = self.load_manifest(PREVIOUS)
                     self._W_names.append(self._previous["W"])
                 except CheckpointError:
                     self._previous = None
             return manifest, W
         if not damage:
-            raise CheckpointError(f"{self.path}: no checkpoint here (missing {_MANIFEST})")
+            raise CheckpointError(f"{self.path}: no checkpoint here (missing {MANIFEST})")
         raise CheckpointError(f"{self.path}: no intact checkpoint left: "
                               + "; ".join(msg for _, msg in damage)
                               + "; train again with a new --checkpoint-dir")
@@ -327,7 +327,7 @@ class CheckpointDir:
                     "W_shape": list(W.shape), "W_blake2b": array_digest(W),
                     "beta": beta, "created": time.time(), **state}
         manifest["checksum"] = manifest_checksum(manifest)
-        mtmp = self.path / (_MANIFEST + ".tmp")
+        mtmp = self.path / (MANIFEST + ".tmp")
         with open(mtmp, "w") as f:
             json.dump(manifest, f, indent=1, sort_keys=True)
             f.flush()
@@ -337,10 +337,10 @@ class CheckpointDir:
         # one is the checkpoint, which is right: this one was not committed yet.
         # A commit with no new beta (a run's final commit, which only records the
         # statuses) replaces the latest in place: the fallback stays a different state.
-        if plan.keys and self._latest is not None and (self.path / _MANIFEST).exists():
-            os.replace(self.path / _MANIFEST, self.path / _PREVIOUS)
+        if plan.keys and self._latest is not None and (self.path / MANIFEST).exists():
+            os.replace(self.path / MANIFEST, self.path / PREVIOUS)
             self._previous = self._latest
-        os.replace(mtmp, self.path / _MANIFEST)
+        os.replace(mtmp, self.path / MANIFEST)
         fsync_path(self.path)
         self._latest = manifest
         previous = self._previous

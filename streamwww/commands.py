@@ -216,13 +216,14 @@ def register(sub) -> None:
 
 def run_plot(args) -> int:
     from streamwww import runinfo
+    from streamwww.checkpoint import MANIFEST, PREVIOUS
     from streamwww.plotting import MissingMatplotlib, plot_gaps
 
     source = Path(args.source)
     if not source.exists():
         raise FileNotFoundError(f"{source} does not exist")
-    if source.is_dir() and not ((source / runinfo.LATEST).is_file() or (source / runinfo.PREVIOUS).is_file()):
-        raise ValueError(f"{source}: not a checkpoint directory (no {runinfo.LATEST}); give a checkpoint "
+    if source.is_dir() and not ((source / MANIFEST).is_file() or (source / PREVIOUS).is_file()):
+        raise ValueError(f"{source}: not a checkpoint directory (no {MANIFEST}); give a checkpoint "
                          "directory or a model file (.npz)")
     output = Path(args.output) if args.output else Path(f"{source.resolve().stem or 'run'}-gap.png")
     series, title = runinfo.gap_histories(source)

@@ -21,15 +21,12 @@ from typing import Any
 import numpy as np
 
 from streamwww.api import model_paths
-from streamwww.checkpoint import CheckpointDir
+from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
 from streamwww.errors import CheckpointError, StreamwwwError
 from streamwww.model_io import load_model
 
 __all__ = ["describe_model", "describe_checkpoint", "format_model", "format_checkpoint", "gap_histories",
-           "plain", "json_label", "LATEST", "PREVIOUS"]
-
-LATEST = "manifest.json"  # the names checkpoint.py commits under
-PREVIOUS = "manifest.prev.json"
+           "plain", "json_label"]
 
 
 def json_label(v):
@@ -166,12 +163,12 @@ def describe_checkpoint(path, verify: bool = False) -> dict[str, Any]:
     path = Path(path)
     with CheckpointDir(path, lock=False) as ckpt:
         manifest = ckpt.load_settings()
-        latest = _check_commit(ckpt, LATEST, verify)
+        latest = _check_commit(ckpt, MANIFEST, verify)
         previous = _check_commit(ckpt, PREVIOUS, verify)
     models = [{"C": float(r["C"]), "epochs": int(r["n_iter"]), "status": r["status"],
                "last": _last(r["history"]), "history_length": len(r["history"])}
               for r in manifest.get("results", [])]
-    resumes_from = LATEST if latest.get("intact") else PREVIOUS if previous.get("intact") else None
+    resumes_from = MANIFEST if latest.get("intact") else PREVIOUS if previous.get("intact") else None
     run = dict(manifest.get("run", {}))
     Cs = manifest.get("config", {}).get("Cs", [])
     if run.get("model_out") and not run.get("cv"):
