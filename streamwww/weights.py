@@ -89,7 +89,8 @@ def check_sample_weight(sample_weight, n_rows: int, owner: str) -> np.ndarray | 
     if (bad := first_bad_weight(w)) is not None:
         raise ValueError(f"{owner}: sample_weight[{bad}] is {float(w[bad])!r}; weights must be finite and >= 0")
     if not np.any(w > 0):
-        raise ValueError(f"{owner}: every sample_weight is 0; at least one row needs a positive weight")
+        # "zero": scikit-learn's estimator checks look for the word
+        raise ValueError(f"{owner}: every sample_weight is zero; at least one row needs a positive weight")
     return w
 
 

@@ -147,7 +147,7 @@ def test_model_file_keeps_class_weight(rng, tmp_path):
 @pytest.mark.parametrize("bad, match", [
     (dict(sample_weight=-np.ones(30)), r"sample_weight\[0\] is -1.0"),
     (dict(sample_weight=np.ones(29)), r"shape \(29,\); expected \(30,\)"),
-    (dict(sample_weight=np.zeros(30)), "every sample_weight is 0"),
+    (dict(sample_weight=np.zeros(30)), "every sample_weight is zero"),
     (dict(sample_weight=np.full(30, np.nan)), "finite"),
 ])
 def test_bad_sample_weight(rng, bad, match):

@@ -160,7 +160,7 @@ def test_weighted_fingerprint_covers_the_weights(tmp_path):
     (lambda w: np.where(np.arange(len(w)) == 9, np.nan, w), r"sample_weight\[9\] is nan"),
     (lambda w: np.where(np.arange(len(w)) == 0, np.inf, w), r"sample_weight\[0\] is inf"),
     (lambda w: w[:-1], r"shape \(149,\); expected \(150,\)"),
-    (lambda w: np.zeros_like(w), "every sample_weight is 0"),
+    (lambda w: np.zeros_like(w), "every sample_weight is zero"),
     (lambda w: ["a"] * len(w), "must be numbers"),
 ])
 def test_write_store_refuses_bad_weights(tmp_path, bad, match):
