@@ -19,6 +19,8 @@ __all__ = [
     "OutputPathError",
     "InputReadError",
     "StoreWriteError",
+    "StorageURLError",
+    "StorageError",
 ]
 
 
@@ -116,3 +118,15 @@ class StoreWriteError(StreamwwwError, OSError):
     """An output (store, staging area) that cannot be written: no permission,
     a full disk (``errno`` is then ``ENOSPC``), a read-only file system. Nothing
     half-written is left that opens as a store."""
+
+
+class StorageURLError(StreamwwwError, ValueError):
+    """A URL that cannot be used: an unknown protocol, one whose package is not
+    installed (the message names it), or storage options its file system does
+    not take."""
+
+
+class StorageError(StreamwwwError, OSError):
+    """An object store (or a remote file system) that cannot be reached or
+    refused a request. The message names the URL and the request; what was
+    committed before stays committed."""

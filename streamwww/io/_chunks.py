@@ -1,4 +1,4 @@
-"""Read whole chunks of a local Zarr v3 array straight into a caller's buffer.
+"""Read whole chunks of a Zarr v3 array straight into a caller's buffer.
 
 Zarr's codec pipeline reads each chunk into a bytes object, decodes it into a
 new buffer, then copies that into the destination: two shard-sized transient
@@ -14,6 +14,11 @@ chunk is read into one reusable buffer per thread, its crc32c trailer checked,
 and Blosc decodes it into the destination (numcodecs, the decoder Zarr itself
 calls). Anything else returns ``False`` so that the caller uses Zarr's own path
 (:func:`read_into` does both); the two give the same bytes (tests/io/test_chunks.py).
+
+The array may also live on an object store (``directory`` a remote
+:class:`~streamwww._location.Location`): then all of an array's chunks are
+fetched in one concurrent batch (what hides the store's latency) and decoded
+the same way, with the same checks.
 
 Integrity (docs/FORMAT.md, "Integrity"): an array made by
 :func:`create_checksummed_array` ends its codec chain with ``crc32c`` (each
@@ -37,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from streamwww._location import Location
 from streamwww.errors import ChecksumError
 
 _local = threading.local()
@@ -104,6 +110,27 @@ def _chunk_path(array, directory, coords: tuple[int, ...]) -> str:
     return os.path.join(directory, array.metadata.encode_chunk_key(coords))
 
 
+def _split(directory) -> tuple[str, Location | None]:
+    """``(name to show, remote location or None)`` of an array's directory: a local
+    path (str, Path or local Location) or a Location on an object store."""
+    if isinstance(directory, Location):
+        return (directory.url, None) if directory.is_local else (directory.url, directory)
+    return os.fspath(directory), None
+
+
+def _fetch(remote: Location, array, grid) -> list[bytes | None]:
+    """Every chunk of ``array`` below ``remote``, fetched concurrently (None: missing)."""
+    return remote.read_many([remote.child(array.metadata.encode_chunk_key(c)) for c in grid])
+
+
+def _read_file(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
 def _label(coords: tuple[int, ...]) -> str:
     return ".".join(map(str, coords))
 
@@ -114,7 +141,8 @@ def _check_args(missing: str, checksums, n_chunks: int, array, directory, fix: s
                          f"Got {missing!r} instead.")
     if checksums is None:
         return
-    name = os.path.basename(os.fspath(directory))
+    directory, _ = _split(directory)
+    name = os.path.basename(directory)
     if not has_checksums(array):
         raise ChecksumError(directory, name, "*", "checksums are recorded for this array but its "
                             "codecs carry none (it was rewritten)", fix)
@@ -154,8 +182,9 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing:
     ----------
     array : zarr.Array
         The opened array (its metadata decides whether this reader applies).
-    directory : str or Path
-        The array's directory on the local file system.
+    directory : str, Path or Location
+        The array's directory: a local path, or a Location (local or on an
+        object store).
     out : numpy.ndarray
         C-contiguous, of the array's shape and dtype.
     missing : {"fill", "error"}, default="fill"
@@ -202,32 +231,49 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing:
     rows = out.shape[0]
     n_chunks = -(-rows // chunk[0])
     _check_args(missing, checksums, n_chunks, array, directory, fix)
-    name = os.path.basename(os.fspath(directory))
+    directory, remote = _split(directory)
+    name = os.path.basename(directory)
     row_bytes = out.dtype.itemsize * int(np.prod(out.shape[1:], dtype=np.int64))
     chunk_bytes = chunk[0] * row_bytes
     flat = out.reshape(-1).view(np.uint8)
+    grid = [(i,) + (0,) * (out.ndim - 1) for i in range(n_chunks)]
+    fetched = _fetch(remote, array, grid) if remote is not None else None
     for i, r0 in enumerate(range(0, rows, chunk[0])):
         r1 = min(rows, r0 + chunk[0])
         dest = flat[r0 * row_bytes:r1 * row_bytes]
-        coords = (i,) + (0,) * (out.ndim - 1)
+        coords = grid[i]
         path = os.path.join(directory, md.encode_chunk_key(coords))
-        try:
-            f = open(path, "rb", buffering=0)
-        except FileNotFoundError:  # never written: all fill value (Zarr's rule)
+        if fetched is not None:
+            got = fetched[i]
+            f = None if got is None else got
+        else:
+            try:
+                f = open(path, "rb", buffering=0)
+            except FileNotFoundError:
+                f = None
+        if f is None:  # never written: all fill value (Zarr's rule)
             if missing == "error":
                 raise _missing_chunk(path, name, coords, fix) from None
             out[r0:r1] = md.fill_value
             continue
-        with f:
-            size = os.fstat(f.fileno()).st_size
+        if fetched is not None:
+            src, size = memoryview(f), len(f)
             if kind == "raw" and not crc:
-                # an edge chunk is stored full size; only its first rows are data
-                if size != chunk_bytes or f.readinto(dest) != dest.nbytes:
+                if size != chunk_bytes:
                     raise ValueError(f"{path}: {size} bytes, expected {chunk_bytes}")
+                dest[...] = np.frombuffer(src, np.uint8, dest.nbytes)
                 continue
-            src = _scratch(size)
-            if f.readinto(src) != size:
-                raise ValueError(f"{path}: cannot read {size} bytes")
+        else:
+            with f:
+                size = os.fstat(f.fileno()).st_size
+                if kind == "raw" and not crc:
+                    # an edge chunk is stored full size; only its first rows are data
+                    if size != chunk_bytes or f.readinto(dest) != dest.nbytes:
+                        raise ValueError(f"{path}: {size} bytes, expected {chunk_bytes}")
+                    continue
+                src = _scratch(size)
+                if f.readinto(src) != size:
+                    raise ValueError(f"{path}: cannot read {size} bytes")
         if crc:
             src = _verify(path, name, coords, src, None if checksums is None else checksums[i], fix)
             size = len(src)
@@ -255,19 +301,19 @@ def _verify_files(array, directory, *, missing: str, checksums, fix: str) -> Non
     cannot compare with recorded checksums."""
     grid = _grid(array)
     _check_args(missing, checksums, len(grid), array, directory, fix)
-    name = os.path.basename(os.fspath(directory))
+    directory, remote = _split(directory)
+    name = os.path.basename(directory)
     crc = has_checksums(array)
+    fetched = _fetch(remote, array, grid) if remote is not None else None
     for i, coords in enumerate(grid):
         path = _chunk_path(array, directory, coords)
-        try:
-            with open(path, "rb") as f:
-                buf = memoryview(f.read()) if crc else None
-        except FileNotFoundError:
+        data = fetched[i] if fetched is not None else _read_file(path)
+        if data is None:
             if missing == "error":
                 raise _missing_chunk(path, name, coords, fix) from None
             continue
         if crc:
-            _verify(path, name, coords, buf, None if checksums is None else checksums[i], fix)
+            _verify(path, name, coords, memoryview(data), None if checksums is None else checksums[i], fix)
 
 
 def read_into(array, directory: str | Path, out: np.ndarray, *, missing: str = "fill",
@@ -307,8 +353,8 @@ def chunk_checksums(array, directory: str | Path) -> list[int]:
     array : zarr.Array
         An array made by :func:`create_checksummed_array` (codecs ending with
         ``crc32c``), every chunk written.
-    directory : str or Path
-        The array's directory on the local file system.
+    directory : str, Path or Location
+        The array's directory (as for :func:`read_whole_chunks`).
 
     Returns
     -------
@@ -324,15 +370,17 @@ def chunk_checksums(array, directory: str | Path) -> list[int]:
     """
     if not has_checksums(array):
         raise ValueError(f"{directory}: the array's codecs do not end with crc32c")
-    name = os.path.basename(os.fspath(directory))
+    directory, remote = _split(directory)
+    name = os.path.basename(directory)
+    grid = _grid(array)
+    fetched = _fetch(remote, array, grid) if remote is not None else None
     out = []
-    for coords in _grid(array):
+    for i, coords in enumerate(grid):
         path = _chunk_path(array, directory, coords)
-        try:
-            with open(path, "rb") as f:
-                buf = memoryview(f.read())
-        except FileNotFoundError:
-            raise _missing_chunk(path, name, coords, "write the array again") from None
+        data = fetched[i] if fetched is not None else _read_file(path)
+        if data is None:
+            raise _missing_chunk(path, name, coords, "write the array again")
+        buf = memoryview(data)
         payload = _verify(path, name, coords, buf, None, "write the array again")
         out.append(struct.unpack_from("<I", buf, len(payload))[0])
     return out

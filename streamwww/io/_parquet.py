@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streamwww._location import location
 from streamwww.errors import ChecksumError
 from streamwww.io._backend import ShardBackend, check_fits
 from streamwww.io._chunks import _scratch, crc32c
@@ -63,7 +63,7 @@ class ParquetBackend(ShardBackend):
     def checksum_names(self, layout: str, weights: bool = False) -> tuple[str, ...]:
         return ("file",)  # the whole file, weight column included
 
-    def write_shard(self, root: Path, i: int, shard: ShardData, *, n_features: int,
+    def write_shard(self, root, i: int, shard: ShardData, *, n_features: int,
                     row_offset: int) -> dict:
         y = pa.array(shard.y.astype(np.int32, copy=False))
         if shard.layout == "sparse":
@@ -84,45 +84,58 @@ class ParquetBackend(ShardBackend):
         info = {"format_version": format_version_for(shard.weight is not None), "shard": i, "row_offset": row_offset,
                 "layout": shard.layout, "n_features": n_features}
         table = table.replace_schema_metadata({"streamwww": json.dumps(info)})
-        path = root / self.shard_relpath(i)
-        pq.write_table(table, str(path), compression="zstd", use_dictionary=False,
-                       write_statistics=False, row_group_size=max(1, shard.rows),
-                       write_page_checksum=True)
         import google_crc32c
 
+        where = location(root).child(self.shard_relpath(i))
+        options = dict(compression="zstd", use_dictionary=False, write_statistics=False,
+                       row_group_size=max(1, shard.rows), write_page_checksum=True)
+        if not where.is_local:  # one PUT of the finished file; its bytes are what is recorded
+            sink = pa.BufferOutputStream()
+            pq.write_table(table, sink, **options)
+            data = sink.getvalue()
+            where.write_bytes(data.to_pybytes())
+            return {CHECKSUM_KEY: {"file": [crc32c(data)]}}
+        pq.write_table(table, where.path, **options)
         crc = 0
-        with open(path, "rb") as f:  # read back: what is recorded is what is on disk
+        with open(where.path, "rb") as f:  # read back: what is recorded is what is on disk
             while piece := f.read(_PIECE):
                 crc = google_crc32c.extend(crc, piece)
         return {CHECKSUM_KEY: {"file": [int(crc)]}}
 
-    def read_shard_into(self, root: Path, i: int, out: dict[str, np.ndarray], *, layout: str,
+    def read_shard_into(self, root, i: int, out: dict[str, np.ndarray], *, layout: str,
                         n_features: int, handles: dict | None = None,
                         checksums: dict | None = None) -> np.ndarray | None:
-        path = root / self.shard_relpath(i)
+        where = location(root).child(self.shard_relpath(i))
+        path = where.url
         # only the columns asked for are decoded (the whole file is checked)
         columns = [c for name in out for c in _COLUMNS[layout][name]]
-        if checksums is None:  # version 1: no file checksum recorded
-            table = pq.read_table(str(path), memory_map=False, page_checksum_verification=True,
+        if checksums is None and where.is_local:  # version 1: no file checksum recorded
+            table = pq.read_table(path, memory_map=False, page_checksum_verification=True,
                                   columns=columns)
         else:
             # The file's bytes are checked, then parsed from the same buffer: this
             # thread's reusable one (fresh pages cost more than the check, see _chunks).
             # Nothing returned refers to it: every part is copied into ``out`` below.
             try:
-                with open(path, "rb", buffering=0) as f:
-                    size = os.fstat(f.fileno()).st_size
-                    buf = _scratch(size)
-                    if f.readinto(buf) != size:
-                        raise ChecksumError(path, "file", "file", f"cannot read {size} bytes",
-                                            DAMAGED_FIX)
+                if where.is_local:
+                    with open(path, "rb", buffering=0) as f:
+                        size = os.fstat(f.fileno()).st_size
+                        buf = _scratch(size)
+                        if f.readinto(buf) != size:
+                            raise ChecksumError(path, "file", "file", f"cannot read {size} bytes",
+                                                DAMAGED_FIX)
+                else:  # an object store: the whole file in one request
+                    buf = memoryview(where.read_bytes())
+                    size = len(buf)
             except FileNotFoundError:
                 raise ChecksumError(path, "file", "file", "shard file is missing", DAMAGED_FIX) from None
+        if checksums is not None:
             expected = int(checksums["file"][0])
             if (got := crc32c(buf)) != expected:
                 raise ChecksumError(path, "file", "file", f"crc32c mismatch: the file hashes to "
                                     f"{got:#010x}, the metadata records {expected:#010x} "
                                     f"({size} bytes)", DAMAGED_FIX)
+        if checksums is not None or not where.is_local:
             table = pq.read_table(pa.BufferReader(pa.py_buffer(buf)), page_checksum_verification=True,
                                   columns=columns)
         parts = {}

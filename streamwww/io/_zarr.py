@@ -24,11 +24,11 @@ for about 8 % more bytes on disk (measured on a generated 50,000-row shard:
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
+
+from streamwww._location import Location, location
 
 from streamwww.io._backend import ShardBackend, check_fits
 from streamwww.io._chunks import chunk_checksums, create_checksummed_array, read_into
@@ -56,6 +56,15 @@ def _chunks(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (max(1, min(shape[0], rows)), max(1, shape[1]))
 
 
+def _group(root: Location, rel: str | None, mode: str, **kwargs):
+    """Open (or create) the Zarr group ``rel`` below ``root`` (local or an object store)."""
+    where = root.child(rel) if rel else root
+    if where.is_local:
+        return zarr.open_group(where.path, mode=mode, zarr_format=3, **kwargs)
+    return zarr.open_group(store=where.zarr_store(read_only=mode == "r"), mode=mode, zarr_format=3,
+                           **kwargs)
+
+
 class ZarrBackend(ShardBackend):
     """Shards as Zarr v3 groups."""
 
@@ -64,23 +73,23 @@ class ZarrBackend(ShardBackend):
     def shard_relpath(self, i: int) -> str:
         return shard_name(i)
 
-    def init_root(self, root: Path, format_version: int = FORMAT_VERSION) -> None:
-        zarr.open_group(str(root), mode="w-", zarr_format=3,
-                        attributes={"streamwww": {"format_version": format_version,
+    def init_root(self, root, format_version: int = FORMAT_VERSION) -> None:
+        _group(location(root), None, "w-",
+               attributes={"streamwww": {"format_version": format_version,
                                                   "metadata": "streamwww.json"}})
 
     def checksum_names(self, layout: str, weights: bool = False) -> tuple[str, ...]:
         names = ("X", "y") if layout == "dense" else ("indptr", "indices", "data", "y")
         return (*names, WEIGHT_ARRAY) if weights else names
 
-    def write_shard(self, root: Path, i: int, shard: ShardData, *, n_features: int,
+    def write_shard(self, root, i: int, shard: ShardData, *, n_features: int,
                     row_offset: int) -> dict:
+        root = location(root)
         version = format_version_for(shard.weight is not None)
         attrs = {"streamwww": {"format_version": version, "shard": i,
                                "row_offset": row_offset, "layout": shard.layout,
                                "n_features": n_features}}
-        group = zarr.open_group(str(root / self.shard_relpath(i)), mode="w-", zarr_format=3,
-                                attributes=attrs)
+        group = _group(root, self.shard_relpath(i), "w-", attributes=attrs)
         if shard.layout == "sparse":
             X = shard.X
             arrays = {"indptr": X.indptr.astype(np.int64, copy=False),
@@ -95,29 +104,30 @@ class ZarrBackend(ShardBackend):
         for name, a in arrays.items():
             arr = create_checksummed_array(group, name, data=a, chunks=_chunks(a.shape),
                                            compressors=_compressors())
-            sums[name] = chunk_checksums(arr, root / self.shard_relpath(i) / name)
+            sums[name] = chunk_checksums(arr, root.child(self.shard_relpath(i), name))
         return {CHECKSUM_KEY: sums}
 
-    def read_shard_into(self, root: Path, i: int, out: dict[str, np.ndarray], *, layout: str,
+    def read_shard_into(self, root, i: int, out: dict[str, np.ndarray], *, layout: str,
                         n_features: int, handles: dict | None = None,
                         checksums: dict | None = None) -> np.ndarray | None:
         # Opening a group and its arrays reads their metadata (about a third of
         # a 50,000-row shard's read time); an opened store keeps the handles.
+        root = location(root)
         arrays = handles.get(i) if handles is not None else None
         sparse = "indices" in out
         names = [*out, "indptr"] if sparse else list(out)
         if arrays is None or any(name not in arrays for name in names):
-            group = zarr.open_group(str(root / self.shard_relpath(i)), mode="r", zarr_format=3)
+            group = _group(root, self.shard_relpath(i), "r")
             arrays = {**(arrays or {}), **{name: group[name] for name in names}}
             if handles is not None:
                 handles[i] = arrays
-        where = root / self.shard_relpath(i)
+        where = root.child(self.shard_relpath(i))
         # version 2: every chunk was written and its crc32c recorded
         missing = "fill" if checksums is None else "error"
 
         def read(name, target):
             sums = None if checksums is None else checksums[name]
-            return read_into(arrays[name], where / name, target, missing=missing,
+            return read_into(arrays[name], where.child(name), target, missing=missing,
                              checksums=sums, fix=DAMAGED_FIX)
 
         for name, target in out.items():

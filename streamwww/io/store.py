@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from streamwww import __version__
 from streamwww._fsutil import fsync_path, fsync_tree
+from streamwww._location import Location, location
 from streamwww.errors import (
     ChecksumError,
     DataFormatError,
@@ -74,8 +75,10 @@ class ShardStore:
 
     Attributes
     ----------
-    path : pathlib.Path
-        The store directory.
+    path : pathlib.Path or str
+        The store directory (a URL, as a str, for a store on an object store).
+    location : Location
+        Where the store is (with the storage options it was opened with).
     format : {"zarr", "parquet"}
     layout : {"sparse", "dense"}
     n_rows, n_features, nnz : int
@@ -106,8 +109,9 @@ class ShardStore:
         format version 3); :meth:`read_weights` reads them.
     """
 
-    def __init__(self, path: Path, metadata: dict):
-        self.path = path
+    def __init__(self, path: Path | Location, metadata: dict):
+        self.location = location(path)
+        self.path = self.location.local_path if self.location.is_local else self.location.url
         self.metadata = metadata
         self._backend = get_backend(metadata["format"])
         self._handles: dict = {}  # the backend's open per-shard handles
@@ -220,7 +224,7 @@ class ShardStore:
         name the shard. Weights are checked here, X and y by the caller."""
         where = f"{self.path}: shard {i} ({self._backend.shard_relpath(i)})"
         try:
-            ptr = self._backend.read_shard_into(self.path, i, out, layout=self.layout,
+            ptr = self._backend.read_shard_into(self.location, i, out, layout=self.layout,
                                                 n_features=self.n_features, handles=self._handles,
                                                 checksums=self._checksums[i])
         except ChecksumError as exc:  # names the file, the array and the chunk; add the shard
@@ -412,14 +416,19 @@ def _validate_metadata(path: Path, meta) -> None:
              "fingerprint does not match the metadata (edited or corrupt)")
 
 
-def open_store(path: str | os.PathLike) -> ShardStore:
+def open_store(path: str | os.PathLike | Location,
+               storage_options: dict | None = None) -> ShardStore:
     """Open a complete shard store (Zarr or Parquet).
 
     Parameters
     ----------
     path : str or path-like
         The store directory written by ``streamwww convert``, :func:`convert_libsvm`
-        or :func:`write_store`.
+        or :func:`write_store`, or its URL (``s3://bucket/store``, any fsspec
+        protocol; docs/STORAGE.md).
+    storage_options : dict, optional
+        Options of a URL's file system (endpoint, credentials, ...), as in
+        ``fsspec.filesystem(protocol, **storage_options)``.
 
     Returns
     -------
@@ -433,22 +442,37 @@ def open_store(path: str | os.PathLike) -> ShardStore:
         If ``path`` is not a complete store (no ``streamwww.json`` commit
         marker, e.g. an interrupted conversion), or its metadata is invalid or
         of an unsupported version.
+    StorageURLError
+        For a URL whose protocol is unknown or whose package is not installed.
     """
-    path = Path(path).absolute()
-    if not path.exists():
-        raise FileNotFoundError(f"shard store {path} does not exist.")
-    marker = path / MARKER
-    if not marker.is_file():
-        raise ShardFormatError(f"{path} is not a complete streamwww store: {MARKER} (written "
-                               f"last, when a conversion commits) is missing.")
+    loc = location(path, storage_options)
+    shown = loc.url
+    marker = loc.child(MARKER)
     try:
-        meta = json.loads(marker.read_text())
-    except (OSError, ValueError) as exc:
-        raise ShardFormatError(f"{path}: cannot read {MARKER}: {exc}") from exc
-    _validate_metadata(path, meta)
+        text = marker.read_text()
+    except FileNotFoundError:
+        if not loc.exists():
+            raise FileNotFoundError(f"shard store {shown} does not exist.") from None
+        raise ShardFormatError(f"{shown} is not a complete streamwww store: {MARKER} (written "
+                               f"last, when a conversion commits) is missing.") from None
+    except (IsADirectoryError, NotADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise ShardFormatError(f"{shown}: cannot read {MARKER}: {exc}") from exc
+    except OSError as exc:
+        raise _storage_error(shown, f"reading {MARKER}", exc) from exc
+    try:
+        meta = json.loads(text)
+    except ValueError as exc:
+        raise ShardFormatError(f"{shown}: cannot read {MARKER}: {exc}") from exc
+    _validate_metadata(shown, meta)
     if meta["format_version"] < 2:
-        _warn_unverified(path, meta["format_version"])
-    return ShardStore(path, meta)
+        _warn_unverified(shown, meta["format_version"])
+    return ShardStore(loc, meta)
+
+
+def _storage_error(where: str, what: str, exc: BaseException):
+    from streamwww.errors import StorageError
+
+    return StorageError(f"{where}: {what} failed: {type(exc).__name__}: {exc}")
 
 
 _WARNED: set[str] = set()

@@ -1,0 +1,337 @@
+"""Where streamwww reads and writes: a local path or an fsspec URL, behind one small interface.
+
+Every place that takes a path (stores, checkpoint directories, model files) turns
+it into a :class:`Location` with :func:`location`. A local path keeps the local
+file system's tools (atomic rename, fsync, flock, in-place chunk reads); a URL
+(``s3://``, ``gs://``, ``az://``, ``memory://``, any fsspec protocol) goes through
+the fsspec file system of its protocol, the same one Zarr (``FsspecStore``) and
+pyarrow use for it. This module only resolves names and moves bytes; what to
+write and in which order (the commit protocols) stays with the store and
+checkpoint code.
+
+Credentials and other options travel as ``storage_options`` (passed to the file
+system, as in Zarr, pandas and Dask). They are never part of :attr:`Location.url`,
+which is what gets recorded in manifests, model metadata and logs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from streamwww.errors import StorageURLError
+
+__all__ = ["Location", "location", "is_url", "PROTOCOL_PACKAGES"]
+
+logger = logging.getLogger(__name__)
+
+_URL = re.compile(r"^(?P<protocol>[A-Za-z][A-Za-z0-9+.\-]*)://")
+# the package that brings each common protocol (fsspec's own registry names it too,
+# in a sentence; this is for a one-line error with the pip command)
+PROTOCOL_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs",
+                     "abfs": "adlfs", "abfss": "adlfs", "adl": "adlfs", "hf": "huggingface_hub",
+                     "sftp": "paramiko", "ssh": "paramiko", "oci": "ocifs", "hdfs": "pyarrow",
+                     "http": "aiohttp", "https": "aiohttp"}
+
+
+def is_url(path: Any) -> bool:
+    """Whether ``path`` is a URL (``PROTOCOL://...``) rather than a local path."""
+    return isinstance(path, str) and _URL.match(path) is not None
+
+
+def _filesystem(protocol: str, url: str, storage_options: Mapping[str, Any]):
+    import fsspec
+
+    try:
+        cls = fsspec.get_filesystem_class(protocol)
+    except ImportError as exc:
+        package = PROTOCOL_PACKAGES.get(protocol)
+        hint = f"pip install {package}" if package else str(exc)
+        raise StorageURLError(f"{url}: the {protocol}:// protocol needs a package that is not "
+                              f"installed ({hint})") from None
+    except ValueError:
+        raise StorageURLError(f"{url}: unknown protocol {protocol!r} (no fsspec file system "
+                              f"is registered for it)") from None
+    try:
+        return cls(**dict(storage_options))
+    except TypeError as exc:
+        raise StorageURLError(f"{url}: storage_options {sorted(storage_options)} do not fit the "
+                              f"{protocol}:// file system ({exc})") from None
+
+
+class Location:
+    """A local path or a URL on an fsspec file system.
+
+    Parameters
+    ----------
+    fs : fsspec.AbstractFileSystem or None
+        ``None`` for the local file system (then ``path`` is absolute).
+    path : str
+        The path on ``fs`` (without the protocol).
+    protocol : str
+        ``"file"`` for local paths.
+    storage_options : mapping
+        What ``fs`` was made with (kept to make the file system again in
+        another process; never recorded).
+
+    Attributes
+    ----------
+    url : str
+        The name to show and record: the absolute local path, or
+        ``PROTOCOL://path``.
+    is_local : bool
+    """
+
+    __slots__ = ("_fs", "path", "protocol", "storage_options")
+
+    def __init__(self, fs, path: str, protocol: str, storage_options: Mapping[str, Any]):
+        self._fs = fs
+        self.path = path
+        self.protocol = protocol
+        self.storage_options = dict(storage_options)
+
+    # ------------------------------------------------------------------ names
+    @property
+    def is_local(self) -> bool:
+        return self.protocol == "file"
+
+    @property
+    def url(self) -> str:
+        return self.path if self.is_local else f"{self.protocol}://{self.path}"
+
+    @property
+    def fs(self):
+        """The fsspec file system (``LocalFileSystem`` for local paths)."""
+        if self._fs is None:
+            from fsspec.implementations.local import LocalFileSystem
+
+            self._fs = LocalFileSystem()
+        return self._fs
+
+    @property
+    def local_path(self) -> Path:
+        """The :class:`~pathlib.Path` of a local location (ValueError for a URL)."""
+        if not self.is_local:
+            raise ValueError(f"{self.url} is not a local path")
+        return Path(self.path)
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path.rstrip("/")) if not self.is_local else Path(self.path).name
+
+    @property
+    def parent(self) -> Location:
+        if self.is_local:
+            return Location(self._fs, str(Path(self.path).parent), "file", {})
+        return Location(self._fs, posixpath.dirname(self.path.rstrip("/")), self.protocol,
+                        self.storage_options)
+
+    def child(self, *names: str) -> Location:
+        """The location of ``names`` below this one (``/``-separated parts allowed)."""
+        if self.is_local:
+            return Location(self._fs, os.path.join(self.path, *names), "file", {})
+        return Location(self._fs, posixpath.join(self.path, *names), self.protocol, self.storage_options)
+
+    __truediv__ = child
+
+    def __str__(self) -> str:
+        return self.url
+
+    def __repr__(self) -> str:
+        return f"Location({self.url!r})"
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Location) and (self.protocol, self.path) == (other.protocol, other.path)
+
+    def __hash__(self) -> int:
+        return hash((self.protocol, self.path))
+
+    def __reduce__(self):  # the file system is made again in the receiving process
+        return Location, (None if self.is_local else self._fs, self.path, self.protocol, self.storage_options)
+
+    # ------------------------------------------------------------------ queries
+    def exists(self) -> bool:
+        if self.is_local:
+            return os.path.lexists(self.path)
+        return self.fs.exists(self.path)
+
+    def isfile(self) -> bool:
+        if self.is_local:
+            return os.path.isfile(self.path)
+        return self.fs.isfile(self.path)
+
+    def isdir(self) -> bool:
+        if self.is_local:
+            return os.path.isdir(self.path)
+        return self.fs.isdir(self.path)
+
+    def listdir(self) -> list[str]:
+        """Names directly below this location ([] when there is nothing)."""
+        if self.is_local:
+            try:
+                return sorted(os.listdir(self.path))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        try:
+            entries = self.fs.ls(self.path, detail=False, refresh=True)
+        except FileNotFoundError:
+            return []
+        base = self.path.rstrip("/")
+        return sorted(posixpath.basename(e.rstrip("/")) for e in entries if e.rstrip("/") != base)
+
+    # ------------------------------------------------------------------ bytes
+    def read_bytes(self) -> bytes:
+        if self.is_local:
+            with open(self.path, "rb") as f:
+                return f.read()
+        return self.fs.cat_file(self.path)
+
+    def read_text(self) -> str:
+        return self.read_bytes().decode()
+
+    def read_many(self, locations: Iterable[Location]) -> list[bytes | None]:
+        """The bytes of several objects below this file system, ``None`` for a missing one.
+
+        On an object store the requests go out concurrently (one batch through
+        the file system's ``cat``), which is what hides their latency.
+        """
+        locations = list(locations)
+        if self.is_local or not locations:
+            out = []
+            for loc in locations:
+                try:
+                    out.append(loc.read_bytes())
+                except FileNotFoundError:
+                    out.append(None)
+            return out
+        paths = [loc.path for loc in locations]
+        got = self.fs.cat(paths, on_error="return")
+        if not isinstance(got, dict):  # a single path comes back as bytes
+            got = {paths[0]: got}
+        result = []
+        for p in paths:
+            value = got.get(p)
+            if isinstance(value, FileNotFoundError) or value is None:
+                result.append(None)
+            elif isinstance(value, BaseException):
+                raise value
+            else:
+                result.append(value)
+        return result
+
+    def write_bytes(self, data: bytes, *, durable: bool = True) -> None:
+        """Write ``data`` as the whole object, atomically: a reader sees the old
+        content or the new, never a part. Local files go to a temporary name,
+        are fsynced (``durable``) and renamed; an object store's single PUT is
+        atomic already."""
+        if not self.is_local:
+            self.fs.pipe_file(self.path, bytes(data))
+            return
+        from streamwww._fsutil import fsync_path
+
+        tmp = f"{self.path}.tmp-{os.getpid()}-{secrets.token_hex(3)}"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(data)
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        if durable:
+            fsync_path(os.path.dirname(self.path) or ".")
+
+    def write_text(self, text: str, *, durable: bool = True) -> None:
+        self.write_bytes(text.encode(), durable=durable)
+
+    def makedirs(self) -> None:
+        """Create the directory (object stores have none: nothing to do)."""
+        if self.is_local:
+            os.makedirs(self.path, exist_ok=True)
+
+    def remove(self, recursive: bool = False, missing_ok: bool = True) -> None:
+        """Delete this file (or, ``recursive``, everything below this prefix)."""
+        try:
+            if self.is_local:
+                if recursive and os.path.isdir(self.path) and not os.path.islink(self.path):
+                    import shutil
+
+                    shutil.rmtree(self.path)
+                else:
+                    os.unlink(self.path)
+            else:
+                self.fs.rm(self.path, recursive=recursive)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    # ------------------------------------------------------------------ Zarr
+    def zarr_store(self, read_only: bool = False):
+        """A Zarr v3 store rooted here: ``LocalStore`` for a local path, else
+        ``FsspecStore`` over this protocol's asynchronous file system."""
+        import zarr.storage
+
+        if self.is_local:
+            return zarr.storage.LocalStore(self.path, read_only=read_only)
+        import fsspec
+
+        fs = fsspec.filesystem(self.protocol, **{"asynchronous": True, **self.storage_options}) \
+            if fsspec.get_filesystem_class(self.protocol).async_impl else self.fs
+        if not fs.async_impl:
+            from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+            fs = AsyncFileSystemWrapper(fs, asynchronous=True)
+        return zarr.storage.FsspecStore(fs, path=self.path, read_only=read_only)
+
+
+def location(path: str | os.PathLike | Location, storage_options: Mapping[str, Any] | None = None
+             ) -> Location:
+    """Resolve a local path or an fsspec URL to a :class:`Location`.
+
+    Parameters
+    ----------
+    path : str, path-like or Location
+        ``PROTOCOL://...`` names a location on that protocol's fsspec file
+        system (``file://`` is local); anything else is a local path (made
+        absolute).
+    storage_options : mapping, optional
+        Options of the file system (credentials, endpoint, ...). Not allowed
+        with a local path that is not a ``file://`` URL, where they would be
+        silently unused.
+
+    Raises
+    ------
+    StorageURLError
+        For an unknown protocol, one whose package is not installed (the
+        message names it), or options the file system does not take.
+    """
+    if isinstance(path, Location):
+        if storage_options and dict(storage_options) != path.storage_options:
+            return location(path.url, storage_options)
+        return path
+    options = dict(storage_options or {})
+    if not is_url(path):
+        if options:
+            raise StorageURLError(f"{os.fspath(path)}: storage_options {sorted(options)} were given "
+                                  f"for a local path; they apply to URLs (s3://..., gs://...)")
+        return Location(None, str(Path(os.fspath(path)).expanduser().absolute()), "file", {})
+    protocol = _URL.match(path)["protocol"].lower()
+    if protocol in ("file", "local"):
+        rest = path[len(protocol) + 3:]
+        return Location(None, str(Path(rest).expanduser().absolute()), "file", {})
+    fs = _filesystem(protocol, path, options)
+    stripped = fs._strip_protocol(path)
+    if isinstance(stripped, list):
+        stripped = stripped[0]
+    return Location(fs, stripped.rstrip("/") or stripped, protocol, options)
