@@ -24,3 +24,59 @@ def make_classification(rng, n=60, d=5, k=4, sparse=False, density=0.5, dtype=np
         X = X * (rng.random((n, d)) < density)
         return sp.csr_matrix(X.astype(dtype)), y
     return X.astype(dtype), y
+
+
+class S3Server:
+    """A real S3 API on loopback (moto's server), for one test session.
+
+    ``url(name)`` gives a fresh bucket's URL and ``options`` the storage
+    options that reach it; ``stop()``/``start()`` take it away and bring it
+    back (on the same port, with its objects kept while the process lives).
+    """
+
+    def __init__(self):
+        import logging
+
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self._server.start()
+        self.host, self.port = self._server.get_host_and_port()
+        self.endpoint = f"http://{self.host}:{self.port}"
+        # retries kept short so that a stopped server is an error in seconds
+        self.options = {"key": "testing", "secret": "testing", "endpoint_url": self.endpoint,
+                        "config_kwargs": {"retries": {"max_attempts": 2, "mode": "standard"},
+                                          "connect_timeout": 2, "read_timeout": 20}}
+        self._buckets = 0
+
+    def url(self, name: str = "data") -> str:
+        import s3fs
+
+        self._buckets += 1
+        bucket = f"bucket-{self._buckets:04d}"
+        s3fs.S3FileSystem(**self.options).mkdir(bucket)
+        return f"s3://{bucket}/{name}"
+
+    def filesystem(self):
+        import s3fs
+
+        return s3fs.S3FileSystem(**self.options)
+
+    def stop(self):
+        self._server.stop()
+
+    def start(self):
+        from moto.server import ThreadedMotoServer
+
+        self._server = ThreadedMotoServer(ip_address=self.host, port=self.port, verbose=False)
+        self._server.start()
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    pytest.importorskip("s3fs")
+    pytest.importorskip("moto.server")
+    server = S3Server()
+    yield server
+    server.stop()
