@@ -27,7 +27,8 @@ from typing import Any
 
 from streamwww.errors import StorageURLError
 
-__all__ = ["Location", "location", "is_url", "PROTOCOL_PACKAGES"]
+__all__ = ["Location", "location", "located", "is_url", "parse_storage_options", "is_transport_error",
+           "PROTOCOL_PACKAGES"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,6 +39,12 @@ PROTOCOL_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs",
                      "abfs": "adlfs", "abfss": "adlfs", "adl": "adlfs", "hf": "huggingface_hub",
                      "sftp": "paramiko", "ssh": "paramiko", "oci": "ocifs", "hdfs": "pyarrow",
                      "http": "aiohttp", "https": "aiohttp"}
+
+
+# Per-protocol options of batched reads: s3fs first HEADs every object to decide on a
+# concurrent multipart download unless max_concurrency is 1; chunks are small enough
+# for one GET, so that doubled the requests (and the round trips) of every read.
+_CAT_OPTIONS: dict[str, dict[str, Any]] = {"s3": {"max_concurrency": 1}, "s3a": {"max_concurrency": 1}}
 
 
 def is_url(path: Any) -> bool:
@@ -143,6 +150,13 @@ class Location:
     def __str__(self) -> str:
         return self.url
 
+    def __fspath__(self) -> str:
+        # code that needs a local path (open, Path, os.*) works on a local location
+        # and fails loudly on a remote one instead of making a folder named "s3:"
+        if not self.is_local:
+            raise TypeError(f"{self.url} is on an object store; this operation needs a local path")
+        return self.path
+
     def __repr__(self) -> str:
         return f"Location({self.url!r})"
 
@@ -211,7 +225,7 @@ class Location:
                     out.append(None)
             return out
         paths = [loc.path for loc in locations]
-        got = self.fs.cat(paths, on_error="return")
+        got = self.fs.cat(paths, on_error="return", **_CAT_OPTIONS.get(self.protocol, {}))
         if not isinstance(got, dict):  # a single path comes back as bytes
             got = {paths[0]: got}
         result = []
@@ -286,7 +300,9 @@ class Location:
             return zarr.storage.LocalStore(self.path, read_only=read_only)
         import fsspec
 
-        fs = fsspec.filesystem(self.protocol, **{"asynchronous": True, **self.storage_options}) \
+        # Zarr reads small objects (metadata, chunks): one GET each, as in read_many
+        fs = fsspec.filesystem(self.protocol, **{"asynchronous": True, **_CAT_OPTIONS.get(self.protocol, {}),
+                                                 **self.storage_options}) \
             if fsspec.get_filesystem_class(self.protocol).async_impl else self.fs
         if not fs.async_impl:
             from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
@@ -335,3 +351,62 @@ def location(path: str | os.PathLike | Location, storage_options: Mapping[str, A
     if isinstance(stripped, list):
         stripped = stripped[0]
     return Location(fs, stripped.rstrip("/") or stripped, protocol, options)
+
+
+def located(path: str | os.PathLike | Location, storage_options: Mapping[str, Any] | None = None
+            ) -> Location:
+    """:func:`location` for calls that name several paths with one set of
+    ``storage_options`` (e.g. a local input and an ``s3://`` output): the
+    options apply to the URLs among them and local paths ignore them."""
+    if isinstance(path, Location) or is_url(path):
+        return location(path, storage_options)
+    return location(path)
+
+
+def parse_storage_options(pairs: Iterable[str] | None) -> dict[str, Any] | None:
+    """``KEY=VALUE`` texts (the CLI's ``--storage-option``) as a storage_options dict.
+
+    A value is read as JSON when it is JSON (``true``, ``3``, ``{"a": 1}``), else
+    kept as text; a dotted key nests (``client_kwargs.region_name=eu-west-1``).
+    ``None`` when there are none.
+
+    Raises
+    ------
+    ValueError
+        For a text without ``=`` or with an empty key (naming it).
+    """
+    import json
+
+    out: dict[str, Any] = {}
+    for text in pairs or ():
+        key, sep, raw = text.partition("=")
+        if not sep or not key.strip() or any(not k for k in key.strip().split(".")):
+            raise ValueError(f"--storage-option must be KEY=VALUE (e.g. endpoint_url=http://localhost:9000), "
+                             f"got {text!r}")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        *parents, leaf = key.strip().split(".")
+        node = out
+        for k in parents:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"--storage-option {text!r}: {k!r} is given both as a value and as a group")
+        node[leaf] = value
+    return out or None
+
+
+# the libraries under fsspec's network file systems, whose errors are about reaching the store
+_TRANSPORT_MODULES = {"botocore", "aiobotocore", "aiohttp", "urllib3", "requests", "google", "azure",
+                      "gcsfs", "adlfs", "s3fs"}
+
+
+def is_transport_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is about reaching a store (a connection, a timeout, a refused
+    request) rather than about what it holds (a missing or malformed object)."""
+    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
+        return False
+    if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
+        return True
+    return any(cls.__module__.split(".")[0] in _TRANSPORT_MODULES for cls in type(exc).__mro__)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import tempfile
-from pathlib import Path
 
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils.validation import validate_data
 
+from streamwww._location import Location, located
 from streamwww._params import DEFAULTS, UNMIXED, check_params
 from streamwww.checkpoint import CheckpointDir
 from streamwww.engine.config import warn_not_converged
@@ -26,6 +26,23 @@ from streamwww.model_io import save_model
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
 
 __all__ = ["train", "resume", "model_paths", "check_writable"]
+
+
+def _locate(data, checkpoint_dir, model_out, storage_options):
+    """Paths and URLs as :class:`~streamwww._location.Location` (a store path opened),
+    with ``storage_options`` for the URLs among them."""
+    if isinstance(data, (str, os.PathLike)):
+        data = as_store(data, storage_options)
+    if checkpoint_dir is not None:
+        checkpoint_dir = located(checkpoint_dir, storage_options)
+    if model_out is not None and model_out is not False:
+        model_out = located(model_out, storage_options)
+    return data, checkpoint_dir, model_out
+
+
+def _model_file(out: Location):
+    """What save_model takes for ``out`` (a local file as a Path)."""
+    return out.local_path if out.is_local else out
 
 
 def _build_models(template, fit, source, n_features_in, feature_names=None) -> list[WWClassifier]:
@@ -47,15 +64,15 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
           inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
           mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None,
           class_weight=None, sample_weight=None, cv=None, client=None, workers: int | None = None,
-          partitions: int | None = None):
+          partitions: int | None = None, storage_options: dict | None = None):
     """Train Weston-Watkins linear SVM(s) and return fitted :class:`~streamwww.WWClassifier` (s).
 
     Parameters
     ----------
     data : tuple (X, y), str, Path or ShardStore
         In-memory rows (dense or sparse) and labels of any type, or a shard
-        store (see :func:`streamwww.io.open_store`) that is streamed shard by
-        shard.  Fitting arrays is streaming over one in-memory shard: a
+        store (see :func:`streamwww.io.open_store`; its path or URL, e.g.
+        ``s3://bucket/store``) that is streamed shard by shard.  Fitting arrays is streaming over one in-memory shard: a
         one-shard store of the same rows gives the bitwise-identical model.
     C : float or list of float, default=1.0
         Regularization.  A list trains one model per value in the same passes
@@ -63,7 +80,8 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state, device, verbose
         As in :class:`~streamwww.WWClassifier`.
     checkpoint_dir : str or Path, optional
-        Keep ``beta`` and crash-safe checkpoints here.  If it already holds a
+        Keep ``beta`` and crash-safe checkpoints here (a local directory or a
+        URL; docs/STORAGE.md).  If it already holds a
         checkpoint of the same data and settings, training continues from it.
     checkpoint_every : int, default=0
         Also checkpoint every this many shards within an epoch (0: at epoch ends only).
@@ -82,7 +100,8 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         docs/benchmarks.md, out-of-core part (e)).  Costs ``mix_shards`` shards of memory per group.  Ignored
         for in-memory data (one shard).
     model_out : str or Path, optional
-        Save the model (or, with a list of ``C``, ``<stem>-C<value><suffix>`` per model).
+        Save the model (or, with a list of ``C``, ``<stem>-C<value><suffix>`` per model);
+        a path or a URL.
     callback : callable, optional
         Called after each evaluated epoch with a dict (``epoch``, ``time``,
         ``models``, ``primal``, ``dual``, ``rel_gap``, ``rows_per_s``, and
@@ -116,7 +135,12 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         ``K``, the number of row partitions (whole shards) of a cluster run; default: the
         number of workers.  A model setting: the same ``K`` gives the bitwise-same model
         on any cluster, and ``K = 1`` is the sequential run's model.
+    storage_options : dict, optional
+        Options of the file system of the URLs among ``data``, ``checkpoint_dir``
+        and ``model_out`` (endpoint, credentials, ...; docs/STORAGE.md). Never
+        recorded: a checkpoint names URLs only, so :func:`resume` takes them again.
     """
+    data, checkpoint_dir, model_out = _locate(data, checkpoint_dir, model_out, storage_options)
     if cv is not None:
         return _train_cv(data, C=C, cv=cv, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
@@ -164,10 +188,10 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
                      checkpoint_every=checkpoint_every, prefetch=prefetch, inner_passes=inner_passes,
                      eval_every=eval_every, mix_shards=mix_shards, callback=callback, progress=progress,
                      C_is_list=many,
-                     run_info={"model_out": str(Path(model_out).resolve()) if model_out is not None else None})
+                     run_info={"model_out": located(model_out).url if model_out is not None else None})
     models = _build_models(template, fit, source, n_features_in, feature_names)
     for m, out in zip(models, outs):
-        save_model(m, out)
+        save_model(m, _model_file(out))
     return (models if many else models[0]), fit
 
 
@@ -194,11 +218,11 @@ def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
     """:func:`train` with ``cv``: a :class:`~streamwww.WWClassifierCV` fit (one pass for all folds and C)."""
     from streamwww.cv import WWClassifierCV
 
-    out = Path(model_out) if model_out is not None else None
+    out = located(model_out) if model_out is not None else None
     if out is not None:
         check_writable(out)
     est = WWClassifierCV(Cs=list(np.atleast_1d(C)), cv=cv, **params)
-    run = {**options, "run_info": {"model_out": str(out.resolve()) if out is not None else None}}
+    run = {**options, "run_info": {"model_out": out.url if out is not None else None}}
     if isinstance(data, tuple) and len(data) == 2:
         est.fit(data[0], data[1], sample_weight=sample_weight, **run)
     elif as_store(data) is not None:
@@ -210,7 +234,7 @@ def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
         raise ValueError("The 'data' parameter of train must be an (X, y) tuple, a shard store or its "
                          f"path. Got {type(data).__name__} instead.")
     if out is not None:
-        save_model(est.best_estimator_, out)
+        save_model(est.best_estimator_, _model_file(out))
     return est
 
 
@@ -224,6 +248,10 @@ def _recorded_class_weight(store, recorded):
 def _resumed_model_out(run: dict, model_out):
     """The model path a resume writes: ``model_out``, else the one train recorded; False: none."""
     return run.get("model_out") if model_out is None else None if model_out is False else model_out
+
+
+def _located_or_none(path, storage_options):
+    return None if path is None else located(path, storage_options)
 
 
 def _placement(manifest: dict, client, workers, partitions) -> dict | None:
@@ -241,7 +269,7 @@ def _placement(manifest: dict, client, workers, partitions) -> dict | None:
 
 
 def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback, progress, max_iter,
-               placement=None):
+               placement=None, storage_options=None):
     """:func:`resume` of a cross-validation run: the same :class:`~streamwww.WWClassifierCV` fit, continued."""
     from streamwww.cv import WWClassifierCV
 
@@ -252,27 +280,44 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
     if max_iter is not None:
         params["max_iter"] = max_iter
     out = _resumed_model_out(run, model_out)
+    out = None if out is None else located(out, storage_options)
     est = WWClassifierCV(Cs=run["cv_Cs"], cv=int(run["cv"]), refit=bool(run.get("refit", True)), **params)
     est.fit(store, checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
             prefetch=run["prefetch"], inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
             mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback, progress=progress,
-            run_info={"model_out": out}, **(placement or {}))
+            run_info={"model_out": None if out is None else out.url}, **(placement or {}))
     if out is not None and hasattr(est, "best_estimator_"):
-        save_model(est.best_estimator_, out)
+        save_model(est.best_estimator_, _model_file(out))
     return est
 
 
-def model_paths(model_out, Cs, many: bool) -> list[Path]:
-    """The model file(s) for ``model_out``: the path itself, or ``<stem>-C<value><suffix>`` per ``C``."""
-    out = Path(model_out)
+def model_paths(model_out, Cs, many: bool) -> list[Location]:
+    """The model file(s) for ``model_out`` (a path, URL or Location): the file itself, or
+    ``<stem>-C<value><suffix>`` per ``C`` beside it."""
+    out = located(model_out)
     if not many:
         return [out]
-    return [out.with_name(f"{out.stem}-C{c:g}{out.suffix or '.npz'}") for c in Cs]
+    stem, suffix = os.path.splitext(out.name)
+    return [out.parent.child(f"{stem}-C{c:g}{suffix or '.npz'}") for c in Cs]
 
 
-def check_writable(path: Path) -> None:
-    """Raise :class:`~streamwww.errors.OutputPathError` unless a file can be written at ``path``."""
-    path = Path(path)
+def check_writable(path) -> None:
+    """Raise :class:`~streamwww.errors.OutputPathError` unless a file can be written at
+    ``path`` (a local path, a URL or a Location): found before any work, not after it."""
+    where = located(path)
+    if not where.is_local:  # an object store: has no folders; a probe object checks access
+        probe = where.parent.child(f".{where.name}.probe-{os.getpid()}")
+        try:
+            if where.isdir():
+                raise OutputPathError(f"{where}: cannot write the model there: it is a directory")
+            probe.write_bytes(b"")
+            probe.remove()
+        except OutputPathError:
+            raise
+        except Exception as exc:  # credentials, a missing bucket, an unreachable endpoint
+            raise OutputPathError(f"{where}: cannot write the model ({type(exc).__name__}: {exc})") from None
+        return
+    path = where.local_path
     if path.is_dir():
         raise OutputPathError(f"{path}: cannot write the model there: it is a directory")
     if not path.parent.is_dir():
@@ -286,7 +331,7 @@ def check_writable(path: Path) -> None:
 
 def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,
            progress=None, max_iter: int | None = None, client=None, workers: int | None = None,
-           partitions: int | None = None):
+           partitions: int | None = None, storage_options: dict | None = None):
     """Continue an interrupted run from its checkpoint directory.
 
     The run continues with its recorded settings and data; it ends with the
@@ -316,23 +361,28 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
         cluster with this ``K``): the run goes on correctly from the stored
         ``beta``, but the model is then not bitwise the uninterrupted run's.
         ``partitions=1`` without a client or workers continues in this process.
+    storage_options : dict, optional
+        Options of the file system of URLs: the checkpoint directory, the store
+        it recorded (or ``store``) and the model file(s) (docs/STORAGE.md).
 
     Returns
     -------
     WWClassifier or list of WWClassifier
         A list when the run trained several values of ``C``.
     """
+    checkpoint_dir = located(checkpoint_dir, storage_options)
     with CheckpointDir(checkpoint_dir, lock=False) as probe:
         manifest = probe.load_settings()
     if manifest["data"]["kind"] != "store":
         raise CheckpointError(f"{checkpoint_dir}: this run trained on in-memory arrays; resume it by calling "
                               "train((X, y), checkpoint_dir=...) again with the same arrays and settings")
-    store = as_store(store if store is not None else manifest["data"]["path"])
+    store = as_store(store if store is not None else manifest["data"]["path"], storage_options)
     cfg = manifest["config"]
     placement = _placement(manifest, client, workers, partitions)
     if manifest["run"].get("cv"):
         return _resume_cv(checkpoint_dir, store, manifest, model_out=model_out, verbose=verbose,
-                          callback=callback, progress=progress, max_iter=max_iter, placement=placement)
+                          callback=callback, progress=progress, max_iter=max_iter, placement=placement,
+                          storage_options=storage_options)
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:
@@ -342,7 +392,8 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
                          checkpoint_dir=checkpoint_dir, checkpoint_every=manifest["run"]["checkpoint_every"],
                          prefetch=manifest["run"]["prefetch"], inner_passes=cfg["inner_passes"],
                          eval_every=cfg["eval_every"], mix_shards=cfg.get("mix_shards", UNMIXED),
-                         model_out=_resumed_model_out(manifest["run"], model_out),
+                         model_out=_located_or_none(_resumed_model_out(manifest["run"], model_out),
+                                                    storage_options),
                          callback=callback, progress=progress, cluster=placement)
     warn_not_converged(fit.results, fit.cfg, "resume")
     return models

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from streamwww._params import DEFAULTS
+from streamwww.io.commands import storage_options
 
 
 def _C_list(text: str) -> list[float]:
@@ -50,15 +51,16 @@ def _class_weight_arg(text: str):
     return pairs
 
 
-def _store_class_weight(pairs, store_path):
+def _store_class_weight(pairs, store_path, options=None):
     """``--class-weight`` pairs as ``{class: weight}``, each label matched to a class of the store
     (read as the store's label type: numbers for numeric labels, else strings)."""
     if pairs is None or isinstance(pairs, str):
         return pairs
+    from streamwww._location import located
     from streamwww.io import open_store
     from streamwww.labels import summarize_classes
 
-    classes = open_store(store_path).classes
+    classes = open_store(located(store_path, options)).classes
     numeric = classes.dtype.kind not in "US"
     out = {}
     for label, weight in pairs:
@@ -93,6 +95,8 @@ def _cluster_options(p, *, workers: str, scheduler: str, partitions: str) -> Non
 
 
 def register(sub) -> None:
+    from streamwww.io.commands import add_storage_option
+
     """Add this module's subcommands to the CLI's subparsers."""
     p = sub.add_parser("train", help="train WW-SVM(s) on a shard store, with checkpoints",
                        description="Train Weston-Watkins linear SVM(s) on a shard store, streaming the "
@@ -145,6 +149,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout (per model: C, epochs, converged, primal, dual, "
                         "rel_gap, seed, model file; with --cv the table) and nothing else there")
+    add_storage_option(p)
     p.set_defaults(func=run_train)
 
     p = sub.add_parser("resume", help="continue an interrupted training run",
@@ -162,6 +167,7 @@ def register(sub) -> None:
                      scheduler="continue on the Dask cluster whose scheduler is at ADDRESS",
                      partitions="continue with K row partitions (default: the run's; another K continues "
                                 "correctly but not bitwise; 1 without --workers/--scheduler: in this process)")
+    add_storage_option(p)
     p.set_defaults(func=run_resume)
 
     p = sub.add_parser("predict", help="predict labels for a store or a LIBSVM file")
@@ -169,6 +175,7 @@ def register(sub) -> None:
     p.add_argument("input", help="shard store or LIBSVM text file (gz/bz2/xz ok)")
     p.add_argument("--output", help="write one label per line here (default: stdout)")
     p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
+    add_storage_option(p)
     p.set_defaults(func=run_predict)
 
     p = sub.add_parser("evaluate", help="accuracy of a model on a test store or LIBSVM file")
@@ -179,6 +186,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout: accuracy, n_correct, n_rows (and labels and "
                         "confusion with --confusion)")
+    add_storage_option(p)
     p.set_defaults(func=run_evaluate)
 
     p = sub.add_parser("demo", help="the whole path on generated data (no data of yours needed)",
@@ -389,7 +397,8 @@ def run_train(args) -> int:
                              "--workers/--scheduler runs go without")
         if args.partitions is not None:
             raise ValueError("--partitions applies to cluster runs only; add --workers N or --scheduler ADDRESS")
-    class_weight = _store_class_weight(args.class_weight, args.store)
+    options = storage_options(args)
+    class_weight = _store_class_weight(args.class_weight, args.store, options)
     C = args.C if len(args.C) > 1 or args.cv is not None else args.C[0]
     labels = _model_labels(args.C)
     if args.cv is not None:
@@ -405,21 +414,22 @@ def run_train(args) -> int:
                           inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
                           model_out=args.model_out, class_weight=class_weight, cv=args.cv,
                           client=args.scheduler, workers=args.workers, partitions=args.partitions,
-                          callback=rep.epoch_done, progress=rep.progress)
+                          callback=rep.epoch_done, progress=rep.progress, storage_options=options)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
-    paths = [Path(args.model_out)] if args.cv is not None else model_paths(args.model_out, args.C,
-                                                                            many=len(args.C) > 1)
+    paths = model_paths(args.model_out, args.C, many=len(args.C) > 1 and args.cv is None)
     _report_run(args, result, paths, "train")
     return 0
 
 
 def run_resume(args) -> int:
     import streamwww as sw
+    from streamwww._location import located
     from streamwww.api import model_paths
     from streamwww.checkpoint import CheckpointDir
 
-    with CheckpointDir(args.checkpoint_dir, lock=False) as probe:
+    options = storage_options(args)
+    with CheckpointDir(located(args.checkpoint_dir, options), lock=False) as probe:
         run = probe.load_settings()
     rep = _Reporter(args.show_progress, args.quiet, args.max_iter or run["config"]["max_iter"],
                     labels=_model_labels(run["config"]["Cs"], run["config"].get("splits")))
@@ -427,17 +437,16 @@ def run_resume(args) -> int:
     try:
         result = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
                            callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter,
-                           client=args.scheduler, workers=args.workers, partitions=args.partitions)
+                           client=args.scheduler, workers=args.workers, partitions=args.partitions,
+                           storage_options=options)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
     out = None if model_out is False else (model_out or run["run"].get("model_out"))
     paths = []
     if out:
-        if run["run"].get("cv"):  # a cross-validation run writes its best model only
-            paths = [Path(out)]
-        else:
-            Cs = run["config"]["Cs"]
-            paths = model_paths(out, Cs, many=run["run"].get("C_is_list", len(Cs) > 1))
+        Cs = run["config"]["Cs"]
+        # a cross-validation run writes its best model only
+        paths = model_paths(out, Cs, many=not run["run"].get("cv") and run["run"].get("C_is_list", len(Cs) > 1))
     _report_run(args, result, paths, "resume")
     return 0
 
@@ -446,11 +455,12 @@ def run_predict(args) -> int:
     import streamwww as sw
     from streamwww.predict import predict_labels
 
-    model = sw.load_model(args.model)
+    options = storage_options(args)
+    model = sw.load_model(_model_arg(args.model, options))
     out = open(args.output, "w") if args.output else sys.stdout
     try:
         n = 0
-        for labels in predict_labels(model, args.input, zero_based=args.zero_based):
+        for labels in predict_labels(model, args.input, zero_based=args.zero_based, storage_options=options):
             out.write("\n".join(map(_fmt_label, labels)) + ("\n" if len(labels) else ""))
             n += len(labels)
     finally:
@@ -459,6 +469,13 @@ def run_predict(args) -> int:
     if args.output:
         print(f"{n} predictions written to {args.output}", file=sys.stderr)
     return 0
+
+
+def _model_arg(path: str, options):
+    """A model file argument: a local path as it is, a URL as a Location with the options."""
+    from streamwww._location import is_url, location
+
+    return location(path, options) if is_url(path) else path
 
 
 def _fmt_label(v) -> str:
@@ -471,8 +488,10 @@ def run_evaluate(args) -> int:
     import streamwww as sw
     from streamwww.predict import evaluate
 
-    model = sw.load_model(args.model)
-    res = evaluate(model, args.test, confusion=args.confusion, zero_based=args.zero_based)
+    options = storage_options(args)
+    model = sw.load_model(_model_arg(args.model, options))
+    res = evaluate(model, args.test, confusion=args.confusion, zero_based=args.zero_based,
+                   storage_options=options)
     if args.json:
         from streamwww.runinfo import json_label
 

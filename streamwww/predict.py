@@ -13,16 +13,19 @@ import scipy.sparse as sp
 __all__ = ["iter_batches", "predict_labels", "evaluate", "write_predictions"]
 
 
-def _is_store(path) -> bool:
-    return Path(path).is_dir()
-
-
-def iter_batches(source, n_features: int, *, zero_based: bool = False) -> Iterator[tuple[object, np.ndarray]]:
+def iter_batches(source, n_features: int, *, zero_based: bool = False,
+                 storage_options: dict | None = None) -> Iterator[tuple[object, np.ndarray]]:
     """Yield ``(X, true_labels)`` blocks of a store (per shard) or a LIBSVM file (per block).
 
-    ``true_labels`` are the original label values (the store's ``classes`` applied).
+    ``source`` is a store object, or the path or URL (with ``storage_options``)
+    of a store or a LIBSVM file. ``true_labels`` are the original label values
+    (the store's ``classes`` applied).
     """
-    if hasattr(source, "read_shard") or (isinstance(source, (str, os.PathLike)) and _is_store(source)):
+    if not hasattr(source, "read_shard") and isinstance(source, (str, os.PathLike)):
+        from streamwww._location import located
+
+        source = located(source, storage_options)
+    if hasattr(source, "read_shard") or source.isdir():
         from streamwww.estimator import store_shards
         from streamwww.io import open_store
 

@@ -111,11 +111,16 @@ class CtrlC:
             signal.signal(signal.SIGINT, self.old)
 
 
-def loader_threads(prefetch: int) -> int:
+def loader_threads(prefetch: int, remote: bool = False) -> int:
     """Dask worker threads for loads and writes: up to ``prefetch + 1``, leaving one
     core to the training thread. On 2 cores that is one thread: tasks then run one
     at a time in submission order, so a load never shares the loader's core with
-    a beta write (measured: a concurrent load took 40-90 ms instead of 25-35)."""
+    a beta write (measured: a concurrent load took 40-90 ms instead of 25-35).
+    A store on an object store (``remote``) gets ``prefetch + 1`` whatever the
+    cores: its loads mostly wait for answers, and only loads in flight together
+    hide the store's latency (docs/STORAGE.md)."""
+    if remote:
+        return int(prefetch) + 1
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
@@ -217,7 +222,7 @@ def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, pr
     data = source.data
     executor = None
     if source.streamed:
-        executor = DaskExecutor(n_threads=loader_threads(prefetch))
+        executor = DaskExecutor(n_threads=loader_threads(prefetch, getattr(source, "remote", False)))
         stack.callback(executor.close)
     if ckpt is None and not source.streamed:
         betas = InMemoryBetas(len(cfg.Cs), data.shard_rows, data.n_classes, initial=initial)

@@ -175,7 +175,8 @@ def _missing_chunk(path: str, name: str, coords, fix: str) -> ChecksumError:
 
 
 def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing: str = "fill",
-                      checksums: Sequence[int] | None = None, fix: str = DEFAULT_FIX) -> bool:
+                      checksums: Sequence[int] | None = None, fix: str = DEFAULT_FIX,
+                      fetched: list | None = None) -> bool:
     """Read all of the Zarr v3 ``array`` stored in ``directory`` into ``out``.
 
     Parameters
@@ -198,6 +199,9 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing:
         the codecs end with ``crc32c``, recorded values or not.
     fix : str
         What to do about damage, ending the error message.
+    fetched : list of (bytes or None), optional
+        For an array on an object store: its chunks' stored bytes, already
+        fetched (:func:`fetch_arrays`, which batches several arrays' requests).
 
     Returns
     -------
@@ -237,7 +241,10 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing:
     chunk_bytes = chunk[0] * row_bytes
     flat = out.reshape(-1).view(np.uint8)
     grid = [(i,) + (0,) * (out.ndim - 1) for i in range(n_chunks)]
-    fetched = _fetch(remote, array, grid) if remote is not None else None
+    if remote is not None and fetched is None:
+        fetched = _fetch(remote, array, grid)
+    elif remote is None:
+        fetched = None
     for i, r0 in enumerate(range(0, rows, chunk[0])):
         r1 = min(rows, r0 + chunk[0])
         dest = flat[r0 * row_bytes:r1 * row_bytes]
@@ -295,7 +302,7 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing:
     return True
 
 
-def _verify_files(array, directory, *, missing: str, checksums, fix: str) -> None:
+def _verify_files(array, directory, *, missing: str, checksums, fix: str, fetched=None) -> None:
     """Check every chunk file of ``array`` (existence, crc32c trailer, recorded value)
     ahead of a read through Zarr, which would read a missing chunk as fill values and
     cannot compare with recorded checksums."""
@@ -304,7 +311,10 @@ def _verify_files(array, directory, *, missing: str, checksums, fix: str) -> Non
     directory, remote = _split(directory)
     name = os.path.basename(directory)
     crc = has_checksums(array)
-    fetched = _fetch(remote, array, grid) if remote is not None else None
+    if remote is not None and fetched is None:
+        fetched = _fetch(remote, array, grid)
+    elif remote is None:
+        fetched = None
     for i, coords in enumerate(grid):
         path = _chunk_path(array, directory, coords)
         data = fetched[i] if fetched is not None else _read_file(path)
@@ -316,15 +326,38 @@ def _verify_files(array, directory, *, missing: str, checksums, fix: str) -> Non
             _verify(path, name, coords, memoryview(data), None if checksums is None else checksums[i], fix)
 
 
+def fetch_arrays(arrays: Sequence[tuple[object, Location]]) -> list[list[bytes | None]] | None:
+    """Every chunk of several arrays on one object store, in one concurrent batch.
+
+    ``arrays`` holds ``(zarr array, its Location)`` pairs; returns, per array,
+    its chunks' stored bytes in C order of its grid (None: missing), for
+    :func:`read_into`'s ``fetched``. One round trip for a shard's arrays
+    instead of one per array is what keeps a streamed epoch from an object
+    store near the local one. ``None`` when the arrays are local.
+    """
+    if not arrays or arrays[0][1].is_local:
+        return None
+    grids = [_grid(a) for a, _ in arrays]
+    keys = [loc.child(a.metadata.encode_chunk_key(c)) for (a, loc), g in zip(arrays, grids) for c in g]
+    got = arrays[0][1].read_many(keys)
+    out, i = [], 0
+    for g in grids:
+        out.append(got[i:i + len(g)])
+        i += len(g)
+    return out
+
+
 def read_into(array, directory: str | Path, out: np.ndarray, *, missing: str = "fill",
-              checksums: Sequence[int] | None = None, fix: str = DEFAULT_FIX) -> np.ndarray:
+              checksums: Sequence[int] | None = None, fix: str = DEFAULT_FIX,
+              fetched: list | None = None) -> np.ndarray:
     """Read all of ``array`` into ``out`` (same shape and dtype), verifying checksums.
 
     Whole chunks are decoded in place when :func:`read_whole_chunks` covers the
     layout, else the array is read through Zarr (which decodes each chunk into a
     buffer of its own and copies it here), after every chunk file was checked as
     :func:`read_whole_chunks` checks it. ``missing``, ``checksums`` and ``fix``
-    are as there. Returns ``out``.
+    are as there; ``fetched``: the chunks' bytes of an array on an object store,
+    fetched beforehand (:func:`fetch_arrays`). Returns ``out``.
 
     Raises
     ------
@@ -332,11 +365,12 @@ def read_into(array, directory: str | Path, out: np.ndarray, *, missing: str = "
         A damaged or (with ``missing="error"``) missing chunk; the message names
         the chunk's file, the array, the chunk and ``fix``.
     """
-    if not read_whole_chunks(array, directory, out, missing=missing, checksums=checksums, fix=fix):
+    if not read_whole_chunks(array, directory, out, missing=missing, checksums=checksums, fix=fix,
+                             fetched=fetched):
         from zarr.core.buffer.cpu import NDBuffer
 
         if checksums is not None or missing != "fill" or has_checksums(array):
-            _verify_files(array, directory, missing=missing, checksums=checksums, fix=fix)
+            _verify_files(array, directory, missing=missing, checksums=checksums, fix=fix, fetched=fetched)
         array.get_basic_selection(Ellipsis, out=NDBuffer.from_numpy_array(out))
     return out
 

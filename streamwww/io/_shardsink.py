@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from streamwww._location import location
 from streamwww.io._chunks import chunk_checksums, create_checksummed_array
 from streamwww.io._format import (
     CHECKSUM_KEY,
@@ -55,8 +56,8 @@ __all__ = ["BufferedSink", "ZarrStreamSink", "open_sink"]
 class BufferedSink:
     """Collect a shard's pieces in memory; write them with ``backend.write_shard``."""
 
-    def __init__(self, root: Path, backend, i: int, *, layout: str, n_features: int,
-                 dtype: np.dtype, row_offset: int, weighted: bool = False):
+    def __init__(self, root, backend, i: int, *, layout: str, n_features: int,
+                 dtype: np.dtype, row_offset: int, weighted: bool = False, spool_dir: Path | None = None):
         self.root, self.backend, self.i = root, backend, i
         self.layout, self.n_features, self.dtype = layout, n_features, dtype
         self.row_offset = row_offset
@@ -115,7 +116,7 @@ class _StreamedArray:
         self.written = 0  # rows already in full chunks on disk
         self.array = None
         self.spool = None  # raw copy of the full chunks, for the content hash
-        self.spool_path = sink.root / f".spool-{sink.i:05d}-{name}"
+        self.spool_path = sink.spool_dir / f".spool-{sink.i:05d}-{name}"
 
     def append(self, values: np.ndarray) -> None:
         start, n = 0, len(values)
@@ -155,7 +156,8 @@ class _StreamedArray:
 
     def checksums(self) -> list[int]:
         """The crc32c of every chunk, read back from the files written (docs/FORMAT.md, Integrity)."""
-        return chunk_checksums(self.array, self.sink.root / self.sink.backend.shard_relpath(self.sink.i) / self.name)
+        return chunk_checksums(self.array, self.sink.root.child(self.sink.backend.shard_relpath(self.sink.i),
+                                                                  self.name))
 
     def values(self) -> np.ndarray:
         """The values of an array that never filled a chunk (still in memory)."""
@@ -182,12 +184,14 @@ class _StreamedArray:
 class ZarrStreamSink:
     """Write a Zarr shard chunk by chunk as rows arrive (see the module docstring)."""
 
-    def __init__(self, root: Path, backend, i: int, *, layout: str, n_features: int,
-                 dtype: np.dtype, row_offset: int, weighted: bool = False):
+    def __init__(self, root, backend, i: int, *, layout: str, n_features: int,
+                 dtype: np.dtype, row_offset: int, weighted: bool = False, spool_dir: Path | None = None):
         from streamwww.io import _zarr
 
         self.weighted = weighted
-        self.root, self.backend, self.i = root, backend, i
+        self.root, self.backend, self.i = location(root), backend, i
+        # the spool files stay on local disk even when the store is on an object store
+        self.spool_dir = Path(spool_dir) if spool_dir is not None else self.root.local_path
         self.layout, self.n_features, self.dtype = layout, n_features, np.dtype(dtype)
         self.row_offset = row_offset
         self.rows = self.nnz = 0
@@ -214,14 +218,13 @@ class ZarrStreamSink:
     def group(self):
         """The shard's Zarr group, created when the first chunk is written."""
         if self._group is None:
-            import zarr
+            from streamwww.io._zarr import _group
 
             attrs = {"streamwww": {"format_version": format_version_for(self.weighted),
                                    "shard": self.i,
                                    "row_offset": self.row_offset, "layout": self.layout,
                                    "n_features": self.n_features}}
-            self._group = zarr.open_group(str(self.root / self.backend.shard_relpath(self.i)),
-                                          mode="w-", zarr_format=3, attributes=attrs)
+            self._group = _group(self.root, self.backend.shard_relpath(self.i), "w-", attributes=attrs)
         return self._group
 
     def append(self, X, y: np.ndarray, weight: np.ndarray | None = None) -> None:
@@ -282,7 +285,7 @@ class ZarrStreamSink:
         return self.rows, self.nnz, h.hexdigest(), record
 
 
-def open_sink(root: Path, backend, i: int, **kwargs):
+def open_sink(root, backend, i: int, **kwargs):
     """The sink for shard ``i``: streamed for Zarr, buffered otherwise."""
     cls = ZarrStreamSink if backend.name == "zarr" else BufferedSink
     return cls(root, backend, i, **kwargs)

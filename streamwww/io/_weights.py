@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from streamwww._location import location
 from streamwww.errors import DataFormatError, InputReadError
 from streamwww.io.libsvm import open_compressed
 from streamwww.weights import first_bad_weight
@@ -39,11 +40,12 @@ class WeightFile:
     """
 
     def __init__(self, path: str | os.PathLike, input_path: str):
-        self.path = os.path.abspath(os.fspath(path))
+        self.location = location(path)
+        self.path = self.location.url
         self.input_path = input_path
-        if not os.path.isfile(self.path):
+        if not self.location.isfile():
             raise FileNotFoundError(f"weight file {self.path} does not exist.")
-        self.size = os.path.getsize(self.path)
+        self.size = int(self.location.fs.size(self.location.path))
         self._f = self._raw = None  # opened at the first read
         self._sha = hashlib.sha256()
         self.lines = 0  # weights read so far (= lines, one weight per line)
@@ -60,7 +62,7 @@ class WeightFile:
 
     def _read_lines(self, n: int) -> list[bytes]:
         if self._f is None:
-            self._f, self._raw = open_compressed(self.path)
+            self._f, self._raw = open_compressed(self.location)
         try:
             lines = list(itertools.islice(self._f, n))
         except (OSError, EOFError) as exc:  # truncated or corrupt compressed data

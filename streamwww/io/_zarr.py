@@ -29,9 +29,13 @@ import zarr
 from zarr.codecs import BloscCodec
 
 from streamwww._location import Location, location
-
 from streamwww.io._backend import ShardBackend, check_fits
-from streamwww.io._chunks import chunk_checksums, create_checksummed_array, read_into
+from streamwww.io._chunks import (
+    chunk_checksums,
+    create_checksummed_array,
+    fetch_arrays,
+    read_into,
+)
 from streamwww.io._format import (
     CHECKSUM_KEY,
     DAMAGED_FIX,
@@ -74,7 +78,9 @@ class ZarrBackend(ShardBackend):
         return shard_name(i)
 
     def init_root(self, root, format_version: int = FORMAT_VERSION) -> None:
-        _group(location(root), None, "w-",
+        root = location(root)
+        # an object store's root already holds the transaction's "incomplete" object
+        _group(root, None, "w-" if root.is_local else "a",
                attributes={"streamwww": {"format_version": format_version,
                                                   "metadata": "streamwww.json"}})
 
@@ -124,11 +130,14 @@ class ZarrBackend(ShardBackend):
         where = root.child(self.shard_relpath(i))
         # version 2: every chunk was written and its crc32c recorded
         missing = "fill" if checksums is None else "error"
+        # on an object store, every chunk of the shard in one round trip
+        fetched = fetch_arrays([(arrays[name], where.child(name)) for name in names])
+        fetched = dict(zip(names, fetched)) if fetched is not None else {}
 
         def read(name, target):
             sums = None if checksums is None else checksums[name]
             return read_into(arrays[name], where.child(name), target, missing=missing,
-                             checksums=sums, fix=DAMAGED_FIX)
+                             checksums=sums, fix=DAMAGED_FIX, fetched=fetched.get(name))
 
         for name, target in out.items():
             stored = arrays[name]

@@ -6,12 +6,29 @@ import argparse
 import json
 import logging
 import time
-from pathlib import Path
 
 from streamwww.io._format import MARKER
 from streamwww.io._progress import ProgressEvent
 
 logger = logging.getLogger(__name__)
+
+
+def add_storage_option(p: argparse.ArgumentParser) -> None:
+    """``--storage-option KEY=VALUE`` (repeatable): options of the file system of URL arguments."""
+    p.add_argument("--storage-option", action="append", default=None, metavar="KEY=VALUE",
+                   dest="storage_options",
+                   help="an option of the file system of s3://, gs://, az://... arguments, e.g. "
+                        "endpoint_url=http://localhost:9000 or anon=true (VALUE read as JSON when it "
+                        "is; a dotted KEY nests: client_kwargs.region_name=eu-west-1); repeatable. "
+                        "Credentials come from the usual places (environment, config files, "
+                        "instance roles) when not given; never recorded (docs/STORAGE.md)")
+
+
+def storage_options(args: argparse.Namespace) -> dict | None:
+    """The ``--storage-option`` pairs of ``args`` as a dict (None: none given)."""
+    from streamwww._location import parse_storage_options
+
+    return parse_storage_options(getattr(args, "storage_options", None))
 
 
 def register(subparsers) -> None:
@@ -20,8 +37,8 @@ def register(subparsers) -> None:
         "convert", help="convert a LIBSVM text file into a shard store",
         description="Convert a LIBSVM/SVMlight text file (optionally .gz/.bz2/.xz) into a "
                     "Zarr or Parquet shard store, in two streaming passes with bounded memory.")
-    p.add_argument("input", metavar="INPUT", help="LIBSVM text file")
-    p.add_argument("output", metavar="OUTPUT", help="store directory to create")
+    p.add_argument("input", metavar="INPUT", help="LIBSVM text file (a path or a URL: s3://...)")
+    p.add_argument("output", metavar="OUTPUT", help="store directory to create (a path or a URL)")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--shard-rows", type=int, metavar="N", help="rows per shard")
     size.add_argument("--shard-mb", type=float, metavar="M",
@@ -47,6 +64,7 @@ def register(subparsers) -> None:
                         "number >= 0 per line, one line per data row, in input order; they "
                         "follow their rows through --shuffle)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT")
+    add_storage_option(p)
     p.set_defaults(func=_convert)
 
     p = subparsers.add_parser("info", help="describe a shard store, a model file or a checkpoint directory",
@@ -65,6 +83,7 @@ def register(subparsers) -> None:
                    help="a store: also read every shard and check it against its recorded checksums "
                         "(exit status 1 and the damaged file named if one does not match); a checkpoint: "
                         "also read every beta version the kept commits name and check their sums")
+    add_storage_option(p)
     p.set_defaults(func=_info)
 
     p = subparsers.add_parser(
@@ -129,7 +148,8 @@ def _convert(args: argparse.Namespace) -> int:
             format=args.format, layout=args.layout, dtype=args.dtype, shuffle=args.shuffle,
             seed=args.seed, n_features=args.n_features, like=args.like,
             zero_based=args.zero_based, skip_bad_lines=args.skip_bad_lines,
-            overwrite=args.overwrite, progress=bars, weights=args.weights)
+            overwrite=args.overwrite, progress=bars, weights=args.weights,
+            storage_options=storage_options(args))
     finally:
         if bars is not None:
             bars.close()
@@ -143,25 +163,26 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def _what_is(path: Path) -> str:
-    """'store', 'checkpoint' or 'model' by what ``path`` holds; a one-line error if none."""
+def _what_is(path) -> str:
+    """'store', 'checkpoint' or 'model' by what ``path`` (a Location) holds; a one-line error if none."""
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
-    if path.is_dir():
-        if (path / MARKER).is_file():
-            return "store"
-        if (path / "manifest.json").is_file() or (path / "manifest.prev.json").is_file():
-            return "checkpoint"
-    elif path.suffix == ".npz":
+    if path.child(MARKER).isfile():
+        return "store"
+    if path.child("manifest.json").isfile() or path.child("manifest.prev.json").isfile():
+        return "checkpoint"
+    if not path.isdir() and path.name.endswith(".npz"):
         return "model"
     raise ValueError(f"{path}: not a shard store (no {MARKER}; an interrupted conversion leaves none), "
                      f"a checkpoint directory (no manifest.json) or a model file (.npz); give one of those")
 
 
 def _info(args: argparse.Namespace) -> int:
+    from streamwww._location import located
     from streamwww.io.store import format_label, open_store, summarize_classes
 
-    kind = _what_is(Path(args.store))
+    where = located(args.store, storage_options(args))
+    kind = _what_is(where)
     if kind != "store":
         # Models and checkpoints belong to the layers above io: the training CLI
         # (streamwww.commands) registers their reader on this parser.
@@ -169,7 +190,7 @@ def _info(args: argparse.Namespace) -> int:
         if describe is None:
             raise ValueError(f"{args.store}: a {kind}; this CLI reads only shard stores")
         return describe(args, kind)
-    store = open_store(args.store)
+    store = open_store(where)
     meta = store.metadata
     if args.json:
         if args.verify:  # a damaged shard raises ChecksumError: the one-line error, no JSON

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from streamwww._location import is_url, located, location
 from streamwww._memory import release_freed_memory
 from streamwww.errors import (
     DataFormatError,
@@ -46,6 +47,7 @@ from streamwww.io.store import (
     format_label,
     format_version_for,
     open_store,
+    open_transaction,
     resolve_dtype,
     resolve_layout,
     resolve_shard_size,
@@ -77,7 +79,8 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                    zero_based: bool = False, skip_bad_lines: bool = False,
                    overwrite: bool = False, progress: ProgressCallback | None = None,
                    block_bytes: int = DEFAULT_BLOCK_BYTES,
-                   weights: str | os.PathLike | None = None) -> ShardStore:
+                   weights: str | os.PathLike | None = None,
+                   storage_options: dict | None = None) -> ShardStore:
     """Convert a LIBSVM text file into a shard store.
 
     Parameters
@@ -130,6 +133,10 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         shuffled; format version 3, ``ShardStore.has_weights``) and read line
         by line along with the input. Cannot be combined with
         ``skip_bad_lines`` (a skipped row would take the next row's weight).
+    storage_options : dict, optional
+        Options of the file system of URLs among ``input``, ``output``,
+        ``like`` and ``weights`` (``s3://...``; docs/STORAGE.md); credentials
+        are taken from the usual places when not given, and never recorded.
 
     Returns
     -------
@@ -156,7 +163,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
     """
     who = "convert_libsvm"
     rows_per_shard, shard_bytes = resolve_shard_size(shard_rows, shard_mb, who)
-    like_store = open_store(like) if like is not None else None
+    like_store = open_store(located(like, storage_options)) if like is not None else None
     if like_store is not None:
         if n_features is not None and n_features != like_store.n_features:
             raise ValueError(f"{who}: n_features={n_features} contradicts like={like_store.path} "
@@ -176,17 +183,18 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         seed = int(np.random.SeedSequence().entropy)
     scatter_rng, perm_rng = (np.random.default_rng(s)
                              for s in np.random.SeedSequence(seed if shuffle else 0).spawn(2))
-    reader = LibsvmReader(input, zero_based=zero_based, dtype=dt, n_features=n_features,
+    reader = LibsvmReader(located(input, storage_options), zero_based=zero_based, dtype=dt, n_features=n_features,
                           skip_bad_lines=skip_bad_lines, block_bytes=block_bytes,
                           progress=progress)
-    weight_file = None if weights is None else WeightFile(weights, reader.path)
+    weight_file = None if weights is None else WeightFile(located(weights, storage_options),
+                                                            reader.path)
     weighted = weight_file is not None
 
     release_freed_memory()  # freed parse and chunk buffers go back to the OS
-    tx = _open_transaction(output, overwrite)
+    tx = _open_transaction(output, overwrite, storage_options)
     with tx, _write_errors(tx, output), (weight_file or contextlib.nullcontext()):
         backend.init_root(tx.tmp, format_version_for(weighted))
-        staging = tx.tmp / "_staging"
+        staging = tx.scratch / "_staging"
         staging.mkdir()
         # ---- pass 1: parse, collect labels, stage rows
         seen = np.empty(0, dtype=np.float64)
@@ -235,7 +243,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         writer = ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
                               n_classes=len(classes), shard_rows=rows_per_shard,
                               shard_bytes=shard_bytes, progress=progress,
-                              total_rows=stats.n_rows, weighted=weighted)
+                              total_rows=stats.n_rows, weighted=weighted, scratch=tx.scratch)
         if scatter is None:
             blocks = ordered.records()
         else:
@@ -273,15 +281,15 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         tx.commit(meta)
     logger.debug("converted %s: %d rows, %d features, %d classes, %d shard(s) -> %s",
                 stats.path, meta["n_rows"], n_features, len(classes), meta["n_shards"],
-                Path(output).absolute())
-    return open_store(output)
+                tx.location.url)
+    return open_store(tx.location)
 
 
-def _open_transaction(output, overwrite: bool) -> StoreTransaction:
+def _open_transaction(output, overwrite: bool, storage_options=None):
     """Start the store's transaction; an output that cannot be created is a
     one-line :class:`StoreWriteError`."""
     try:
-        return StoreTransaction(output, overwrite)
+        return open_transaction(output, overwrite, storage_options)
     except StreamwwwError:
         raise
     except OSError as exc:
@@ -303,7 +311,7 @@ def _write_errors(tx: StoreTransaction, output):
 
 
 def _store_write_error(exc: OSError, output, what: str) -> StoreWriteError:
-    out = Path(output).absolute()
+    out = location(output).url if is_url(output) else Path(output).absolute()
     cause = exc.strerror or str(exc) or type(exc).__name__
     name = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):

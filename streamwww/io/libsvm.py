@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from streamwww._location import Location, is_url, location
 from streamwww.errors import InputReadError, LibsvmFormatError
 from streamwww.io import _libsvm_kernels as K
 from streamwww.io._progress import ProgressCallback, ProgressEvent
@@ -61,9 +62,21 @@ _OPENERS = {
 _EXTENSIONS = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz"}
 
 
-def detect_compression(path: str | os.PathLike) -> str | None:
+def _open_raw(path, mode: str):
+    """The file itself: a local file, or (a URL or remote Location) fsspec's buffered
+    file on the object store, read ahead in large blocks."""
+    if isinstance(path, Location) or is_url(path):
+        loc = location(path)
+        if not loc.is_local:
+            return loc.fs.open(loc.path, mode, block_size=2**23, cache_type="readahead") \
+                if mode == "rb" else loc.fs.open(loc.path, mode)
+        path = loc.path
+    return open(path, mode)
+
+
+def detect_compression(path: str | os.PathLike | Location) -> str | None:
     """Return ``"gzip"``, ``"bz2"``, ``"xz"`` or None from the file's magic bytes."""
-    with open(path, "rb") as f:
+    with _open_raw(path, "rb") as f:
         head = f.read(6)
     for magic, name in _MAGIC:
         if head.startswith(magic):
@@ -73,7 +86,7 @@ def detect_compression(path: str | os.PathLike) -> str | None:
 
 def compression_from_extension(path: str | os.PathLike) -> str | None:
     """Return the compression implied by a ``.gz``, ``.bz2`` or ``.xz`` suffix."""
-    return _EXTENSIONS.get(Path(path).suffix.lower())
+    return _EXTENSIONS.get(Path(str(path)).suffix.lower())
 
 
 def open_compressed(path: str | os.PathLike, mode: str = "rb", *,
@@ -101,7 +114,7 @@ def open_compressed(path: str | os.PathLike, mode: str = "rb", *,
     if kind not in (None, *_OPENERS):
         raise ValueError(f"open_compressed: compression must be one of {list(_OPENERS)} or "
                          f"None. Got {kind!r} instead.")
-    raw = open(path, mode)
+    raw = _open_raw(path, mode)
     if kind is None:
         return raw, raw
     try:
@@ -221,7 +234,7 @@ class _Prefetcher:
     newline search release the GIL, so this overlaps with parsing.
     """
 
-    def __init__(self, path: str, block_bytes: int, depth: int = 1):
+    def __init__(self, path, block_bytes: int, depth: int = 1):
         self._path = path
         self._block_bytes = block_bytes
         self._queue: queue.Queue = queue.Queue(maxsize=depth)
@@ -366,8 +379,9 @@ class LibsvmReader:
                  dtype=np.float32, n_features: int | None = None,
                  skip_bad_lines: bool = False, block_bytes: int = DEFAULT_BLOCK_BYTES,
                  n_threads: int | None = None, progress: ProgressCallback | None = None):
-        self.path = str(Path(path).absolute())
-        if not os.path.isfile(self.path):
+        self.location = location(path)
+        self.path = self.location.url
+        if not self.location.isfile():
             raise FileNotFoundError(f"LIBSVM input {self.path} does not exist or is not a file.")
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
@@ -386,16 +400,17 @@ class LibsvmReader:
         self.n_threads = max(1, int(n_threads or os.cpu_count() or 1))
         self.progress = progress
         try:
-            compression = detect_compression(self.path)
+            compression = detect_compression(self.location)
+            size = (os.path.getsize(self.path) if self.location.is_local
+                    else int(self.location.fs.size(self.location.path)))
         except OSError as exc:
             raise InputReadError(f"{self.path}: cannot read the file: "
                                  f"{exc.strerror or exc}") from exc
-        self.stats = LibsvmStats(path=self.path, size=os.path.getsize(self.path),
-                                 compression=compression)
+        self.stats = LibsvmStats(path=self.path, size=size, compression=compression)
 
     def __iter__(self) -> Iterator[LibsvmBlock]:
         stats = self.stats
-        prefetch = _Prefetcher(self.path, self.block_bytes)
+        prefetch = _Prefetcher(self.location, self.block_bytes)
         chunks = iter(prefetch)
         pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
         try:

@@ -23,12 +23,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamwww import __version__
-from streamwww._fsutil import fsync_path, fsync_tree
-from streamwww._location import Location, location
+from streamwww._fsutil import ScratchDir, fsync_path, fsync_tree
+from streamwww._location import Location, is_transport_error, located, location
 from streamwww.errors import (
     ChecksumError,
     DataFormatError,
     ShardFormatError,
+    StorageError,
     StoreExistsError,
 )
 from streamwww.io._backend import available_formats, get_backend, make_csr
@@ -230,7 +231,11 @@ class ShardStore:
         except ChecksumError as exc:  # names the file, the array and the chunk; add the shard
             raise ChecksumError(exc.path, exc.array, exc.chunk, exc.reason, exc.fix,
                                 where=where) from None
-        except Exception as exc:  # any backend failure is a broken store
+        except Exception as exc:  # any other backend failure is a broken store ...
+            if not self.location.is_local and is_transport_error(exc):  # ... or a store out of reach
+                raise StorageError(f"{where} cannot be read: the object store failed the request "
+                                   f"({type(exc).__name__}: {exc}); nothing was changed: try again "
+                                   f"once it is reachable (and the credentials allow reading)") from exc
             raise ShardFormatError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
         if WEIGHT_ARRAY in out and (bad := first_bad_weight(out[WEIGHT_ARRAY])) is not None:
             raise ShardFormatError(f"{where}: the weight of its row {bad} (row "
@@ -457,7 +462,9 @@ def open_store(path: str | os.PathLike | Location,
                                f"last, when a conversion commits) is missing.") from None
     except (IsADirectoryError, NotADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise ShardFormatError(f"{shown}: cannot read {MARKER}: {exc}") from exc
-    except OSError as exc:
+    except Exception as exc:
+        if loc.is_local or not is_transport_error(exc):
+            raise
         raise _storage_error(shown, f"reading {MARKER}", exc) from exc
     try:
         meta = json.loads(text)
@@ -470,8 +477,6 @@ def open_store(path: str | os.PathLike | Location,
 
 
 def _storage_error(where: str, what: str, exc: BaseException):
-    from streamwww.errors import StorageError
-
     return StorageError(f"{where}: {what} failed: {type(exc).__name__}: {exc}")
 
 
@@ -518,12 +523,14 @@ class StoreTransaction:
 
     def __init__(self, path: str | os.PathLike, overwrite: bool):
         self.path = Path(path).absolute()
+        self.location = location(self.path)
         self.overwrite = bool(overwrite)
         self._check_target()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._clean_stale()
         self.tmp = self._sibling("tmp")
         self.tmp.mkdir()
+        self.scratch = self.tmp  # local room for staging and spool files
 
     def _sibling(self, kind: str) -> Path:
         return self.path.parent / f".{self.path.name}.streamwww-{kind}-{os.getpid()}-{secrets.token_hex(4)}"
@@ -574,6 +581,99 @@ class StoreTransaction:
         else:
             os.rename(self.tmp, self.path)
         fsync_path(self.path.parent)
+
+
+INCOMPLETE = "streamwww.incomplete"
+
+
+class RemoteStoreTransaction:
+    """Write a store on an object store, where there is no rename.
+
+    The shards go straight to their final keys below the store's URL and the
+    ``streamwww.json`` marker is the last PUT, so a reader sees the store
+    complete or not at all (:func:`open_store` needs the marker; an object
+    store's PUT is atomic). An ``streamwww.incomplete`` object, written first,
+    marks the prefix as a write in progress: a later write to the same URL may
+    clear what a killed one left (with or without ``overwrite``), while a prefix
+    holding anything else is refused. Replacing a store (``overwrite``) deletes
+    its marker first, so that it stops opening, then its objects: unlike on a
+    local disk, the old store is gone as soon as the new write starts.
+
+    Staging and spool files go to a local scratch directory (:attr:`scratch`);
+    :attr:`tmp` is where shards are written (the store's own Location).
+    """
+
+    def __init__(self, loc: Location, overwrite: bool):
+        import socket
+        import time
+
+        self.location = self.tmp = loc
+        self.path = loc.url
+        self.overwrite = bool(overwrite)
+        self._check_target()
+        self._scratch = ScratchDir(prefix="streamwww-convert-")
+        self.scratch = self._scratch.path
+        try:
+            marker = loc.child(MARKER)
+            if marker.exists():
+                marker.remove()  # the old store stops opening before anything else changes
+            loc.child(INCOMPLETE).write_text(json.dumps({
+                "host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}))
+            for name in loc.listdir():
+                if name != INCOMPLETE:
+                    loc.child(name).remove(recursive=True)
+        except BaseException:
+            self._scratch.close()
+            raise
+
+    def _check_target(self) -> None:
+        names = self.location.listdir()
+        if not names or INCOMPLETE in names and MARKER not in names:
+            return  # nothing there, or what a killed write left: cleared
+        if MARKER not in names:
+            raise StoreExistsError(f"{self.path} holds objects that are not a streamwww store; "
+                                   f"refusing to replace them even with overwrite=True.")
+        if not self.overwrite:
+            raise StoreExistsError(f"{self.path} already exists; pass overwrite=True "
+                                   f"(--overwrite) to replace it.")
+
+    def __enter__(self) -> RemoteStoreTransaction:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+
+    def abort(self) -> None:
+        """Delete what this write put below the URL (the prefix was cleared for it)."""
+        try:
+            for name in self.location.listdir():
+                if name != INCOMPLETE:
+                    self.location.child(name).remove(recursive=True)
+            self.location.child(INCOMPLETE).remove()
+        except OSError as exc:  # the store is unreachable: the leftovers never open
+            logger.warning("%s: could not remove a failed write's objects (%s); they never open "
+                           "as a store and the next write to this URL clears them", self.path, exc)
+        finally:
+            self._scratch.close()
+
+    def commit(self, metadata: dict | None) -> None:
+        """Write ``metadata`` as the marker: the store is complete from this PUT on."""
+        if metadata is None:
+            raise ValueError(f"{self.path}: a store on an object store commits with its metadata")
+        self.location.child(MARKER).write_text(json.dumps(metadata, indent=1))
+        self.location.child(INCOMPLETE).remove()
+        self._scratch.close()
+
+
+def open_transaction(path, overwrite: bool, storage_options: dict | None = None):
+    """The transaction that writes a store at ``path``: :class:`StoreTransaction`
+    (temporary sibling, fsync, rename) on a local disk, :class:`RemoteStoreTransaction`
+    (marker written last) on an object store."""
+    loc = located(path, storage_options)
+    if loc.is_local:
+        return StoreTransaction(loc.local_path, overwrite)
+    return RemoteStoreTransaction(loc, overwrite)
 
 
 def resolve_shard_size(shard_rows: int | None, shard_mb: float | None,
@@ -643,11 +743,13 @@ class ShardWriter:
     chunks whatever the shard size; other formats hold one shard.
     """
 
-    def __init__(self, root: Path, backend, *, layout: str, n_features: int, dtype: np.dtype,
-                 n_classes: int, shard_rows: int | None, shard_bytes: int | None,
+    def __init__(self, root: Path | Location, backend, *, layout: str, n_features: int,
+                 dtype: np.dtype, n_classes: int, shard_rows: int | None, shard_bytes: int | None,
                  progress: ProgressCallback | None = None, total_rows: int | None = None,
-                 weighted: bool = False):
+                 weighted: bool = False, scratch: Path | None = None):
         self.root, self.backend = root, backend
+        # local room for the streamed sinks' spool files (the root itself when it is local)
+        self.scratch = location(root).local_path if scratch is None else scratch
         self.weighted = bool(weighted)
         self.layout, self.n_features, self.dtype = layout, n_features, dtype
         self.shard_rows, self.shard_bytes = shard_rows, shard_bytes
@@ -704,7 +806,7 @@ class ShardWriter:
                 self._sink = open_sink(self.root, self.backend, len(self.shards),
                                        layout=self.layout, n_features=self.n_features,
                                        dtype=self.dtype, row_offset=self._written_rows,
-                                       weighted=self.weighted)
+                                       weighted=self.weighted, spool_dir=self.scratch)
             ys = y[start:stop]
             self._sink.append(_row_slice(X, start, stop), ys,
                               None if weight is None else weight[start:stop])
@@ -777,13 +879,14 @@ def build_metadata(*, format: str, layout: str, n_features: int, dtype: np.dtype
 def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
                 shard_mb: float | None = None, format: str = "zarr", layout: str = "auto",
                 classes=None, dtype=np.float32, overwrite: bool = False,
-                sample_weight=None) -> ShardStore:
+                sample_weight=None, storage_options: dict | None = None) -> ShardStore:
     """Write in-memory data as a shard store.
 
     Parameters
     ----------
     path : str or path-like
-        Output directory; written atomically (see docs/FORMAT.md).
+        Output directory, or a URL (``s3://bucket/store``; docs/STORAGE.md);
+        written atomically (see docs/FORMAT.md).
     X : array-like or scipy sparse matrix of shape (n_rows, n_features)
         Finite values.
     y : array-like of shape (n_rows,)
@@ -806,6 +909,8 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
         Per-row weights, finite and >= 0, not all zero; stored as float64
         (format version 3, ``ShardStore.has_weights``). Without it the store
         holds no weights (version 2).
+    storage_options : dict, optional
+        Options of a URL's file system (endpoint, credentials, ...).
 
     Returns
     -------
@@ -848,11 +953,12 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
         raise DataFormatError(str(exc)) from None
     nnz = X.nnz if sp.issparse(X) else int(np.count_nonzero(X))
     layout = resolve_layout(layout, n_rows, n_features, nnz, who)
-    with StoreTransaction(path, overwrite) as tx:
+    with open_transaction(path, overwrite, storage_options) as tx:
         backend.init_root(tx.tmp, format_version_for(weight is not None))
         writer = ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
                               n_classes=len(cls), shard_rows=rows_per_shard,
-                              shard_bytes=shard_bytes, weighted=weight is not None)
+                              shard_bytes=shard_bytes, weighted=weight is not None,
+                              scratch=tx.scratch)
         writer.push(X, y_index, weight)
         writer.finish()
         provenance = {"source": {"kind": "arrays"},
@@ -861,5 +967,5 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
         meta = build_metadata(format=backend.name, layout=layout, n_features=n_features,
                               dtype=dt, classes=cls, writer=writer, provenance=provenance)
         tx.commit(meta)
-    return open_store(path)
+    return open_store(tx.location)
 

@@ -163,6 +163,12 @@ class StoreSource:
         self.class_weights = class_weight_vector(class_weight, self.classes, counts, owner)
         self.data = StoreData(store, self.class_weights, folds)
 
+    @property
+    def remote(self) -> bool:
+        """Whether the store is on an object store (or another remote file system)."""
+        where = getattr(self.store, "location", None)
+        return where is not None and not where.is_local
+
     def fingerprint(self) -> str:
         fp = str(self.store.fingerprint)
         if self.data.folds is not None:  # the folds' seed is the run's (checked with its settings)
@@ -172,7 +178,9 @@ class StoreSource:
         return fp
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "path": str(Path(self.store.path).resolve()),
+        where = getattr(self.store, "location", None)  # a URL stays a URL (never its options)
+        path = where.url if where is not None and not where.is_local else str(Path(self.store.path).resolve())
+        return {"kind": self.kind, "path": path,
                 "n_rows": self.data.n_rows, "n_features": self.data.n_features}
 
 
@@ -181,14 +189,16 @@ def _no_counts(store, owner):
                      f"{getattr(store, 'path', store)} does not record; convert it again")
 
 
-def as_store(obj):
-    """An opened store for a path or a store object; None for anything else."""
+def as_store(obj, storage_options: dict | None = None):
+    """An opened store for a path, a URL (with ``storage_options``) or a store
+    object; None for anything else."""
     if isinstance(obj, (str, os.PathLike)):
+        from streamwww._location import located
         from streamwww.io import (
             open_store,  # io loads zarr/pyarrow: only when a path is given
         )
 
-        return open_store(obj)
+        return open_store(located(obj, storage_options))
     if hasattr(obj, "read_shards") and hasattr(obj, "n_shards"):
         return obj
     return None

@@ -1,0 +1,271 @@
+"""Stores at URLs: fsspec locations, memory:// and a real S3 API on loopback (moto's server).
+
+Checkpoints and model files on object stores are tested in test_remote_checkpoint.py.
+"""
+
+import json
+import os
+
+import fsspec
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import streamwww as sw
+from streamwww._location import location, parse_storage_options
+from streamwww.cli import main
+from streamwww.errors import (
+    ChecksumError,
+    ShardFormatError,
+    StorageError,
+    StorageURLError,
+    StoreExistsError,
+)
+from streamwww.io import convert_libsvm, open_store, write_store
+from streamwww.io.store import INCOMPLETE, MARKER
+
+from .conftest import make_classification
+
+pytestmark = pytest.mark.filterwarnings("ignore:.*did not converge")
+
+
+@pytest.fixture
+def memory_root():
+    """A fresh memory:// prefix, emptied afterwards (the memory file system is per process)."""
+    fs = fsspec.filesystem("memory")
+    root = f"/t-{os.urandom(4).hex()}"
+    yield f"memory://{root}"
+    if fs.exists(root):
+        fs.rm(root, recursive=True)
+
+
+@pytest.fixture
+def data(tmp_path):
+    rng = np.random.default_rng(7)
+    X, y = make_classification(rng, n=700, d=12, k=3, sparse=True, density=0.6, dtype=np.float32)
+    from sklearn.datasets import dump_svmlight_file
+
+    text = tmp_path / "d.libsvm"
+    dump_svmlight_file(X, y, str(text), zero_based=False)
+    return X, y, text
+
+
+def _same(a, b):
+    Xa, ya = a.read_shards(range(a.n_shards))
+    Xb, yb = b.read_shards(range(b.n_shards))
+    assert a.fingerprint == b.fingerprint
+    dense = (lambda M: M.toarray() if sp.issparse(M) else M)
+    assert np.array_equal(dense(Xa), dense(Xb)) and np.array_equal(ya, yb)
+
+
+# --------------------------------------------------------------------------- locations
+
+
+def test_location_names_and_errors(tmp_path):
+    loc = location("memory://bucket/a/b")
+    assert not loc.is_local and loc.url == "memory:///bucket/a/b" and loc.name == "b"
+    assert loc.child("c", "d").url == "memory:///bucket/a/b/c/d" and loc.parent.name == "a"
+    local = location(tmp_path / "x")
+    assert local.is_local and local.url == str(tmp_path / "x") and os.fspath(local) == str(tmp_path / "x")
+    assert location(f"file://{tmp_path}/y").url == str(tmp_path / "y")
+    with pytest.raises(TypeError, match="object store"):
+        os.fspath(loc)  # code that needs a local path never makes a folder named "memory:"
+    with pytest.raises(StorageURLError, match="unknown protocol 'nosuch'"):
+        location("nosuch://x/y")
+    with pytest.raises(StorageURLError, match="for a local path"):
+        location(tmp_path / "z", {"anon": True})
+
+
+def test_missing_protocol_package_is_named(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    try:
+        import gcsfs  # noqa: F401
+        pytest.skip("gcsfs is installed here")
+    except ImportError:
+        pass
+    with pytest.raises(StorageURLError, match=r"gs:// protocol needs .*pip install gcsfs"):
+        open_store("gs://bucket/store")
+    with pytest.raises(StorageURLError, match="pip install gcsfs"):
+        write_store("gs://bucket/store", np.eye(3), [0, 1, 2])
+    assert list(tmp_path.iterdir()) == []  # no local folder named "gs:"
+
+
+def test_parse_storage_options():
+    assert parse_storage_options(None) is None
+    assert parse_storage_options(["anon=true", "endpoint_url=http://h:9000", "client_kwargs.region_name=eu",
+                                  "n=3", "key=a=b"]) == {
+        "anon": True, "endpoint_url": "http://h:9000", "client_kwargs": {"region_name": "eu"}, "n": 3,
+        "key": "a=b"}
+    for bad in ("novalue", "=x", "a..b=1"):
+        with pytest.raises(ValueError, match="KEY=VALUE"):
+            parse_storage_options([bad])
+
+
+# --------------------------------------------------------------------------- memory://
+
+
+@pytest.mark.parametrize("fmt", ["zarr", "parquet"])
+def test_write_and_read_a_store_at_a_url(tmp_path, memory_root, fmt):
+    rng = np.random.default_rng(1)
+    X, y = make_classification(rng, n=500, d=9, k=4, sparse=True, dtype=np.float32)
+    w = rng.random(500) + 0.5
+    local = write_store(tmp_path / "s", X, y, shard_rows=120, format=fmt, sample_weight=w)
+    remote = write_store(memory_root + "/s", X, y, shard_rows=120, format=fmt, sample_weight=w)
+    assert remote.path == memory_root.replace("memory://", "memory:///", 1).replace("////", "///") + "/s" \
+        or str(remote.path).endswith("/s")
+    _same(local, remote)
+    assert np.array_equal(remote.read_weights(range(remote.n_shards)), w)
+    reopened = open_store(memory_root + "/s")
+    _same(local, reopened)
+    assert reopened.verify() == local.n_shards
+
+
+def test_convert_to_and_from_urls(data, tmp_path, memory_root):
+    X, y, text = data
+    ref = convert_libsvm(text, tmp_path / "ref", shard_rows=150, shuffle=True, seed=4)
+    out = convert_libsvm(text, memory_root + "/st", shard_rows=150, shuffle=True, seed=4)
+    _same(ref, out)
+    fs = fsspec.filesystem("memory")
+    fs.put(str(text), location(memory_root + "/in.libsvm").path)
+    back = convert_libsvm(memory_root + "/in.libsvm", tmp_path / "back", shard_rows=150, shuffle=True, seed=4)
+    _same(ref, back)
+    assert back.metadata["provenance"]["source"]["path"].startswith("memory://")
+    # nothing but the store's own objects: staging and spool files stayed local
+    names = location(memory_root + "/st").listdir()
+    assert MARKER in names and INCOMPLETE not in names
+    assert all(n in (MARKER, "zarr.json") or n.startswith("shard-") for n in names)
+
+
+def test_remote_overwrite_rules(tmp_path, memory_root):
+    X, y = np.eye(4), [0, 1, 2, 3]
+    url = memory_root + "/s"
+    write_store(url, X, y)
+    with pytest.raises(StoreExistsError, match="already exists"):
+        write_store(url, X, y)
+    new = write_store(url, 2 * X, y, overwrite=True)
+    assert np.array_equal(new.read_shard(0)[0].toarray() if sp.issparse(new.read_shard(0)[0])
+                          else new.read_shard(0)[0], 2 * X)
+    foreign = location(memory_root + "/foreign")
+    foreign.child("notes.txt").write_text("mine")
+    with pytest.raises(StoreExistsError, match="not a streamwww store"):
+        write_store(foreign.url, X, y, overwrite=True)
+    assert foreign.child("notes.txt").read_text() == "mine"
+
+
+def test_killed_remote_write_never_opens_and_is_cleared(tmp_path, memory_root, monkeypatch):
+    from streamwww.io import _zarr
+
+    url = memory_root + "/s"
+    calls = {"n": 0}
+    real = _zarr.ZarrBackend.write_shard
+
+    def dies_on_second(self, *a, **k):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt  # like a kill between two shards (not an error the writer handles)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(_zarr.ZarrBackend, "write_shard", dies_on_second)
+    with pytest.raises(KeyboardInterrupt):
+        write_store(url, np.eye(6), np.arange(6) % 3, shard_rows=2)
+    monkeypatch.undo()
+    # an interrupted write that could not clean up: simulate the process dying by
+    # leaving what a kill leaves (the incomplete marker and a shard)
+    loc = location(url)
+    loc.child(INCOMPLETE).write_text("{}")
+    loc.child("shard-00000", "zarr.json").write_text("{}")
+    with pytest.raises(ShardFormatError, match="not a complete streamwww store"):
+        open_store(url)
+    store = write_store(url, np.eye(6), np.arange(6) % 3, shard_rows=2)  # no overwrite needed
+    assert store.n_shards == 3 and INCOMPLETE not in loc.listdir()
+
+
+def test_failed_remote_write_leaves_nothing(memory_root, monkeypatch):
+    from streamwww.io import _zarr
+
+    url = memory_root + "/s"
+
+    def fails(self, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(_zarr.ZarrBackend, "write_shard", fails)
+    with pytest.raises(OSError):
+        write_store(url, np.eye(3), [0, 1, 2])
+    assert location(url).listdir() == []
+
+
+def test_damaged_remote_object_is_refused_naming_the_url(memory_root):
+    url = memory_root + "/s"
+    write_store(url, np.arange(40.0).reshape(10, 4), np.arange(10) % 2, shard_rows=5)
+    fs = fsspec.filesystem("memory")
+    key = next(p for p in fs.find(location(url).path) if "shard-00001/X/c" in p)
+    raw = bytearray(fs.cat_file(key))
+    raw[len(raw) // 2] ^= 0xFF
+    fs.pipe_file(key, bytes(raw))
+    store = open_store(url)
+    store.read_shard(0)
+    with pytest.raises(ChecksumError, match=r"memory:///.*shard-00001/X/c/0/0: crc32c mismatch"):
+        store.read_shard(1)
+    fs.rm(key)
+    with pytest.raises(ChecksumError, match="missing"):
+        open_store(url).read_shard(1)
+
+
+def test_train_from_a_url_equals_local(tmp_path, memory_root):
+    rng = np.random.default_rng(5)
+    X, y = make_classification(rng, n=600, d=8, k=3, dtype=np.float32)
+    local = write_store(tmp_path / "s", X, y, shard_rows=150)
+    write_store(memory_root + "/s", X, y, shard_rows=150)
+    kw = dict(C=0.5, random_state=3, max_iter=30, tol=1e-4)
+    a = sw.train(local, checkpoint_dir=tmp_path / "ck1", **kw)
+    b = sw.train(memory_root + "/s", checkpoint_dir=tmp_path / "ck2", model_out=tmp_path / "m.npz", **kw)
+    assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+    manifest = json.loads((tmp_path / "ck2" / "manifest.json").read_text())
+    assert manifest["data"]["path"].startswith("memory:///")
+    c = sw.resume(tmp_path / "ck2")  # reopens the store from its recorded URL
+    assert np.array_equal(c.coef_, b.coef_)
+
+
+# --------------------------------------------------------------------------- S3 (moto server)
+
+
+def test_s3_convert_train_evaluate_cli(data, tmp_path, s3_server, capsys):
+    X, y, text = data
+    url = s3_server.url("train")
+    opts = []
+    for k, v in (("key", "testing"), ("secret", "testing"), ("endpoint_url", s3_server.endpoint)):
+        opts += ["--storage-option", f"{k}={v}"]
+    assert main(["convert", str(text), url, "--shard-rows", "200", "--shuffle", "--seed", "2", *opts]) == 0
+    assert url in capsys.readouterr().out
+    assert main(["info", url, *opts]) == 0
+    assert "fingerprint" in capsys.readouterr().out
+    assert main(["train", url, "--checkpoint-dir", str(tmp_path / "ck"), "--model-out", str(tmp_path / "m.npz"),
+                 "--seed", "1", "--max-iter", "40", "-q", *opts]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "m.npz"), url, "--json", *opts]) == 0
+    acc = json.loads(capsys.readouterr().out)["accuracy"]
+    # the same run on a local copy of the store gives the same model
+    local = convert_libsvm(text, tmp_path / "local", shard_rows=200, shuffle=True, seed=2)
+    remote = open_store(url, storage_options=s3_server.options)
+    _same(local, remote)
+    m = sw.train(local, checkpoint_dir=tmp_path / "ck2", random_state=1, max_iter=40)
+    assert np.array_equal(m.coef_, sw.load_model(tmp_path / "m.npz").coef_)
+    assert acc == pytest.approx(m.score(remote))
+    # no credentials in what was recorded
+    for f in (tmp_path / "ck" / "manifest.json",):
+        assert "testing" not in f.read_text() and "endpoint" not in f.read_text()
+
+
+def test_s3_unreachable_is_one_clear_error(tmp_path, s3_server):
+    rng = np.random.default_rng(2)
+    X, y = make_classification(rng, n=200, d=5, k=2)
+    url = s3_server.url("s")
+    write_store(url, X, y, shard_rows=100, storage_options=s3_server.options)
+    store = open_store(url, storage_options=s3_server.options)
+    s3_server.stop()
+    try:
+        with pytest.raises(StorageError, match=r"s3://bucket-\d+/s: shard 0 .*failed the request"):
+            store.read_shard(0)
+    finally:
+        s3_server.start()
+    assert store.read_shard(0)[0].shape == (100, 5)  # back: reads go on
