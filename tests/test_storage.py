@@ -269,3 +269,18 @@ def test_s3_unreachable_is_one_clear_error(tmp_path, s3_server):
     finally:
         s3_server.start()
     assert store.read_shard(0)[0].shape == (100, 5)  # back: reads go on
+
+
+def test_s3_store_on_a_cluster_equals_local(tmp_path, s3_server):
+    """Worker processes open the store at its URL with the run's storage options
+    (carried in memory with the task, never recorded): the same model as from disk."""
+    rng = np.random.default_rng(4)
+    X, y = make_classification(rng, n=400, d=6, k=3, dtype=np.float32)
+    local = write_store(tmp_path / "s", X, y, shard_rows=100)
+    url = s3_server.url("s")
+    write_store(url, X, y, shard_rows=100, storage_options=s3_server.options)
+    kw = dict(C=0.5, random_state=2, max_iter=15, tol=1e-4, partitions=2, workers=2)
+    a = sw.train(local, checkpoint_dir=tmp_path / "ck1", **kw)
+    b = sw.train(url, checkpoint_dir=tmp_path / "ck2", storage_options=s3_server.options, **kw)
+    assert np.array_equal(a.coef_, b.coef_)
+    assert "testing" not in (tmp_path / "ck2" / "manifest.json").read_text()

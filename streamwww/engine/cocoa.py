@@ -77,9 +77,12 @@ def partition_shards(shard_rows, n_partitions: int, seed: int) -> list[tuple[int
 
 @dataclass(frozen=True)
 class PartitionSpec:
-    """What a round's task needs to find its data and ``beta`` (small and picklable)."""
+    """What a round's task needs to find its data and ``beta`` (small and picklable).
 
-    store: str
+    ``store`` is the store's path or its Location (a URL travels with its storage
+    options to the workers, in memory only: they are never recorded)."""
+
+    store: object
     fingerprint: str
     shards: tuple[int, ...]
     n_partitions: int
@@ -90,7 +93,7 @@ class PartitionSpec:
     device: str
 
 
-_STORES: dict[tuple[str, str], object] = {}  # per worker process: opened stores
+_STORES: dict[tuple[object, str], object] = {}  # per worker process: opened stores
 
 
 def _open(spec: PartitionSpec):

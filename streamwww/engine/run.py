@@ -344,7 +344,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                     betas.drop_version(s, v)
 
         cw = getattr(source, "class_weights", None)
-        specs = [PartitionSpec(store=str(source.store.path), fingerprint=str(source.store.fingerprint), shards=p,
+        specs = [PartitionSpec(store=getattr(source.store, "location", None) or str(source.store.path), fingerprint=str(source.store.fingerprint), shards=p,
                                n_partitions=len(parts), cfg=cfg, beta_root=str(beta_dir),
                                class_weights=None if cw is None else tuple(float(v) for v in cw),
                                folds=data.folds, device=params["device"]) for p in parts]
