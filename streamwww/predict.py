@@ -83,8 +83,11 @@ def evaluate(model, source, *, confusion: bool = False, **kw) -> dict:
     return out
 
 
+PREDICTIONS_MARKER = "predictions.json"
+
+
 def write_predictions(model, store, output, *, scores: bool = False, format: str = "zarr",
-                      overwrite: bool = False) -> Path:
+                      overwrite: bool = False, storage_options: dict | None = None):
     """Write the predicted labels (or class scores) of every row of a shard store, shard by shard.
 
     Memory holds one shard and its output; the store may be larger than memory.
@@ -94,8 +97,12 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
     model : WWClassifier
         A fitted model.
     store : str, Path or ShardStore
+        The store (a path or a URL).
     output : str or Path
-        A directory, written under a temporary name and renamed when complete.
+        A directory, written under a temporary name and renamed when complete;
+        or a URL (``s3://...``): there the parts go to their final keys and
+        ``predictions.json`` (kind, format, shards, classes) is written last,
+        the mark of a complete output (docs/STORAGE.md).
     scores : bool, default=False
         Write ``decision_function`` values (n_rows, n_classes; (n_rows,) for two
         classes) instead of labels.
@@ -105,31 +112,38 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
         group attribute ``classes``). ``parquet``: one file per shard,
         ``part-00000.parquet``, with a column ``label`` or ``score_<class>`` per class.
     overwrite : bool, default=False
+    storage_options : dict, optional
+        Options of the file system of URLs among ``store`` and ``output``.
 
     Returns
     -------
-    Path
-        ``output``. Row ``r`` of shard ``s`` is row ``r`` of the store's shard ``s``.
+    Path or str
+        ``output`` (its URL for an object store). Row ``r`` of shard ``s`` is row
+        ``r`` of the store's shard ``s``.
     """
     import shutil
 
     from streamwww.errors import StoreExistsError
     from streamwww.estimator import store_shards
     from streamwww.io import open_store
-    from streamwww.labels import format_label
 
     if format not in ("zarr", "parquet"):
         raise ValueError(f"The 'format' parameter of write_predictions must be 'zarr' or 'parquet'. "
                          f"Got {format!r} instead.")
-    store = store if hasattr(store, "read_shard") else open_store(store)
-    output = Path(output)
+    from streamwww._location import located
+
+    store = store if hasattr(store, "read_shard") else open_store(located(store, storage_options))
+    where = located(output, storage_options)
+    if not where.is_local:
+        return _write_predictions_remote(model, store, where, scores=scores, format=format,
+                                         overwrite=overwrite)
+    output = where.local_path
     if output.exists() and not overwrite:
         raise StoreExistsError(f"{output}: already exists (pass overwrite=True to replace it)")
     tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     classes = np.asarray(model.classes_)
-    numeric = classes.dtype.kind in "biuf"
     try:
         if format == "zarr":
             import zarr
@@ -139,21 +153,7 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
                                 "classes": [c.item() if hasattr(c, "item") else c for c in classes]})
         for i, (X, _) in enumerate(store_shards(store, model.n_features_in_)):
             out = model.decision_function(X) if scores else model.predict(X)
-            if format == "zarr":
-                if not scores and not numeric:
-                    out = np.searchsorted(classes, out).astype(np.int32)
-                group.create_array(f"shard-{i:05d}", data=np.asarray(out, dtype=np.float64 if scores or numeric
-                                                                     else np.int32), chunks=out.shape or (1,))
-            else:
-                import pyarrow as pa
-                import pyarrow.parquet as pq
-
-                if scores:
-                    cols = {"score": out} if out.ndim == 1 else \
-                        {f"score_{format_label(c)}": out[:, j] for j, c in enumerate(classes)}
-                else:
-                    cols = {"label": out}
-                pq.write_table(pa.table(cols), tmp / f"part-{i:05d}.parquet")
+            _write_part(group if format == "zarr" else tmp, i, out, classes, scores, format)
         if output.exists():
             shutil.rmtree(output)
         os.replace(tmp, output)
@@ -161,3 +161,54 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return output
+
+
+def _write_part(where, i: int, out: np.ndarray, classes: np.ndarray, scores: bool, format: str) -> None:
+    """Shard ``i``'s predictions: an array of the Zarr group ``where``, or a Parquet file
+    in the directory (Path or Location) ``where``."""
+    if format == "zarr":
+        if not scores and classes.dtype.kind not in "biuf":
+            out = np.searchsorted(classes, out).astype(np.int32)
+        dtype = np.float64 if scores or classes.dtype.kind in "biuf" else np.int32
+        where.create_array(f"shard-{i:05d}", data=np.asarray(out, dtype=dtype), chunks=out.shape or (1,))
+        return
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from streamwww.labels import format_label
+
+    if scores:
+        cols = {"score": out} if out.ndim == 1 else \
+            {f"score_{format_label(c)}": out[:, j] for j, c in enumerate(classes)}
+    else:
+        cols = {"label": out}
+    name = f"part-{i:05d}.parquet"
+    if isinstance(where, Path):
+        pq.write_table(pa.table(cols), where / name)
+        return
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(cols), sink)
+    where.child(name).write_bytes(sink.getvalue().to_pybytes())
+
+
+def _write_predictions_remote(model, store, where, *, scores: bool, format: str, overwrite: bool) -> str:
+    """:func:`write_predictions` to an object store: parts at their final keys, the
+    ``predictions.json`` marker last (as a store's commit, io.store.RemoteStoreTransaction)."""
+    from streamwww.estimator import store_shards
+    from streamwww.io.store import RemoteStoreTransaction
+
+    classes = np.asarray(model.classes_)
+    meta = {"kind": "scores" if scores else "labels", "format": format, "n_shards": int(store.n_shards),
+            "classes": [c.item() if hasattr(c, "item") else c for c in classes]}
+    with RemoteStoreTransaction(where, overwrite, marker=PREDICTIONS_MARKER) as tx:
+        group = None
+        if format == "zarr":
+            import zarr
+
+            group = zarr.open_group(store=where.zarr_store(), mode="a", zarr_format=3)
+            group.attrs.update({k: meta[k] for k in ("kind", "n_shards", "classes")})
+        for i, (X, _) in enumerate(store_shards(store, model.n_features_in_)):
+            out = model.decision_function(X) if scores else model.predict(X)
+            _write_part(group if format == "zarr" else where, i, out, classes, scores, format)
+        tx.commit(meta)
+    return where.url

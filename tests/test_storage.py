@@ -284,3 +284,36 @@ def test_s3_store_on_a_cluster_equals_local(tmp_path, s3_server):
     b = sw.train(url, checkpoint_dir=tmp_path / "ck2", storage_options=s3_server.options, **kw)
     assert np.array_equal(a.coef_, b.coef_)
     assert "testing" not in (tmp_path / "ck2" / "manifest.json").read_text()
+
+
+@pytest.mark.parametrize("fmt", ["zarr", "parquet"])
+def test_write_predictions_to_a_url(tmp_path, memory_root, fmt):
+    rng = np.random.default_rng(6)
+    X, y = make_classification(rng, n=300, d=5, k=3)
+    labels = np.array(["a", "b", "c"])[y]
+    store = write_store(memory_root + "/s", X, labels, shard_rows=100)
+    model = sw.WWClassifier(C=1.0, random_state=0, max_iter=20).fit(X, labels)
+    url = memory_root + "/pred"
+    assert sw.write_predictions(model, memory_root + "/s", url, format=fmt).endswith("/pred")
+    local = sw.write_predictions(model, store, tmp_path / "pred", format=fmt)
+    loc = location(url)
+    meta = json.loads(loc.child("predictions.json").read_text())
+    assert meta["n_shards"] == 3 and meta["kind"] == "labels" and INCOMPLETE not in loc.listdir()
+    for i in range(3):
+        if fmt == "zarr":
+            import zarr
+
+            a = zarr.open_array(store=loc.zarr_store(read_only=True), path=f"shard-{i:05d}", mode="r")[:]
+            b = zarr.open_array(str(local / f"shard-{i:05d}"), mode="r")[:]
+        else:
+            import io
+
+            import pyarrow.parquet as pq
+
+            a = pq.read_table(io.BytesIO(loc.child(f"part-{i:05d}.parquet").read_bytes())).column("label").to_numpy()
+            b = pq.read_table(local / f"part-{i:05d}.parquet").column("label").to_numpy()
+        assert np.array_equal(a, b)
+    with pytest.raises(StoreExistsError):
+        sw.write_predictions(model, store, url, format=fmt)
+    sw.write_predictions(model, store, url, format=fmt, scores=True, overwrite=True)
+    assert json.loads(loc.child("predictions.json").read_text())["kind"] == "scores"

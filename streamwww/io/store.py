@@ -601,20 +601,22 @@ class RemoteStoreTransaction:
 
     Staging and spool files go to a local scratch directory (:attr:`scratch`);
     :attr:`tmp` is where shards are written (the store's own Location).
+    Other outputs (predictions) commit with their own ``marker`` object.
     """
 
-    def __init__(self, loc: Location, overwrite: bool):
+    def __init__(self, loc: Location, overwrite: bool, marker: str = MARKER):
         import socket
         import time
 
         self.location = self.tmp = loc
         self.path = loc.url
         self.overwrite = bool(overwrite)
+        self.marker = marker
         self._check_target()
         self._scratch = ScratchDir(prefix="streamwww-convert-")
         self.scratch = self._scratch.path
         try:
-            marker = loc.child(MARKER)
+            marker = loc.child(self.marker)
             if marker.exists():
                 marker.remove()  # the old store stops opening before anything else changes
             loc.child(INCOMPLETE).write_text(json.dumps({
@@ -628,10 +630,11 @@ class RemoteStoreTransaction:
 
     def _check_target(self) -> None:
         names = self.location.listdir()
-        if not names or INCOMPLETE in names and MARKER not in names:
+        if not names or INCOMPLETE in names and self.marker not in names:
             return  # nothing there, or what a killed write left: cleared
-        if MARKER not in names:
-            raise StoreExistsError(f"{self.path} holds objects that are not a streamwww store; "
+        if self.marker not in names:
+            what = "a streamwww store" if self.marker == MARKER else f"an output of streamwww ({self.marker})"
+            raise StoreExistsError(f"{self.path} holds objects that are not {what}; "
                                    f"refusing to replace them even with overwrite=True.")
         if not self.overwrite:
             raise StoreExistsError(f"{self.path} already exists; pass overwrite=True "
@@ -661,7 +664,7 @@ class RemoteStoreTransaction:
         """Write ``metadata`` as the marker: the store is complete from this PUT on."""
         if metadata is None:
             raise ValueError(f"{self.path}: a store on an object store commits with its metadata")
-        self.location.child(MARKER).write_text(json.dumps(metadata, indent=1))
+        self.location.child(self.marker).write_text(json.dumps(metadata, indent=1))
         self.location.child(INCOMPLETE).remove()
         self._scratch.close()
 
