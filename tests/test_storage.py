@@ -317,3 +317,37 @@ def test_write_predictions_to_a_url(tmp_path, memory_root, fmt):
         sw.write_predictions(model, store, url, format=fmt)
     sw.write_predictions(model, store, url, format=fmt, scores=True, overwrite=True)
     assert json.loads(loc.child("predictions.json").read_text())["kind"] == "scores"
+
+
+def test_keep_decoded_reads_storage_once_and_changes_nothing(tmp_path, s3_server):
+    rng = np.random.default_rng(8)
+    X, y = make_classification(rng, n=600, d=10, k=3, sparse=True, density=0.3, dtype=np.float32)
+    url = s3_server.url("s")
+    write_store(url, X, y, shard_rows=100, sample_weight=rng.random(600) + 0.5,
+                storage_options=s3_server.options)
+    plain = open_store(url, storage_options=s3_server.options)
+    kept = open_store(url, storage_options=s3_server.options)
+    kept.keep_decoded(10**8)
+    kw = dict(C=0.3, random_state=1, max_iter=6, tol=0.0)
+    a = sw.train(plain, checkpoint_dir=tmp_path / "a", **kw)
+    assert kept.kept_bytes == 0
+    fs = s3_server.filesystem()
+    calls = []
+    from streamwww._location import Location
+
+    real = Location.read_many
+
+    def counting(self, locations):
+        locations = list(locations)
+        calls.append(locations)
+        return real(self, locations)
+
+    import unittest.mock
+
+    with unittest.mock.patch.object(Location, "read_many", counting):
+        b = sw.train(kept, checkpoint_dir=tmp_path / "b", **kw)
+    assert np.array_equal(a.coef_, b.coef_)
+    assert kept.kept_bytes > 0 and len(kept._kept) == kept.n_shards
+    assert len(calls) == kept.n_shards  # each shard fetched once, for 6 epochs and their objective passes
+    kept.keep_decoded(0)
+    assert kept.kept_bytes == 0 and fs.exists(url)

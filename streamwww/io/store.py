@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -134,6 +135,39 @@ class ShardStore:
         self.verified: bool = self.format_version >= 2
         self._checksums = [s.get(CHECKSUM_KEY) if self.verified else None for s in shards]
         self.has_weights: bool = metadata.get("weights") is True
+        self._kept: dict[int, dict[str, np.ndarray]] = {}  # shard -> its decoded arrays (keep_decoded)
+        self._kept_bytes = 0
+        self._keep_budget = 0
+        self._keep_lock = threading.Lock()
+
+    def keep_decoded(self, budget_bytes: int) -> None:
+        """Keep shards once read (decoded and verified) in memory, up to ``budget_bytes``.
+
+        Later reads of a kept shard copy its arrays instead of reading and decoding
+        its files again: a store that fits the budget is read from storage once per
+        process (an epoch after the first costs no I/O, no decompression and no
+        object-store requests). Shards are kept in the order they are first read
+        until the budget is spent; ``0`` drops them all. What is kept was checked
+        against the recorded checksums when it was read.
+        """
+        with self._keep_lock:
+            self._keep_budget = max(0, int(budget_bytes))
+            if self._keep_budget == 0:
+                self._kept.clear()
+                self._kept_bytes = 0
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes of the shards :meth:`keep_decoded` holds now."""
+        return self._kept_bytes
+
+    def _keep(self, i: int, arrays: dict[str, np.ndarray]) -> None:
+        nbytes = sum(a.nbytes for a in arrays.values())
+        with self._keep_lock:
+            if i in self._kept or self._kept_bytes + nbytes > self._keep_budget:
+                return
+            self._kept[i] = {name: np.array(a, copy=True) for name, a in arrays.items()}
+            self._kept_bytes += nbytes
 
     def __len__(self) -> int:
         return self.n_shards
@@ -300,7 +334,13 @@ class ShardStore:
                    {"indices": indices[z0:z0 + z], "data": data[z0:z0 + z], "y": ys})
             if weights and self.has_weights:
                 out[WEIGHT_ARRAY] = w[r0:r0 + r]
-            ptr = self._read_into(i, out)
+            kept = self._kept.get(i)
+            if kept is not None and all(name in kept for name in out):
+                for name, target in out.items():
+                    target[...] = kept[name]
+                ptr = kept.get("indptr")
+            else:
+                ptr = self._read_into(i, out)
             if self.layout == "dense":
                 piece = out["X"]
             else:
@@ -314,6 +354,8 @@ class ShardStore:
             problem = self._check_shard(i, piece, ys)
             if problem:
                 raise ShardFormatError(f"{where}: {problem}")
+            if self._keep_budget and kept is None:
+                self._keep(i, {**out, **({"indptr": ptr} if ptr is not None else {})})
             r0, z0 = r0 + r, z0 + z
         if self.layout != "dense":
             X = make_csr(data, indices, indptr, n, self.n_features, indptr.dtype)
