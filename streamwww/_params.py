@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_params", "resolve_seed", "DEFAULTS", "UNMIXED"]
+__all__ = ["check_params", "resolve_seed", "resolve_memory_budget", "DEFAULTS", "UNMIXED"]
 
 
 def _fail(owner: str, name: str, what: str, value) -> None:
@@ -94,7 +94,24 @@ DEFAULTS = {
     "inner_passes": 1,      # passes over a loaded shard group
     "eval_every": 1,        # epochs between objective passes
     "checkpoint_every": 0,  # shards between checkpoints within an epoch (0: epoch ends only)
+    "memory_budget": "auto",  # decoded shards kept in RAM between epochs (stores)
 }
+
+# memory_budget="auto": this share of the memory available when a run starts
+AUTO_MEMORY_SHARE = 0.5
+
+
+def resolve_memory_budget(value, owner: str = "train") -> int:
+    """Bytes of decoded shards a run may keep in memory: ``"auto"`` (half the memory
+    available now), or a number of bytes >= 0 (0: read every shard from storage
+    every time)."""
+    if isinstance(value, str) and value == "auto":
+        import psutil
+
+        return int(AUTO_MEMORY_SHARE * psutil.virtual_memory().available)
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        _fail(owner, "memory_budget", "'auto' or an int (bytes) in [0, inf)", value)
+    return int(value)
 
 # Shard mixing needs several shards: in-memory data (one shard) trains unmixed, and
 # so did every checkpoint written before the option existed (their manifests lack it).

@@ -15,7 +15,7 @@ from sklearn.base import clone
 from sklearn.utils.validation import validate_data
 
 from streamwww._location import Location, located
-from streamwww._params import DEFAULTS, UNMIXED, check_params
+from streamwww._params import DEFAULTS, UNMIXED, check_params, resolve_memory_budget
 from streamwww.checkpoint import CheckpointDir
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import cluster_options, fit_placed
@@ -64,7 +64,8 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
           inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
           mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None,
           class_weight=None, sample_weight=None, cv=None, client=None, workers: int | None = None,
-          partitions: int | None = None, storage_options: dict | None = None):
+          partitions: int | None = None, storage_options: dict | None = None,
+          memory_budget=DEFAULTS["memory_budget"]):
     """Train Weston-Watkins linear SVM(s) and return fitted :class:`~streamwww.WWClassifier` (s).
 
     Parameters
@@ -139,6 +140,13 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         Options of the file system of the URLs among ``data``, ``checkpoint_dir``
         and ``model_out`` (endpoint, credentials, ...; docs/STORAGE.md). Never
         recorded: a checkpoint names URLs only, so :func:`resume` takes them again.
+    memory_budget : 'auto' or int, default='auto'
+        Bytes of a store's decoded shards kept in memory between epochs
+        (:meth:`~streamwww.io.ShardStore.keep_decoded`): a store that fits is read
+        from storage once, and every later epoch and objective pass copies its
+        shards from memory.  ``'auto'``: half the memory available when the run
+        starts; ``0``: read every shard from storage every time (memory stays at a
+        few shards).  The model does not depend on it.  In-process runs only.
     """
     data, checkpoint_dir, model_out = _locate(data, checkpoint_dir, model_out, storage_options)
     if cv is not None:
@@ -149,7 +157,8 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
                          options=dict(checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
                                       prefetch=prefetch, inner_passes=inner_passes, eval_every=eval_every,
                                       mix_shards=mix_shards, callback=callback, progress=progress,
-                                      client=client, workers=workers, partitions=partitions))
+                                      client=client, workers=workers, partitions=partitions,
+                                      memory_budget=memory_budget))
     models, fit = _train(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                          random_state=random_state, device=device, verbose=verbose,
@@ -157,14 +166,16 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
                          inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
                          model_out=model_out, callback=callback, progress=progress,
                          class_weight=class_weight, sample_weight=sample_weight,
-                         cluster=cluster_options(client, workers, partitions, "train"))
+                         cluster=cluster_options(client, workers, partitions, "train"),
+                         memory_budget=memory_budget)
     warn_not_converged(fit.results, fit.cfg, "train")
     return models
 
 
 def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state,
            device, verbose, checkpoint_dir, checkpoint_every, prefetch, inner_passes, eval_every, mix_shards,
-           model_out, callback, progress, class_weight=None, sample_weight=None, cluster=None):
+           model_out, callback, progress, class_weight=None, sample_weight=None, cluster=None,
+           memory_budget=DEFAULTS["memory_budget"]):
     """:func:`train` without the convergence warnings (its callers warn at the user's line);
     ``cluster`` (:func:`~streamwww.engine.run.cluster_options`): on a Dask cluster."""
     Cs = check_params("train", C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
@@ -172,6 +183,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
                       random_state=random_state, device=device, verbose=verbose,
                       inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
                       allow_C_list=True)
+    resolve_memory_budget(memory_budget, "train")  # validated before any work
     for pname, val, low in (("checkpoint_every", checkpoint_every, 0), ("prefetch", prefetch, 1)):
         if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < low:
             raise ValueError(f"The {pname!r} parameter of train must be an int in [{low}, inf). Got {val!r} instead.")
@@ -187,7 +199,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     fit = fit_placed(source, template.get_params(), Cs, cluster, checkpoint_dir=checkpoint_dir,
                      checkpoint_every=checkpoint_every, prefetch=prefetch, inner_passes=inner_passes,
                      eval_every=eval_every, mix_shards=mix_shards, callback=callback, progress=progress,
-                     C_is_list=many,
+                     C_is_list=many, memory_budget=memory_budget,
                      run_info={"model_out": located(model_out).url if model_out is not None else None})
     models = _build_models(template, fit, source, n_features_in, feature_names)
     for m, out in zip(models, outs):
@@ -269,7 +281,7 @@ def _placement(manifest: dict, client, workers, partitions) -> dict | None:
 
 
 def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback, progress, max_iter,
-               placement=None, storage_options=None):
+               placement=None, storage_options=None, memory_budget=DEFAULTS["memory_budget"]):
     """:func:`resume` of a cross-validation run: the same :class:`~streamwww.WWClassifierCV` fit, continued."""
     from streamwww.cv import WWClassifierCV
 
@@ -285,7 +297,8 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
     est.fit(store, checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
             prefetch=run["prefetch"], inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
             mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback, progress=progress,
-            run_info={"model_out": None if out is None else out.url}, **(placement or {}))
+            run_info={"model_out": None if out is None else out.url}, memory_budget=memory_budget,
+            **(placement or {}))
     if out is not None and hasattr(est, "best_estimator_"):
         save_model(est.best_estimator_, _model_file(out))
     return est
@@ -331,7 +344,8 @@ def check_writable(path) -> None:
 
 def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,
            progress=None, max_iter: int | None = None, client=None, workers: int | None = None,
-           partitions: int | None = None, storage_options: dict | None = None):
+           partitions: int | None = None, storage_options: dict | None = None,
+           memory_budget=DEFAULTS["memory_budget"]):
     """Continue an interrupted run from its checkpoint directory.
 
     The run continues with its recorded settings and data; it ends with the
@@ -364,6 +378,8 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
     storage_options : dict, optional
         Options of the file system of URLs: the checkpoint directory, the store
         it recorded (or ``store``) and the model file(s) (docs/STORAGE.md).
+    memory_budget : 'auto' or int, default='auto'
+        As in :func:`train` (not recorded: it does not change the model).
 
     Returns
     -------
@@ -382,7 +398,7 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
     if manifest["run"].get("cv"):
         return _resume_cv(checkpoint_dir, store, manifest, model_out=model_out, verbose=verbose,
                           callback=callback, progress=progress, max_iter=max_iter, placement=placement,
-                          storage_options=storage_options)
+                          storage_options=storage_options, memory_budget=memory_budget)
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:
@@ -394,6 +410,6 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
                          eval_every=cfg["eval_every"], mix_shards=cfg.get("mix_shards", UNMIXED),
                          model_out=_located_or_none(_resumed_model_out(manifest["run"], model_out),
                                                     storage_options),
-                         callback=callback, progress=progress, cluster=placement)
+                         callback=callback, progress=progress, cluster=placement, memory_budget=memory_budget)
     warn_not_converged(fit.results, fit.cfg, "resume")
     return models

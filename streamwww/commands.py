@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -77,6 +78,20 @@ def _store_class_weight(pairs, store_path, options=None):
             raise ValueError(f"--class-weight: class {label!r} is given twice")
         out[match[0]] = weight
     return out
+
+
+_SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
+
+
+def _memory_budget_arg(text: str):
+    """``auto`` or a size: bytes, or a number with K, M, G or T (binary units: ``8G``, ``512MiB``)."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    m = _SIZE.fullmatch(text)
+    if m is None:
+        raise argparse.ArgumentTypeError(f"--memory-budget must be 'auto' or a size such as 0, 512M or 8G, "
+                                         f"got {text!r}")
+    return int(float(m[1]) * 1024 ** " KMGT".index(m[2].upper() or " "))
 
 
 def _model_labels(Cs, splits=None) -> list[str]:
@@ -149,6 +164,10 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout (per model: C, epochs, converged, primal, dual, "
                         "rel_gap, seed, model file; with --cv the table) and nothing else there")
+    p.add_argument("--memory-budget", type=_memory_budget_arg, default=DEFAULTS["memory_budget"],
+                   metavar="SIZE", help="decoded shards kept in memory between epochs, so that a store "
+                   "that fits is read once: 'auto' (default: half the memory available at the start), "
+                   "0 (stream every epoch) or a size such as 8G; the model does not depend on it")
     add_storage_option(p)
     p.set_defaults(func=run_train)
 
@@ -167,6 +186,10 @@ def register(sub) -> None:
                      scheduler="continue on the Dask cluster whose scheduler is at ADDRESS",
                      partitions="continue with K row partitions (default: the run's; another K continues "
                                 "correctly but not bitwise; 1 without --workers/--scheduler: in this process)")
+    p.add_argument("--memory-budget", type=_memory_budget_arg, default=DEFAULTS["memory_budget"],
+                   metavar="SIZE", help="decoded shards kept in memory between epochs, so that a store "
+                   "that fits is read once: 'auto' (default: half the memory available at the start), "
+                   "0 (stream every epoch) or a size such as 8G; the model does not depend on it")
     add_storage_option(p)
     p.set_defaults(func=run_resume)
 
@@ -414,7 +437,8 @@ def run_train(args) -> int:
                           inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
                           model_out=args.model_out, class_weight=class_weight, cv=args.cv,
                           client=args.scheduler, workers=args.workers, partitions=args.partitions,
-                          callback=rep.epoch_done, progress=rep.progress, storage_options=options)
+                          callback=rep.epoch_done, progress=rep.progress, storage_options=options,
+                          memory_budget=args.memory_budget)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
     paths = model_paths(args.model_out, args.C, many=len(args.C) > 1 and args.cv is None)
@@ -438,7 +462,7 @@ def run_resume(args) -> int:
         result = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
                            callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter,
                            client=args.scheduler, workers=args.workers, partitions=args.partitions,
-                           storage_options=options)
+                           storage_options=options, memory_budget=args.memory_budget)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
     out = None if model_out is False else (model_out or run["run"].get("model_out"))

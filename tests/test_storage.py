@@ -351,3 +351,28 @@ def test_keep_decoded_reads_storage_once_and_changes_nothing(tmp_path, s3_server
     assert len(calls) == kept.n_shards  # each shard fetched once, for 6 epochs and their objective passes
     kept.keep_decoded(0)
     assert kept.kept_bytes == 0 and fs.exists(url)
+
+
+def test_memory_budget_of_a_run(tmp_path, caplog):
+    rng = np.random.default_rng(9)
+    X, y = make_classification(rng, n=500, d=7, k=3, dtype=np.float32)
+    store = write_store(tmp_path / "s", X, y, shard_rows=100)
+    kw = dict(C=0.4, random_state=5, max_iter=5, tol=0.0)
+    a = sw.train(store, checkpoint_dir=tmp_path / "a", memory_budget=0, **kw)
+    assert store.keep_budget == 0 and store.kept_bytes == 0
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="streamwww.engine.run"):
+        b = sw.train(store, checkpoint_dir=tmp_path / "b", **kw)  # "auto": the store fits
+    assert "keeping all of" in caplog.text
+    assert np.array_equal(a.coef_, b.coef_)
+    assert store.keep_budget == 0 and store.kept_bytes == 0  # released with the run
+    c = sw.train(store, checkpoint_dir=tmp_path / "c", memory_budget=2 * store.shard_nbytes(0), **kw)
+    assert np.array_equal(a.coef_, c.coef_)  # part of the store kept: the same model
+    for bad in (-1, 1.5, "lots", True):
+        with pytest.raises(ValueError, match="memory_budget"):
+            sw.train(store, memory_budget=bad, **kw)
+    assert main(["train", str(tmp_path / "s"), "--checkpoint-dir", str(tmp_path / "d"), "--model-out",
+                 str(tmp_path / "m.npz"), "--seed", "5", "--max-iter", "5", "--tol", "0", "--C", "0.4",
+                 "--memory-budget", "64M", "-q"]) == 0
+    assert np.array_equal(sw.load_model(tmp_path / "m.npz").coef_, a.coef_)

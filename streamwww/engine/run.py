@@ -18,7 +18,7 @@ import numpy as np
 
 from streamwww._fsutil import ScratchDir
 from streamwww._logging import verbose_logging
-from streamwww._params import DEFAULTS, UNMIXED, resolve_seed
+from streamwww._params import DEFAULTS, UNMIXED, resolve_memory_budget, resolve_seed
 from streamwww.backends.base import make_block
 from streamwww.backends.select import get_backend
 from streamwww.checkpoint import CheckpointDir, check_compatible
@@ -132,7 +132,8 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
                inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
                mix_shards: int = DEFAULTS["mix_shards"], callback=None, progress=None,
-               C_is_list: bool = False, run_info: dict | None = None, warm=None, splits=None) -> Fit:
+               C_is_list: bool = False, run_info: dict | None = None, warm=None, splits=None,
+               memory_budget=DEFAULTS["memory_budget"]) -> Fit:
     """Train one model per ``Cs`` on ``source`` (:mod:`streamwww.stream.sources`).
 
     ``params`` are the estimator's parameters (``tol``, ``max_iter``, ...,
@@ -142,14 +143,18 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     ``W == W(beta)``, starts in-memory data from there; ``splits`` (one per ``Cs``
     entry) trains model ``j`` on cross-validation split ``splits[j]`` of the
     source's rows (-1: all).  In-memory data is one shard and trains unmixed.
+    ``memory_budget`` (bytes or ``"auto"``): how much of a store is kept decoded in
+    memory for the run (:meth:`~streamwww.io.ShardStore.keep_decoded`).
     """
     data = source.data
+    budget = resolve_memory_budget(memory_budget)
     # Ctrl-C is watched from the start: set-up starts a Dask cluster, whose callbacks
     # may swallow the KeyboardInterrupt. The stack closes in reverse: the commit in
     # progress first (it needs the beta writes and the executor), the backend last.
     with CtrlC() as interrupted, ExitStack() as stack:
         backend = get_backend(params["device"])
         stack.callback(backend.close)
+        _keep_store(stack, source, budget)
         ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
@@ -186,6 +191,24 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         raise KeyboardInterrupt
     return Fit(results, cfg, seed, beta=betas.get(0) if isinstance(betas, InMemoryBetas) else None,
                device=backend.name)
+
+
+def _keep_store(stack: ExitStack, source, budget: int) -> None:
+    """Keep up to ``budget`` bytes of a store's decoded shards for the run (then as before).
+
+    A store that fits is read from storage in the first epoch only: the later
+    epochs and every objective pass copy its shards from memory, which takes
+    the fixed cost of a streamed epoch (I/O, decompression, checksums, an object
+    store's requests) off every epoch but the first."""
+    store = getattr(source, "store", None)
+    if not source.streamed or store is None or not hasattr(store, "keep_decoded"):
+        return
+    before = store.keep_budget
+    store.keep_decoded(max(budget, before))
+    total = sum(store.shard_nbytes(i) for i in range(store.n_shards))
+    logger.info("keeping %s of %.1f MiB of decoded shards in memory (memory_budget %.0f MiB)",
+                "all" if total <= store.keep_budget else "part", total / 2**20, store.keep_budget / 2**20)
+    stack.callback(store.keep_decoded, before)
 
 
 def _listed(a):
@@ -375,12 +398,12 @@ def fit_placed(source, params: dict, Cs, cluster: dict | None, **options) -> Fit
     """:func:`fit_source` in this process (``cluster`` None), or :func:`fit_distributed` on
     the cluster that ``cluster`` (:func:`cluster_options`) names: a user's client, a
     scheduler address, or a local cluster started for the fit, where the one-process
-    options (``checkpoint_every``, ``prefetch``) do not apply."""
+    options (``checkpoint_every``, ``prefetch``, ``memory_budget``) do not apply."""
     if cluster is None:
         return fit_source(source, params, Cs, **options)
     from streamwww.engine.cluster import connect
 
-    options = {k: v for k, v in options.items() if k not in ("checkpoint_every", "prefetch")}
+    options = {k: v for k, v in options.items() if k not in ("checkpoint_every", "prefetch", "memory_budget")}
     with connect(cluster["client"], cluster["workers"]) as client:
         return fit_distributed(source, params, Cs, client, partitions=cluster["partitions"], **options)
 

@@ -157,6 +157,11 @@ class ShardStore:
                 self._kept_bytes = 0
 
     @property
+    def keep_budget(self) -> int:
+        """The budget :meth:`keep_decoded` set (bytes; 0: nothing is kept)."""
+        return self._keep_budget
+
+    @property
     def kept_bytes(self) -> int:
         """Bytes of the shards :meth:`keep_decoded` holds now."""
         return self._kept_bytes
