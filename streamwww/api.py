@@ -286,7 +286,7 @@ def check_writable(path: Path) -> None:
 
 def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,
            progress=None, max_iter: int | None = None, client=None, workers: int | None = None,
-           partitions: int | None = None):
+           partitions: int | None = None, storage_options: dict | None = None):
     """Continue an interrupted run from its checkpoint directory.
 
     The run continues with its recorded settings and data; it ends with the
@@ -316,18 +316,33 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
         cluster with this ``K``): the run goes on correctly from the stored
         ``beta``, but the model is then not bitwise the uninterrupted run's.
         ``partitions=1`` without a client or workers continues in this process.
+    storage_options : dict, optional
+        Options of the file system of a URL ``checkpoint_dir`` (``s3://...``) and
+        of the recorded store's URL, if it is one (endpoint, credentials, ...);
+        never recorded.
 
     Returns
     -------
     WWClassifier or list of WWClassifier
         A list when the run trained several values of ``C``.
     """
+    if storage_options:
+        from streamwww._location import location
+
+        checkpoint_dir = location(checkpoint_dir, storage_options)
     with CheckpointDir(checkpoint_dir, lock=False) as probe:
         manifest = probe.load_settings()
     if manifest["data"]["kind"] != "store":
         raise CheckpointError(f"{checkpoint_dir}: this run trained on in-memory arrays; resume it by calling "
                               "train((X, y), checkpoint_dir=...) again with the same arrays and settings")
-    store = as_store(store if store is not None else manifest["data"]["path"])
+    store = store if store is not None else manifest["data"]["path"]
+    if storage_options and isinstance(store, str):
+        from streamwww._location import is_url
+        from streamwww.io import open_store
+
+        store = open_store(store, storage_options) if is_url(store) else as_store(store)
+    else:
+        store = as_store(store)
     cfg = manifest["config"]
     placement = _placement(manifest, client, workers, partitions)
     if manifest["run"].get("cv"):

@@ -24,11 +24,12 @@ import scipy.sparse as sp
 
 from streamwww import __version__
 from streamwww._fsutil import fsync_path, fsync_tree
-from streamwww._location import Location, location
+from streamwww._location import Location, is_storage_failure, location, storage_error
 from streamwww.errors import (
     ChecksumError,
     DataFormatError,
     ShardFormatError,
+    StorageError,
     StoreExistsError,
 )
 from streamwww.io._backend import available_formats, get_backend, make_csr
@@ -230,7 +231,11 @@ class ShardStore:
         except ChecksumError as exc:  # names the file, the array and the chunk; add the shard
             raise ChecksumError(exc.path, exc.array, exc.chunk, exc.reason, exc.fix,
                                 where=where) from None
-        except Exception as exc:  # any backend failure is a broken store
+        except StorageError:  # the store out of reach: not damage
+            raise
+        except Exception as exc:  # any backend failure is a broken store, unless the store is out of reach
+            if not self.location.is_local and is_storage_failure(exc):
+                raise storage_error(where, "reading the shard", exc) from exc
             raise ShardFormatError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
         if WEIGHT_ARRAY in out and (bad := first_bad_weight(out[WEIGHT_ARRAY])) is not None:
             raise ShardFormatError(f"{where}: the weight of its row {bad} (row "
@@ -457,6 +462,8 @@ def open_store(path: str | os.PathLike | Location,
                                f"last, when a conversion commits) is missing.") from None
     except (IsADirectoryError, NotADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise ShardFormatError(f"{shown}: cannot read {MARKER}: {exc}") from exc
+    except StorageError:  # a Location's, naming the URL and the request already
+        raise
     except OSError as exc:
         raise _storage_error(shown, f"reading {MARKER}", exc) from exc
     try:

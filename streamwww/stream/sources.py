@@ -172,7 +172,9 @@ class StoreSource:
         return fp
 
     def describe(self) -> dict:
-        return {"kind": self.kind, "path": str(Path(self.store.path).resolve()),
+        loc = getattr(self.store, "location", None)  # a URL is recorded as it is (never its options)
+        return {"kind": self.kind, "path": loc.url if loc is not None and not loc.is_local
+                else str(Path(self.store.path).resolve()),
                 "n_rows": self.data.n_rows, "n_features": self.data.n_features}
 
 
