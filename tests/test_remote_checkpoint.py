@@ -442,3 +442,16 @@ def test_cluster_tasks_write_beta_to_an_s3_checkpoint(s3_server, s3_store):
     man = json.loads(ck.child(MANIFEST).read_bytes())
     assert man["finished"] and man["beta"]["versions"] == {"0": 3, "1": 3, "2": 3}
     assert {f"s00000{s}-v000003" for s in range(3)} <= set(ck.child("beta.zarr").listdir())
+
+
+def test_a_rerun_task_finds_its_beta_on_s3_identical(s3_server):
+    """The conditional PUT of S3 (412 when the key exists): a task that ran again goes on,
+    a different write of the same version is refused and leaves the first intact."""
+    root = location(s3_server.url("ckpt"), s3_server.options)
+    beta = np.random.default_rng(4).normal(size=(2, 6, 3))
+    DiskBetas(root, 2, [6], 4).write_version(0, 1, beta)
+    again = DiskBetas(root, 2, [6], 4)  # the re-run task's own object, as on a worker
+    again.write_version(0, 1, beta.copy())
+    with pytest.raises(CheckpointError, match=r"s3://bucket-\d+/ckpt/beta.zarr/s000000-v000001/.*other content"):
+        again.write_version(0, 1, -beta)
+    assert np.array_equal(again.read(0, 1), beta)
