@@ -62,9 +62,11 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         over the data; each equals the model a single-``C`` run would give.
     tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state, device, verbose
         As in :class:`~streamwww.WWClassifier`.
-    checkpoint_dir : str or Path, optional
+    checkpoint_dir : str, Path or Location, optional
         Keep ``beta`` and crash-safe checkpoints here.  If it already holds a
         checkpoint of the same data and settings, training continues from it.
+        A URL or a :class:`~streamwww._location.Location` (with its storage
+        options) puts it on an object store (docs/RELIABILITY.md).
     checkpoint_every : int, default=0
         Also checkpoint every this many shards within an epoch (0: at epoch ends only).
     prefetch : int, default=2
@@ -295,7 +297,9 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
 
     Parameters
     ----------
-    checkpoint_dir : str or Path
+    checkpoint_dir : str, Path or Location
+        A local directory, or a URL (``s3://bucket/run``) or
+        :class:`~streamwww._location.Location` on an object store.
     store : str, Path or ShardStore, optional
         The data store, if it moved since the checkpoint was written (its
         fingerprint must match).
