@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["fsync_path", "fsync_tree", "try_lock", "unlock", "ScratchDir"]
+__all__ = ["fsync_path", "fsync_tree", "try_lock", "unlock", "ScratchDir", "ObjectLock"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,3 +99,169 @@ class ScratchDir:
         if self._fd is not None:
             unlock(self._fd)
             self._fd = None
+
+
+def _host() -> str:
+    """This machine: its host name and, on Linux, its boot id (a host name alone may be
+    shared by machines; the boot id changes when the machine restarts)."""
+    import socket
+
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{socket.gethostname()}/{boot}" if boot else socket.gethostname()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+_HELD_TOKENS: set[str] = set()  # tokens of the ObjectLocks this process holds now
+
+
+class ObjectLock:
+    """An exclusive lock on an object store, where there is no flock: a ``LOCK`` object.
+
+    The lock is taken by creating the object with a conditional PUT (create only if
+    absent; see :meth:`~streamwww._location.Location.write_bytes`). It records its
+    owner's ``host`` (host name and boot id), ``pid``, a random ``token``, when it was
+    taken (``started``) and a ``heartbeat`` time, which a daemon thread renews every
+    ``lease_s / 4`` seconds (and :meth:`check` at every commit). A lock is stale,
+    and taken over, when its owner is a process of this host that is gone (or of this
+    process, released without deleting it), or when its heartbeat is older than
+    ``lease_s`` (clocks are assumed to agree to well within the lease).
+
+    It is not a fencing lock: two processes that find one stale lock at the same
+    instant may both take it; :meth:`check` then finds the token changed in one of
+    them, which stops before its next commit. See docs/RELIABILITY.md.
+
+    Parameters
+    ----------
+    where : Location
+        The ``LOCK`` object.
+    lease_s : float
+        How long a heartbeat stays valid.
+    """
+
+    def __init__(self, where, lease_s: float):
+        import secrets
+        import threading
+
+        self.where = where
+        self.lease_s = float(lease_s)
+        self.token = secrets.token_hex(8)
+        self.started = time.time()
+        self.lost: str | None = None  # why the lock is no longer ours, once found out
+        self._stop = threading.Event()
+        self._thread = None
+        self._io = threading.Lock()  # one heartbeat PUT at a time (timer and commit)
+
+    def _record(self) -> bytes:
+        import json
+
+        return json.dumps({"host": _host(), "pid": os.getpid(), "token": self.token,
+                           "started": self.started, "heartbeat": time.time(),
+                           "lease_s": self.lease_s}).encode()
+
+    def holder(self) -> dict | None:
+        """The lock's current record (None: no lock, or unreadable)."""
+        import json
+
+        try:
+            record = json.loads(self.where.read_bytes())
+        except FileNotFoundError:
+            return None
+        except ValueError:  # garbled: treated as absent (it then goes by its age)
+            return {}
+        return record if isinstance(record, dict) else {}
+
+    def stale(self, record: dict) -> str | None:
+        """Why the lock ``record`` describes is stale, or None while its owner may live."""
+        if record.get("host") == _host() and isinstance(record.get("pid"), int):
+            pid = record["pid"]
+            if pid == os.getpid():
+                if record.get("token") not in _HELD_TOKENS:
+                    return f"left by this process (pid {pid}), which released it"
+            elif not _pid_alive(pid):
+                return f"its owner, pid {pid} on this host, is gone"
+        beat = record.get("heartbeat")
+        if not isinstance(beat, (int, float)):
+            return "it records no heartbeat"
+        if time.time() - beat > float(record.get("lease_s", self.lease_s)):
+            return f"its last heartbeat is {time.time() - beat:.0f} s old"
+        return None
+
+    def try_acquire(self) -> dict | None:
+        """Take the lock: None when taken, else the live holder's record."""
+        for _ in range(2):
+            try:
+                self.where.write_bytes(self._record(), exclusive=True)
+            except FileExistsError:
+                record = self.holder()
+                if record is None:
+                    continue  # released in between: try again
+                why = self.stale(record)
+                if why is None:
+                    return record
+                logger.warning("%s: taking over a stale lock (%s)", self.where, why)
+                self.where.remove()
+                continue
+            _HELD_TOKENS.add(self.token)
+            self._start()
+            return None
+        return self.holder() or {}
+
+    def _start(self) -> None:
+        import threading
+
+        self._thread = threading.Thread(target=self._beat, name="streamwww-lock-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.lease_s / 4):
+            try:
+                self.check()
+            except Exception as exc:  # an unreachable store: the next commit fails on it
+                logger.warning("%s: the lock's heartbeat was not renewed (%s)", self.where, exc)
+            if self.lost:
+                return
+
+    def check(self) -> None:
+        """Make sure the lock is still ours and renew its heartbeat; sets :attr:`lost`
+        (and returns) when another process holds it now. Store errors propagate."""
+        with self._io:
+            if self.lost:
+                return
+            record = self.holder()
+            if not record or record.get("token") != self.token:
+                owner = "nobody" if not record else f"pid {record.get('pid')} on {record.get('host')}"
+                self.lost = f"the lock is now held by {owner}"
+                return
+            self.where.write_bytes(self._record())
+
+    def release(self) -> None:
+        """Stop the heartbeat and delete the lock if it is still ours (a failure is
+        logged: a lock left behind goes stale)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        _HELD_TOKENS.discard(self.token)
+        if self.lost:
+            return
+        try:
+            with self._io:
+                record = self.holder()
+                if record and record.get("token") == self.token:
+                    self.where.remove()
+        except Exception as exc:
+            logger.warning("%s: the lock was not deleted (%s); it goes stale when its lease ends",
+                           self.where, exc)

@@ -16,19 +16,21 @@ which is what gets recorded in manifests, model metadata and logs.
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import logging
 import os
 import posixpath
 import re
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from streamwww.errors import StorageURLError
+from streamwww.errors import CheckpointError, StorageError, StorageURLError
 
-__all__ = ["Location", "location", "located", "is_url", "parse_storage_options", "is_transport_error",
-           "PROTOCOL_PACKAGES"]
+__all__ = ["Location", "location", "located", "is_url", "parse_storage_options", "is_storage_failure",
+           "storage_error", "write_once", "PROTOCOL_PACKAGES"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +52,44 @@ _CAT_OPTIONS: dict[str, dict[str, Any]] = {"s3": {"max_concurrency": 1}, "s3a": 
 def is_url(path: Any) -> bool:
     """Whether ``path`` is a URL (``PROTOCOL://...``) rather than a local path."""
     return isinstance(path, str) and _URL.match(path) is not None
+
+
+# OSErrors that say something about the object, not about the store: the callers decide
+_ANSWERS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError)
+# where the clients of the object stores fsspec wraps keep their (non-OSError) errors:
+# botocore's EndpointConnectionError is what s3fs raises when the endpoint is down
+_CLIENT_ERROR_MODULES = ("botocore.", "aiobotocore.", "aiohttp.", "google.", "azure.", "requests.", "urllib3.")
+
+
+def is_storage_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` says that a store could not be reached or refused a request
+    (an OSError other than a missing or existing object, or an error of the store's
+    client library), as opposed to an answer about the object itself."""
+    if isinstance(exc, StorageError):
+        return True
+    if isinstance(exc, OSError):
+        return not isinstance(exc, _ANSWERS)
+    return any(c.__module__.startswith(_CLIENT_ERROR_MODULES) for c in type(exc).__mro__[:-2])
+
+
+def storage_error(where: str, doing: str, exc: BaseException) -> StorageError:
+    """The one-line :class:`~streamwww.errors.StorageError` for ``exc``, raised while
+    ``doing`` (e.g. ``"writing W-000003.npy"``) at ``where`` (a URL, never options).
+    Callers let a StorageError pass as it is (it names its URL and request already)."""
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    return StorageError(f"{where}: {doing} failed ({type(exc).__name__}: {detail})")
+
+
+def _supports_create(fs) -> bool:
+    """Whether ``fs`` implements ``pipe_file(..., mode="create")`` (an object store's
+    conditional PUT, or fsspec's own exists-check for in-process file systems). A file
+    system whose method does not name ``mode`` would silently overwrite."""
+    method = getattr(type(fs), "_pipe_file", None) if getattr(fs, "async_impl", False) else None
+    method = method or getattr(type(fs), "pipe_file", None)
+    try:
+        return method is not None and "mode" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _filesystem(protocol: str, url: str, storage_options: Mapping[str, Any]):
@@ -169,21 +209,37 @@ class Location:
     def __reduce__(self):  # the file system is made again in the receiving process
         return Location, (None if self.is_local else self._fs, self.path, self.protocol, self.storage_options)
 
+    @contextlib.contextmanager
+    def _request(self, doing: str) -> Iterator[None]:
+        """Turn a remote store's failure (unreachable, refused) into one
+        :class:`~streamwww.errors.StorageError` naming this URL and ``doing``."""
+        try:
+            yield
+        except StorageError:
+            raise
+        except Exception as exc:
+            if self.is_local or not is_storage_failure(exc):
+                raise
+            raise storage_error(self.url, doing, exc) from exc
+
     # ------------------------------------------------------------------ queries
     def exists(self) -> bool:
         if self.is_local:
             return os.path.lexists(self.path)
-        return self.fs.exists(self.path)
+        with self._request("checking that it exists"):
+            return self.fs.exists(self.path)
 
     def isfile(self) -> bool:
         if self.is_local:
             return os.path.isfile(self.path)
-        return self.fs.isfile(self.path)
+        with self._request("checking that it is a file"):
+            return self.fs.isfile(self.path)
 
     def isdir(self) -> bool:
         if self.is_local:
             return os.path.isdir(self.path)
-        return self.fs.isdir(self.path)
+        with self._request("checking that it is a folder"):
+            return self.fs.isdir(self.path)
 
     def listdir(self) -> list[str]:
         """Names directly below this location ([] when there is nothing)."""
@@ -193,9 +249,14 @@ class Location:
             except (FileNotFoundError, NotADirectoryError):
                 return []
         try:
-            entries = self.fs.ls(self.path, detail=False, refresh=True)
+            with self._request("listing"):
+                entries = self.fs.ls(self.path, detail=False, refresh=True)
         except FileNotFoundError:
             return []
+        finally:
+            # a kept listing would answer later exists() calls without asking the store,
+            # blind to what other processes write (s3fs answers from its listing cache)
+            self.fs.invalidate_cache(self.path)
         base = self.path.rstrip("/")
         return sorted(posixpath.basename(e.rstrip("/")) for e in entries if e.rstrip("/") != base)
 
@@ -204,7 +265,8 @@ class Location:
         if self.is_local:
             with open(self.path, "rb") as f:
                 return f.read()
-        return self.fs.cat_file(self.path)
+        with self._request("reading"):
+            return self.fs.cat_file(self.path)
 
     def read_text(self) -> str:
         return self.read_bytes().decode()
@@ -225,7 +287,8 @@ class Location:
                     out.append(None)
             return out
         paths = [loc.path for loc in locations]
-        got = self.fs.cat(paths, on_error="return", **_CAT_OPTIONS.get(self.protocol, {}))
+        with self._request(f"reading {len(paths)} objects"):
+            got = self.fs.cat(paths, on_error="return", **_CAT_OPTIONS.get(self.protocol, {}))
         if not isinstance(got, dict):  # a single path comes back as bytes
             got = {paths[0]: got}
         result = []
@@ -234,18 +297,34 @@ class Location:
             if isinstance(value, FileNotFoundError) or value is None:
                 result.append(None)
             elif isinstance(value, BaseException):
-                raise value
+                with self._request(f"reading {p}"):
+                    raise value
             else:
                 result.append(value)
         return result
 
-    def write_bytes(self, data: bytes, *, durable: bool = True) -> None:
+    def write_bytes(self, data: bytes, *, durable: bool = True, exclusive: bool = False) -> None:
         """Write ``data`` as the whole object, atomically: a reader sees the old
         content or the new, never a part. Local files go to a temporary name,
         are fsynced (``durable``) and renamed; an object store's single PUT is
-        atomic already."""
+        atomic already.
+
+        With ``exclusive`` the object is only created: ``FileExistsError`` when it
+        exists. Locally the temporary file is hard-linked to the name (refused
+        atomically if taken); on an object store it is a conditional PUT
+        (``If-None-Match``) where the file system offers one, else a check for
+        the object before the PUT (not atomic against a concurrent writer).
+        """
         if not self.is_local:
-            self.fs.pipe_file(self.path, bytes(data))
+            with self._request("writing"):
+                if not exclusive:
+                    self.fs.pipe_file(self.path, bytes(data))
+                elif _supports_create(self.fs):
+                    self.fs.pipe_file(self.path, bytes(data), mode="create")
+                elif self.fs.exists(self.path):
+                    raise FileExistsError(f"{self.url} exists")
+                else:
+                    self.fs.pipe_file(self.path, bytes(data))
             return
         from streamwww._fsutil import fsync_path
 
@@ -256,7 +335,11 @@ class Location:
                 if durable:
                     f.flush()
                     os.fsync(f.fileno())
-            os.replace(tmp, self.path)
+            if exclusive:
+                os.link(tmp, self.path)
+                os.unlink(tmp)
+            else:
+                os.replace(tmp, self.path)
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -265,6 +348,18 @@ class Location:
             raise
         if durable:
             fsync_path(os.path.dirname(self.path) or ".")
+
+    def write_many(self, items: Mapping[Location, bytes], *, exclusive: bool = False) -> None:
+        """Write several objects (each as :meth:`write_bytes` does). On an object
+        store the PUTs go out concurrently, as one batch; with ``exclusive``,
+        ``FileExistsError`` when any of them exists (the others may be written)."""
+        if self.is_local or not items or (exclusive and not _supports_create(self.fs)):
+            for loc, data in items.items():
+                loc.write_bytes(data, exclusive=exclusive)
+            return
+        kwargs = {"mode": "create"} if exclusive else {}
+        with self._request(f"writing {len(items)} objects"):
+            self.fs.pipe({loc.path: bytes(data) for loc, data in items.items()}, **kwargs)
 
     def write_text(self, text: str, *, durable: bool = True) -> None:
         self.write_bytes(text.encode(), durable=durable)
@@ -285,10 +380,25 @@ class Location:
                 else:
                     os.unlink(self.path)
             else:
-                self.fs.rm(self.path, recursive=recursive)
+                with self._request("deleting"):
+                    self.fs.rm(self.path, recursive=recursive)
         except FileNotFoundError:
             if not missing_ok:
                 raise
+
+    def remove_many(self, locations: Iterable[Location], recursive: bool = False) -> None:
+        """Delete several files (or, ``recursive``, prefixes) below this file system;
+        missing ones are no error. On an object store: one batch of deletes."""
+        locations = list(locations)
+        if self.is_local or not locations:
+            for loc in locations:
+                loc.remove(recursive=recursive)
+            return
+        with self._request(f"deleting {len(locations)} objects"):
+            try:
+                self.fs.rm([loc.path for loc in locations], recursive=recursive)
+            except FileNotFoundError:
+                pass
 
     # ------------------------------------------------------------------ Zarr
     def zarr_store(self, read_only: bool = False):
@@ -397,16 +507,29 @@ def parse_storage_options(pairs: Iterable[str] | None) -> dict[str, Any] | None:
     return out or None
 
 
-# the libraries under fsspec's network file systems, whose errors are about reaching the store
-_TRANSPORT_MODULES = {"botocore", "aiobotocore", "aiohttp", "urllib3", "requests", "google", "azure",
-                      "gcsfs", "adlfs", "s3fs"}
-
-
-def is_transport_error(exc: BaseException) -> bool:
-    """Whether ``exc`` is about reaching a store (a connection, a timeout, a refused
-    request) rather than about what it holds (a missing or malformed object)."""
-    if isinstance(exc, (FileNotFoundError, IsADirectoryError, NotADirectoryError)):
-        return False
-    if isinstance(exc, (ConnectionError, TimeoutError, OSError)):
-        return True
-    return any(cls.__module__.split(".")[0] in _TRANSPORT_MODULES for cls in type(exc).__mro__)
+def write_once(items: dict[Location, bytes]) -> None:
+    """Create the objects ``items`` (all below one file system) with create-only
+    writes: an object found with identical bytes is success (a task that ran again
+    writes what it wrote before); one with other bytes is a
+    :class:`~streamwww.errors.CheckpointError` naming it (checkpoints, and the
+    ``beta`` versions cluster tasks write into them, are what is written this way)."""
+    if not items:
+        return
+    first = next(iter(items))
+    try:
+        first.write_many(items, exclusive=True)
+        return
+    except FileExistsError:
+        pass
+    for loc, data in items.items():  # which ones exist: one at a time (a rare path)
+        try:
+            loc.write_bytes(data, exclusive=True)
+        except FileExistsError:
+            try:
+                same = loc.read_bytes() == bytes(data)
+            except FileNotFoundError:  # deleted in between: write it again
+                loc.write_bytes(data, exclusive=True)
+                continue
+            if not same:
+                raise CheckpointError(f"{loc.url}: exists with other content than this run writes there; "
+                                      f"another trainer or task writes this checkpoint") from None

@@ -40,11 +40,6 @@ def _locate(data, checkpoint_dir, model_out, storage_options):
     return data, checkpoint_dir, model_out
 
 
-def _model_file(out: Location):
-    """What save_model takes for ``out`` (a local file as a Path)."""
-    return out.local_path if out.is_local else out
-
-
 def _build_models(template, fit, source, n_features_in, feature_names=None) -> list[WWClassifier]:
     models = []
     for j, c in enumerate(fit.cfg.Cs):
@@ -81,9 +76,10 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state, device, verbose
         As in :class:`~streamwww.WWClassifier`.
     checkpoint_dir : str or Path, optional
-        Keep ``beta`` and crash-safe checkpoints here (a local directory or a
-        URL; docs/STORAGE.md).  If it already holds a
-        checkpoint of the same data and settings, training continues from it.
+        Keep ``beta`` and crash-safe checkpoints here (a local directory, or a
+        URL on an object store: docs/STORAGE.md, docs/RELIABILITY.md).  If it
+        already holds a checkpoint of the same data and settings, training
+        continues from it.
     checkpoint_every : int, default=0
         Also checkpoint every this many shards within an epoch (0: at epoch ends only).
     prefetch : int, default=2
@@ -203,7 +199,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
                      run_info={"model_out": located(model_out).url if model_out is not None else None})
     models = _build_models(template, fit, source, n_features_in, feature_names)
     for m, out in zip(models, outs):
-        save_model(m, _model_file(out))
+        save_model(m, out)
     return (models if many else models[0]), fit
 
 
@@ -246,7 +242,7 @@ def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
         raise ValueError("The 'data' parameter of train must be an (X, y) tuple, a shard store or its "
                          f"path. Got {type(data).__name__} instead.")
     if out is not None:
-        save_model(est.best_estimator_, _model_file(out))
+        save_model(est.best_estimator_, out)
     return est
 
 
@@ -300,7 +296,7 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
             run_info={"model_out": None if out is None else out.url}, memory_budget=memory_budget,
             **(placement or {}))
     if out is not None and hasattr(est, "best_estimator_"):
-        save_model(est.best_estimator_, _model_file(out))
+        save_model(est.best_estimator_, out)
     return est
 
 
@@ -354,7 +350,9 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
 
     Parameters
     ----------
-    checkpoint_dir : str or Path
+    checkpoint_dir : str, Path or Location
+        A local directory, or a URL (``s3://bucket/run``) or
+        :class:`~streamwww._location.Location` on an object store.
     store : str, Path or ShardStore, optional
         The data store, if it moved since the checkpoint was written (its
         fingerprint must match).

@@ -26,11 +26,25 @@ the new one into place and fsyncs the directory, then (4) deletes files neither
 manifest names.  A process killed at any instant therefore
 leaves the previous manifest and everything it names intact; stray files from
 the killed step are ignored and collected by the next commit.
+
+On an object store (the directory given as a URL or a remote
+:class:`~streamwww._location.Location`), where there is no rename, no fsync and
+no flock, the same layout is written under the same rules: every ``W`` and
+``beta`` version is a new key, created only if absent (a conditional PUT; a key
+found with identical bytes, as a re-run task leaves it, is success), the
+manifest is written last as one PUT after the one it supersedes was copied to
+``manifest.prev.json`` from the bytes in memory, readers trust nothing a
+manifest does not name (so a lagging listing only delays garbage collection),
+and ``LOCK`` is an :class:`~streamwww._fsutil.ObjectLock`.  The locked trainer
+deletes what no kept manifest names when it opens the checkpoint (what a killed
+run left), and superseded versions after the next commit, as on disk.  See
+docs/RELIABILITY.md, "Checkpoints on object stores".
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import logging
 import os
@@ -43,7 +57,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from streamwww._fsutil import fsync_path, try_lock, unlock
+from streamwww._fsutil import ObjectLock, fsync_path, try_lock, unlock
+from streamwww._location import (
+    is_storage_failure,
+    is_url,
+    location,
+    write_once,
+)
 from streamwww.errors import CheckpointError, OutputPathError
 
 if TYPE_CHECKING:
@@ -80,6 +100,7 @@ MANIFEST = "manifest.json"  # the latest commit
 PREVIOUS = "manifest.prev.json"  # the one before it, kept as the fallback
 _BETA_NAME = re.compile(r"^s(\d{6})-v(\d{6})$")
 _W_NAME = re.compile(r"^W-(\d{6})\.npy$")
+LEASE_S = 120.0  # a remote LOCK whose heartbeat is older than this is stale
 
 
 class CheckpointDir:
@@ -87,22 +108,46 @@ class CheckpointDir:
 
     Parameters
     ----------
-    path : str or Path
-        Directory (created if missing).
+    path : str, Path or Location
+        Directory (created if missing), or an fsspec URL (``s3://bucket/run``)
+        or a :class:`~streamwww._location.Location` (which carries its storage
+        options) on an object store.
     lock : bool, default=True
         Take the exclusive lock; a second trainer on the same directory gets a
         :class:`~streamwww.errors.CheckpointError`.
+    lease_s : float, optional
+        On an object store: how long the lock's heartbeat stays valid
+        (default :data:`LEASE_S`); the lock is renewed every quarter of it.
+
+    Attributes
+    ----------
+    path : Path or Location
+        The local directory, or the remote Location (its ``str`` is the URL).
+    location : Location
     """
 
-    def __init__(self, path, lock: bool = True):
-        self.path = Path(path)
+    def __init__(self, path, lock: bool = True, lease_s: float | None = None):
+        self.location = location(path)
+        self.remote = not self.location.is_local
+        if self.remote:
+            self.path = self.location
+        else:
+            self.path = Path(path) if isinstance(path, os.PathLike) or (isinstance(path, str) and not is_url(path)) \
+                else self.location.local_path
         self._lock_fd = None
+        self._object_lock: ObjectLock | None = None
+        self._latest_bytes: bytes | None = None  # remote: the latest manifest as stored (the next prev)
+        self._doing = ""  # remote: the request of a commit in progress, for its error message
         self._scanned = False  # garbage not yet collected by a full scan in this process
         self._latest: dict[str, Any] | None = None  # the latest committed manifest (loaded or written)
         self._W_names: list[str] = []  # weights files the kept manifests name
         self._previous: dict[str, Any] | None = None  # the kept commit before the latest, once loaded
         self._committer = None  # one background thread, created by the first commit
         self._inflight = None  # the commit in progress (a concurrent.futures.Future)
+        if self.remote:
+            if lock:
+                self._lock_remote(LEASE_S if lease_s is None else lease_s)
+            return
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             if lock:
@@ -118,6 +163,24 @@ class CheckpointDir:
                 raise CheckpointError(f"{self.path}: another trainer holds this checkpoint directory "
                                       f"(LOCK is taken); stop it or use another --checkpoint-dir")
             self._lock_fd = fd
+
+    def _lock_remote(self, lease_s: float) -> None:
+        """Take the object store's LOCK, then delete what a killed run left when no
+        manifest is there yet (with one, :meth:`load` collects what it does not name)."""
+        lock = ObjectLock(self.location.child("LOCK"), lease_s)
+        holder = lock.try_acquire()
+        if holder is not None:
+            who = f"pid {holder.get('pid')} on {holder.get('host')}" if holder else "an unknown owner"
+            raise CheckpointError(f"{self.path}: another trainer holds this checkpoint directory (LOCK "
+                                  f"is taken by {who} and its heartbeat is live); stop it or use another "
+                                  f"--checkpoint-dir")
+        self._object_lock = lock
+        try:
+            if not self.has_checkpoint():
+                self.collect_garbage([])
+        except BaseException:
+            self.close()
+            raise
 
     def drain(self) -> None:
         """Let the commit in progress finish; log (not raise) its failure. For cleanup
@@ -137,6 +200,14 @@ class CheckpointDir:
         if self._lock_fd is not None:
             unlock(self._lock_fd)
             self._lock_fd = None
+        if self._object_lock is not None:
+            self._object_lock.release()
+            self._object_lock = None
+
+    @property
+    def locked(self) -> bool:
+        """Whether this object holds the directory's lock."""
+        return self._lock_fd is not None or self._object_lock is not None
 
     def __enter__(self):
         return self
@@ -148,12 +219,19 @@ class CheckpointDir:
     def has_checkpoint(self) -> bool:
         return (self.path / MANIFEST).exists() or (self.path / PREVIOUS).exists()
 
+    def _read(self, name: str) -> bytes:
+        """The bytes of ``name`` in the directory (remote: failures are StorageError)."""
+        if self.remote:
+            return self.location.child(name).read_bytes()
+        return (self.path / name).read_bytes()
+
     def load_manifest(self, name: str = MANIFEST) -> dict[str, Any]:
         """A committed manifest (the latest by default), validated and its checksum checked;
         raises CheckpointError when unusable."""
         mpath = self.path / name
         try:
-            manifest = json.loads(mpath.read_text())
+            raw = self._read(name)
+            manifest = json.loads(raw.decode())
         except FileNotFoundError:
             raise CheckpointError(f"{self.path}: no checkpoint here (missing {name})") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -166,16 +244,20 @@ class CheckpointDir:
                                   f"{', '.join(map(str, READS))})")
         if manifest["version"] >= 2 and manifest.get("checksum") != manifest_checksum(manifest):
             raise CheckpointError(f"{mpath}: the manifest does not match its checksum (edited or damaged)")
+        if self.remote and name == MANIFEST:
+            self._latest_bytes = raw
         return manifest
 
     def load_W(self, manifest: dict[str, Any]) -> np.ndarray:
         """The weights a manifest names, checked against its hash (its sum for version 1)."""
         path = self.path / manifest["W"]
         try:
-            W = np.load(path, allow_pickle=False)
+            W = np.load(io.BytesIO(self._read(manifest["W"])) if self.remote else path, allow_pickle=False)
         except FileNotFoundError:
             raise CheckpointError(f"{path}: missing weights named by the manifest") from None
         except (ValueError, OSError, EOFError) as exc:
+            if self.remote and is_storage_failure(exc):
+                raise
             raise CheckpointError(f"{path}: corrupt weights ({exc})") from None
         if list(W.shape) != manifest["W_shape"] or W.dtype != np.float64:
             raise CheckpointError(f"{path}: weights of shape {W.shape}/{W.dtype}, expected "
@@ -228,10 +310,8 @@ class CheckpointDir:
                 warnings.warn(f"{self.path}: the latest checkpoint is damaged ({damage[0][1]}); "
                               f"resuming from the one before it (step {manifest['step']}, epoch "
                               f"{manifest['cursor']['epoch']})", CheckpointFallbackWarning, stacklevel=2)
-                if repair and self._lock_fd is not None:
-                    os.replace(self.path / MANIFEST, self.path / f"manifest.damaged-{int(time.time())}.json")
-                    os.replace(self.path / PREVIOUS, self.path / MANIFEST)
-                    fsync_path(self.path)
+                if repair and self.locked:
+                    self._set_aside_damaged()
             if manifest.get("version", 1) < 2:
                 logger.warning("%s: checkpoint format version 1 carries no checksums for W and the manifest; "
                                "it resumes, and the next commit writes version %d", self.path, VERSION)
@@ -243,12 +323,36 @@ class CheckpointDir:
                     self._W_names.append(self._previous["W"])
                 except CheckpointError:
                     self._previous = None
+            if self.remote and repair and self.locked:
+                # What a killed run or the damaged commit left is deleted now, before this
+                # run creates the same keys (create-only: they must not be there).
+                kept = [manifest] + ([self._previous] if self._previous is not None else [])
+                self.collect_garbage(kept)
+                self._scanned = True
             return manifest, W
         if not damage:
             raise CheckpointError(f"{self.path}: no checkpoint here (missing {MANIFEST})")
         raise CheckpointError(f"{self.path}: no intact checkpoint left: "
                               + "; ".join(msg for _, msg in damage)
                               + "; train again with a new --checkpoint-dir")
+
+    def _set_aside_damaged(self) -> None:
+        """Keep the damaged latest manifest as ``manifest.damaged-<time>.json`` and make
+        the previous one the latest (on disk by renames; remote by copies, the new
+        latest written last: killed in between, the next load falls back again)."""
+        damaged = f"manifest.damaged-{int(time.time())}.json"
+        if not self.remote:
+            os.replace(self.path / MANIFEST, self.path / damaged)
+            os.replace(self.path / PREVIOUS, self.path / MANIFEST)
+            fsync_path(self.path)
+            return
+        try:
+            self.location.child(damaged).write_bytes(self._read(MANIFEST))
+        except FileNotFoundError:
+            pass
+        previous = self._read(PREVIOUS)
+        self.location.child(MANIFEST).write_bytes(previous)
+        self._latest_bytes = previous
 
     @property
     def previous_versions(self) -> dict[int, int] | None:
@@ -302,47 +406,37 @@ class CheckpointDir:
 
     def _commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas",
                 plan: "BetaCommit", final: bool) -> None:
+        self._doing = ""
         try:
             self._write_commit(step, W, state, betas, plan, final)
-        except OSError as exc:  # a full disk, a lost mount: the previous commit stands
-            for tmp in self.path.glob("*.tmp"):
-                tmp.unlink(missing_ok=True)
+        except Exception as exc:  # a full disk, a lost mount, a store out of reach: the previous commit stands
+            if not (isinstance(exc, OSError) or (self.remote and is_storage_failure(exc))):
+                raise
+            if not self.remote:
+                for tmp in self.path.glob("*.tmp"):
+                    tmp.unlink(missing_ok=True)
             last = "" if self._latest is None else f" (step {self._latest['step']}, epoch {self._latest['cursor']['epoch']})"
-            raise CheckpointError(f"{self.path}: cannot write checkpoint step {step} "
-                                  f"({exc.strerror or exc}); the previous checkpoint{last} stands") from None
+            doing = f", {self._doing}" if self._doing else ""
+            reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise CheckpointError(f"{self.path}: cannot write checkpoint step {step}{doing} "
+                                  f"({reason}); the previous checkpoint{last} stands") from None
 
     def _write_commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas",
                       plan: "BetaCommit", final: bool) -> None:
         t0 = time.perf_counter()
+        self._doing = "writing beta"
         beta = betas.end_commit(plan)
         wname = f"W-{step:06d}.npy"
-        wpath = self.path / wname
-        tmp = self.path / (wname + ".tmp")
-        with open(tmp, "wb") as f:
-            np.save(f, W, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, wpath)
         manifest = {"format": FORMAT, "version": VERSION, "step": int(step), "W": wname,
                     "W_shape": list(W.shape), "W_blake2b": array_digest(W),
                     "beta": beta, "created": time.time(), **state}
         manifest["checksum"] = manifest_checksum(manifest)
-        mtmp = self.path / (MANIFEST + ".tmp")
-        with open(mtmp, "w") as f:
-            json.dump(manifest, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        # The latest commit becomes the previous one (kept, with everything it names,
-        # until this one is superseded); killed between the renames, the previous
-        # one is the checkpoint, which is right: this one was not committed yet.
-        # A commit with no new beta (a run's final commit, which only records the
-        # statuses) replaces the latest in place: the fallback stays a different state.
-        if plan.keys and self._latest is not None and (self.path / MANIFEST).exists():
-            os.replace(self.path / MANIFEST, self.path / PREVIOUS)
-            self._previous = self._latest
-        os.replace(mtmp, self.path / MANIFEST)
-        fsync_path(self.path)
+        if self.remote:
+            self._write_remote(wname, W, manifest, bool(plan.keys))
+        else:
+            self._write_local(wname, W, manifest, bool(plan.keys))
         self._latest = manifest
+        self._doing = "deleting superseded objects"
         previous = self._previous
         # What the new manifest superseded is known exactly: no directory scan per
         # commit (that was O(shards) per commit). One scan per process clears what a
@@ -354,17 +448,80 @@ class CheckpointDir:
             self._scanned = True
         else:
             named = {m["W"] for m in kept}
-            for old in self._W_names:
-                if old not in named:
-                    (self.path / old).unlink(missing_ok=True)
+            self._remove_files([old for old in self._W_names if old not in named])
             betas.drop_superseded(plan)
         betas.mark_committed(plan)
         self._W_names = [m["W"] for m in kept]
         logger.debug("checkpoint step %d committed in %.3fs", step, time.perf_counter() - t0)
 
+    def _write_remote(self, wname: str, W: np.ndarray, manifest: dict[str, Any], rotate: bool) -> None:
+        """Object store: ``W`` under its new key (create-only), the lock checked, the
+        latest manifest's bytes copied to ``manifest.prev.json``, the new manifest last."""
+        buf = io.BytesIO()
+        np.save(buf, W, allow_pickle=False)
+        self._doing = f"writing {wname}"
+        write_once({self.location.child(wname): buf.getvalue()})
+        data = json.dumps(manifest, indent=1, sort_keys=True).encode()
+        if self._object_lock is not None:
+            self._doing = "renewing LOCK"
+            self._object_lock.check()
+            if self._object_lock.lost:
+                raise CheckpointError(f"{self.path}: this trainer lost the checkpoint's lock "
+                                      f"({self._object_lock.lost}); step {manifest['step']} was not committed")
+        # Killed between the two PUTs, both manifests name the latest commit: it stays
+        # the checkpoint (this one was not committed), with no older fallback.
+        if rotate and self._latest is not None and self._latest_bytes is not None:
+            self._doing = f"writing {PREVIOUS}"
+            self.location.child(PREVIOUS).write_bytes(self._latest_bytes)
+            self._previous = self._latest
+        self._doing = f"writing {MANIFEST}"
+        self.location.child(MANIFEST).write_bytes(data)
+        self._latest_bytes = data
+
+    def _write_local(self, wname: str, W: np.ndarray, manifest: dict[str, Any], rotate: bool) -> None:
+        """Local disk: ``W`` and the manifest each written to a temporary name, fsynced
+        and renamed, the old manifest moved to ``manifest.prev.json`` in between."""
+        wpath = self.path / wname
+        tmp = self.path / (wname + ".tmp")
+        with open(tmp, "wb") as f:
+            np.save(f, W, allow_pickle=False)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, wpath)
+        mtmp = self.path / (MANIFEST + ".tmp")
+        with open(mtmp, "w") as f:
+            json.dump(manifest, f, indent=1, sort_keys=True)
+            f.flush()
+            os.fsync(f.fileno())
+        # The latest commit becomes the previous one (kept, with everything it names,
+        # until this one is superseded); killed between the renames, the previous
+        # one is the checkpoint, which is right: this one was not committed yet.
+        # A commit with no new beta (a run's final commit, which only records the
+        # statuses) replaces the latest in place: the fallback stays a different state.
+        if rotate and self._latest is not None and (self.path / MANIFEST).exists():
+            os.replace(self.path / MANIFEST, self.path / PREVIOUS)
+            self._previous = self._latest
+        os.replace(mtmp, self.path / MANIFEST)
+        fsync_path(self.path)
+
+    def _remove_files(self, names: list[str]) -> None:
+        """Delete files of the directory (one batch of deletes on an object store)."""
+        if self.remote:
+            self.location.remove_many([self.location.child(n) for n in names])
+            return
+        for name in names:
+            (self.path / name).unlink(missing_ok=True)
+
     def collect_garbage(self, manifests: list[dict[str, Any]], keep_newer: bool = False) -> None:
         """Delete weights and beta versions no manifest of ``manifests`` (the latest first)
-        names (with ``keep_newer``, only beta versions older than the latest's)."""
+        names (with ``keep_newer``, only beta versions older than the latest's).
+
+        On an object store the listing may lag (objects just written may be missing
+        from it): what it misses is collected by a later scan, and nothing is read
+        by listing."""
+        if self.remote:
+            self._collect_remote(manifests, keep_newer)
+            return
         weights = {m["W"] for m in manifests}
         for p in self.path.iterdir():
             if (_W_NAME.match(p.name) and p.name not in weights) or p.name.endswith(".tmp"):
@@ -380,6 +537,22 @@ class CheckpointDir:
                 newest = named[0].get(s, 0)
                 if all(v != n.get(s, 0) for n in named) and not (keep_newer and v > newest):
                     shutil.rmtree(p, ignore_errors=True)
+
+    def _collect_remote(self, manifests: list[dict[str, Any]], keep_newer: bool) -> None:
+        weights = {m["W"] for m in manifests}
+        self._remove_files([n for n in self.location.listdir() if _W_NAME.match(n) and n not in weights])
+        bdir = self.location.child("beta.zarr")
+        named = [{int(s): int(v) for s, v in m["beta"]["versions"].items()} for m in manifests]
+        drop = []
+        for name in bdir.listdir():
+            m = _BETA_NAME.match(name)
+            if m is None:
+                continue
+            s, v = int(m.group(1)), int(m.group(2))
+            newest = named[0].get(s, 0) if named else 0
+            if all(v != n.get(s, 0) for n in named) and not (keep_newer and v > newest):
+                drop.append(bdir.child(name))
+        bdir.remove_many(drop, recursive=True)
 
 
 def check_compatible(path, manifest: dict[str, Any], config: dict[str, Any], fingerprint) -> None:

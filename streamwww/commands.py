@@ -236,6 +236,7 @@ def register(sub) -> None:
     p.add_argument("--output", "-o", metavar="FILE",
                    help="image to write; the suffix picks the format: .png, .pdf, .svg "
                         "(default: <name>-gap.png in the current directory)")
+    add_storage_option(p)
     p.set_defaults(func=run_plot)
 
     # `info` (registered by streamwww.io.commands) reads stores; models and checkpoints
@@ -247,16 +248,18 @@ def register(sub) -> None:
 
 def run_plot(args) -> int:
     from streamwww import runinfo
+    from streamwww._location import located
     from streamwww.checkpoint import MANIFEST, PREVIOUS
     from streamwww.plotting import MissingMatplotlib, plot_gaps
 
-    source = Path(args.source)
+    options = storage_options(args)
+    source = located(args.source, options)
     if not source.exists():
         raise FileNotFoundError(f"{source} does not exist")
-    if source.is_dir() and not ((source / MANIFEST).is_file() or (source / PREVIOUS).is_file()):
+    if source.isdir() and not (source.child(MANIFEST).isfile() or source.child(PREVIOUS).isfile()):
         raise ValueError(f"{source}: not a checkpoint directory (no {MANIFEST}); give a checkpoint "
                          "directory or a model file (.npz)")
-    output = Path(args.output) if args.output else Path(f"{source.resolve().stem or 'run'}-gap.png")
+    output = Path(args.output) if args.output else Path(f"{Path(source.name).stem or 'run'}-gap.png")
     series, title = runinfo.gap_histories(source)
     try:
         plot_gaps(series, output, title=title)
@@ -271,11 +274,12 @@ def run_info(args, kind: str) -> int:
     """``streamwww info`` of a model file or a checkpoint directory."""
     from streamwww import runinfo
 
+    options = storage_options(args)
     if kind == "model":
-        info = runinfo.describe_model(args.store)
+        info = runinfo.describe_model(args.store, options)
         lines = runinfo.format_model(info)
     else:
-        info = runinfo.describe_checkpoint(args.store, verify=args.verify)
+        info = runinfo.describe_checkpoint(args.store, verify=args.verify, storage_options=options)
         lines = runinfo.format_checkpoint(info)
     if args.json:
         _print_json(info)

@@ -5,12 +5,14 @@ A model file is a NumPy ``.npz`` archive (no pickle) with arrays ``coef``
 (n_classes,; numbers or unicode strings) and ``meta``: a JSON document
 (``format``, ``version``, estimator ``params``, ``n_iter``, ``converged``,
 ``seed``, ``history``, ``n_features_in``, ``feature_names_in``).  It is written to a
-temporary name, fsynced and renamed, so a model file is complete or absent.
-See docs/MODEL.md.
+temporary name, fsynced and renamed, so a model file is complete or absent; on an
+object store (a URL, or a :class:`~streamwww._location.Location` with its storage
+options) it is one PUT, complete or absent as well.  See docs/MODEL.md.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from pathlib import Path
@@ -18,6 +20,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
+from streamwww._location import Location, is_url, location
+from streamwww.errors import StorageError
 from streamwww.estimator import WWClassifier
 
 __all__ = ["save_model", "load_model", "MODEL_FORMAT", "MODEL_VERSION"]
@@ -26,10 +30,23 @@ MODEL_FORMAT = "streamwww-model"
 MODEL_VERSION = 1
 
 
-def save_model(model, path) -> Path:
-    """Write a fitted :class:`~streamwww.WWClassifier` to ``path`` (``.npz``) atomically."""
+def _remote(path) -> Location | None:
+    """The Location of ``path`` when it is on an object store, else None (a local path)."""
+    if isinstance(path, Location) or is_url(path):
+        loc = location(path)
+        return None if loc.is_local else loc
+    return None
+
+
+def save_model(model, path) -> Path | Location:
+    """Write a fitted :class:`~streamwww.WWClassifier` to ``path`` (``.npz``) atomically.
+
+    ``path`` is a local path, or a URL or :class:`~streamwww._location.Location` on an
+    object store; returns the :class:`~pathlib.Path`, or the Location, written.
+    """
     check_is_fitted(model)
-    path = Path(path)
+    remote = _remote(path)
+    path = remote if remote is not None else Path(location(path).path if isinstance(path, Location) else path)
     meta = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "params": model.get_params(),
             "n_iter": int(model.n_iter_), "converged": bool(getattr(model, "converged_", False)),
             "seed": int(getattr(model, "seed_", -1)), "history": list(model.history_),
@@ -41,10 +58,16 @@ def save_model(model, path) -> Path:
     cw = meta["params"].get("class_weight")
     if isinstance(cw, dict):  # JSON keys are strings: stored per class, in classes_ order
         meta["params"]["class_weight"] = {"per_class": [float(cw.get(c, 1.0)) for c in model.classes_.tolist()]}
+    arrays = dict(coef=model.coef_, intercept=model.intercept_, classes=np.asarray(model.classes_),
+                  meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+    if remote is not None:
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        remote.write_bytes(buf.getvalue())
+        return remote
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
-        np.savez(f, coef=model.coef_, intercept=model.intercept_, classes=np.asarray(model.classes_),
-                 meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+        np.savez(f, **arrays)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -54,17 +77,24 @@ def save_model(model, path) -> Path:
 def load_model(path):
     """Read a model written by :func:`save_model`; returns a fitted :class:`~streamwww.WWClassifier`.
 
+    ``path`` is a local path, or a URL or :class:`~streamwww._location.Location`
+    on an object store.
+
     Raises
     ------
     ValueError
         If the file is not a streamwww model or has an unsupported version.
+    StorageError
+        If the object store cannot be reached.
     """
-    path = Path(path)
+    remote = _remote(path)
+    path = remote if remote is not None else Path(location(path).path if isinstance(path, Location) else path)
     try:
-        with np.load(path, allow_pickle=False) as z:
+        source = io.BytesIO(remote.read_bytes()) if remote is not None else path
+        with np.load(source, allow_pickle=False) as z:
             arrays = {k: z[k] for k in ("coef", "intercept", "classes", "meta")}
     except (KeyError, ValueError, OSError) as exc:
-        if isinstance(exc, FileNotFoundError):
+        if isinstance(exc, (FileNotFoundError, StorageError)):
             raise
         raise ValueError(f"{path}: not a streamwww model file ({exc})") from None
     meta = json.loads(arrays["meta"].tobytes().decode())

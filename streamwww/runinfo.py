@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import math
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from streamwww._location import located, location
 from streamwww.api import model_paths
 from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
 from streamwww.errors import CheckpointError, StreamwwwError
@@ -58,13 +58,16 @@ def _last(history: list[dict]) -> dict[str, Any]:
     return {k: h.get(k) for k in ("epoch", "primal", "dual", "gap", "rel_gap", "time")}
 
 
-def describe_model(path) -> dict[str, Any]:
+def describe_model(path, storage_options: dict | None = None) -> dict[str, Any]:
     """A model file's classes, features, settings, and how its training ended.
 
     Parameters
     ----------
     path : str or Path
-        A model file (``.npz``) written by :func:`streamwww.save_model` or ``streamwww train``.
+        A model file (``.npz``) written by :func:`streamwww.save_model` or ``streamwww train``
+        (a path or a URL).
+    storage_options : dict, optional
+        Options of a URL's file system.
 
     Returns
     -------
@@ -79,7 +82,7 @@ def describe_model(path) -> dict[str, Any]:
     ValueError
         If the file is not a streamwww model.
     """
-    path = Path(path)
+    path = located(path, storage_options)
     model = load_model(path)
     params = model.get_params()
     cw = params.get("class_weight")
@@ -93,16 +96,18 @@ def describe_model(path) -> dict[str, Any]:
                   "final": _last(model.history_), "history_length": len(model.history_)})
 
 
-def _check_commit(ckpt: CheckpointDir, name: str, verify_beta: bool) -> dict[str, Any]:
+def _check_commit(ckpt: CheckpointDir, name: str, verify_beta: bool,
+                  storage_options: dict | None = None) -> dict[str, Any]:
     """One commit's health: present, manifest checksum, weights hash, and (``verify_beta``) its beta."""
-    out: dict[str, Any] = {"file": name, "present": (ckpt.path / name).is_file()}
+    out: dict[str, Any] = {"file": name, "present": location(ckpt.path).child(name).isfile()}
     if not out["present"]:
         return out
     try:
         manifest = ckpt.load_manifest(name)
         out.update(step=manifest.get("step"), epoch=manifest["cursor"]["epoch"], pos=manifest["cursor"]["pos"])
         ckpt.load_W(manifest)
-        out["beta"] = _check_beta(ckpt.path, manifest) if verify_beta else "not checked (--verify checks it)"
+        out["beta"] = (_check_beta(ckpt.path, manifest, storage_options) if verify_beta
+                       else "not checked (--verify checks it)")
     except (CheckpointError, KeyError, ValueError, OSError) as exc:
         out.update(intact=False, error=str(exc))
         return out
@@ -110,7 +115,7 @@ def _check_commit(ckpt: CheckpointDir, name: str, verify_beta: bool) -> dict[str
     return out
 
 
-def _check_beta(path: Path, manifest: dict[str, Any]) -> str:
+def _check_beta(path, manifest: dict[str, Any], storage_options: dict | None = None) -> str:
     """Read and sum every ``beta`` version the manifest names (needs the store for the shard sizes)."""
     from streamwww.engine.run import check_manifest
     from streamwww.io import open_store
@@ -119,7 +124,7 @@ def _check_beta(path: Path, manifest: dict[str, Any]) -> str:
     if data.get("kind") != "store":
         return "not checked (the run trained on in-memory arrays)"
     try:
-        store = open_store(data["path"])
+        store = open_store(located(data["path"], storage_options))
     except (StreamwwwError, FileNotFoundError, ValueError) as exc:
         return f"not checked (the store cannot be opened: {exc})"
     if str(data.get("fingerprint", "")).split(":")[0] != store.fingerprint:
@@ -128,7 +133,7 @@ def _check_beta(path: Path, manifest: dict[str, Any]) -> str:
     return "verified"
 
 
-def describe_checkpoint(path, verify: bool = False) -> dict[str, Any]:
+def describe_checkpoint(path, verify: bool = False, storage_options: dict | None = None) -> dict[str, Any]:
     """A checkpoint directory's run: settings, data, position, each model's state, and health.
 
     Nothing is trained or changed; the directory's lock is not taken (a
@@ -142,6 +147,8 @@ def describe_checkpoint(path, verify: bool = False) -> dict[str, Any]:
         Also read every ``beta`` version the kept commits name and compare
         their sums with the manifests' (reads the whole dual state; needs the
         data store, at the path the checkpoint recorded, for the shard sizes).
+    storage_options : dict, optional
+        Options of the file system of URLs (the directory, the recorded store).
 
     Returns
     -------
@@ -160,11 +167,11 @@ def describe_checkpoint(path, verify: bool = False) -> dict[str, Any]:
     CheckpointError
         If neither manifest can be read (no run's settings at all).
     """
-    path = Path(path)
+    path = located(path, storage_options)
     with CheckpointDir(path, lock=False) as ckpt:
         manifest = ckpt.load_settings()
-        latest = _check_commit(ckpt, MANIFEST, verify)
-        previous = _check_commit(ckpt, PREVIOUS, verify)
+        latest = _check_commit(ckpt, MANIFEST, verify, storage_options)
+        previous = _check_commit(ckpt, PREVIOUS, verify, storage_options)
     models = [{"C": float(r["C"]), "epochs": int(r["n_iter"]), "status": r["status"],
                "last": _last(r["history"]), "history_length": len(r["history"])}
               for r in manifest.get("results", [])]
@@ -254,14 +261,16 @@ def format_checkpoint(info: dict[str, Any]) -> list[str]:
     return lines
 
 
-def gap_histories(path) -> tuple[list[dict[str, Any]], str]:
+def gap_histories(path, storage_options: dict | None = None) -> tuple[list[dict[str, Any]], str]:
     """Each model's relative duality gap per evaluated epoch, from a checkpoint directory or a model file.
 
     Parameters
     ----------
     path : str or Path
         A checkpoint directory (its newest readable manifest: every model of
-        the run, as far as it got) or a model file (``.npz``).
+        the run, as far as it got) or a model file (``.npz``); a path or a URL.
+    storage_options : dict, optional
+        Options of a URL's file system.
 
     Returns
     -------
@@ -271,8 +280,8 @@ def gap_histories(path) -> tuple[list[dict[str, Any]], str]:
     title : str
         A title naming the path.
     """
-    path = Path(path)
-    if path.is_dir():
+    path = located(path, storage_options)
+    if path.child(MANIFEST).isfile() or path.child(PREVIOUS).isfile():
         with CheckpointDir(path, lock=False) as ckpt:
             manifest = ckpt.load_settings()
         runs = [(float(r["C"]), r["history"]) for r in manifest.get("results", [])]

@@ -376,3 +376,37 @@ def test_memory_budget_of_a_run(tmp_path, caplog):
                  str(tmp_path / "m.npz"), "--seed", "5", "--max-iter", "5", "--tol", "0", "--C", "0.4",
                  "--memory-budget", "64M", "-q"]) == 0
     assert np.array_equal(sw.load_model(tmp_path / "m.npz").coef_, a.coef_)
+
+
+def test_s3_everything_through_the_cli(data, tmp_path, s3_server, capsys):
+    """Store, checkpoint directory and model file all on S3: train, info, plot's data,
+    resume and evaluate through the CLI, with the options given on the command line only."""
+    X, y, text = data
+    store, ckpt, model = s3_server.url("st"), s3_server.url("ck"), s3_server.url("m.npz")
+    opts = []
+    for k, v in (("key", "testing"), ("secret", "testing"), ("endpoint_url", s3_server.endpoint)):
+        opts += ["--storage-option", f"{k}={v}"]
+    assert main(["convert", str(text), store, "--shard-rows", "250", *opts]) == 0
+    capsys.readouterr()
+    assert main(["train", store, "--checkpoint-dir", ckpt, "--model-out", model, "--seed", "3",
+                 "--max-iter", "8", "--json", *opts]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["model_paths"] == [model] and out["checkpoint_dir"] == ckpt
+    assert main(["info", ckpt, "--verify", "--json", *opts]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["health"]["ok"] and info["health"]["latest"]["beta"] == "verified"
+    assert info["data"]["path"] == store and info["model_files"] == [model]
+    assert main(["info", model, "--json", *opts]) == 0
+    assert json.loads(capsys.readouterr().out)["epochs"] == 8
+    assert main(["resume", ckpt, "--max-iter", "12", "--json", *opts]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", model, store, "--json", *opts]) == 0
+    acc = json.loads(capsys.readouterr().out)["accuracy"]
+    m = sw.load_model(location(model, s3_server.options))
+    assert m.n_iter_ == 12 and acc == pytest.approx(m.score(open_store(store, storage_options=s3_server.options)))
+    from streamwww.runinfo import gap_histories
+
+    series, _ = gap_histories(ckpt, s3_server.options)
+    assert len(series[0]["epoch"]) == 12
+    everything = b"".join(s3_server.filesystem().cat(s3_server.filesystem().find(ckpt)).values())
+    assert b"testing" not in everything and s3_server.endpoint.encode() not in everything

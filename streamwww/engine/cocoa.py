@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,7 @@ class PartitionSpec:
     shards: tuple[int, ...]
     n_partitions: int
     cfg: SolverConfig
-    beta_root: str
+    beta_root: Any  # a local path (str), or a Location (a URL with its storage options)
     class_weights: tuple[float, ...] | None
     folds: tuple[int, int] | None
     device: str

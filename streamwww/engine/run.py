@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamwww._fsutil import ScratchDir
+from streamwww._location import Location
 from streamwww._logging import verbose_logging
 from streamwww._params import DEFAULTS, UNMIXED, resolve_memory_budget, resolve_seed
 from streamwww.backends.base import make_block
@@ -367,8 +368,10 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                     betas.drop_version(s, v)
 
         cw = getattr(source, "class_weights", None)
-        specs = [PartitionSpec(store=getattr(source.store, "location", None) or str(source.store.path), fingerprint=str(source.store.fingerprint), shards=p,
-                               n_partitions=len(parts), cfg=cfg, beta_root=str(beta_dir),
+        specs = [PartitionSpec(store=getattr(source.store, "location", None) or str(source.store.path),
+                               fingerprint=str(source.store.fingerprint), shards=p,
+                               n_partitions=len(parts), cfg=cfg,
+                               beta_root=beta_dir if isinstance(beta_dir, Location) else str(beta_dir),
                                class_weights=None if cw is None else tuple(float(v) for v in cw),
                                folds=data.folds, device=params["device"]) for p in parts]
         logger.info("training on %d partitions of %s shards", len(parts), [len(p) for p in parts])

@@ -25,7 +25,13 @@ import scipy.sparse as sp
 
 from streamwww import __version__
 from streamwww._fsutil import ScratchDir, fsync_path, fsync_tree
-from streamwww._location import Location, is_transport_error, located, location
+from streamwww._location import (
+    Location,
+    is_storage_failure,
+    located,
+    location,
+    storage_error,
+)
 from streamwww.errors import (
     ChecksumError,
     DataFormatError,
@@ -271,10 +277,11 @@ class ShardStore:
             raise ChecksumError(exc.path, exc.array, exc.chunk, exc.reason, exc.fix,
                                 where=where) from None
         except Exception as exc:  # any other backend failure is a broken store ...
-            if not self.location.is_local and is_transport_error(exc):  # ... or a store out of reach
+            if not self.location.is_local and is_storage_failure(exc):  # ... or a store out of reach
+                reason = str(exc) if isinstance(exc, StorageError) else f"{type(exc).__name__}: {exc}"
                 raise StorageError(f"{where} cannot be read: the object store failed the request "
-                                   f"({type(exc).__name__}: {exc}); nothing was changed: try again "
-                                   f"once it is reachable (and the credentials allow reading)") from exc
+                                   f"({reason}); nothing was changed: try again once it is reachable "
+                                   f"(and the credentials allow reading)") from exc
             raise ShardFormatError(f"{where} cannot be read: {type(exc).__name__}: {exc}") from exc
         if WEIGHT_ARRAY in out and (bad := first_bad_weight(out[WEIGHT_ARRAY])) is not None:
             raise ShardFormatError(f"{where}: the weight of its row {bad} (row "
@@ -509,10 +516,12 @@ def open_store(path: str | os.PathLike | Location,
                                f"last, when a conversion commits) is missing.") from None
     except (IsADirectoryError, NotADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise ShardFormatError(f"{shown}: cannot read {MARKER}: {exc}") from exc
+    except StorageError:  # a Location's, naming the URL and the request already
+        raise
     except Exception as exc:
-        if loc.is_local or not is_transport_error(exc):
+        if loc.is_local or not is_storage_failure(exc):
             raise
-        raise _storage_error(shown, f"reading {MARKER}", exc) from exc
+        raise storage_error(shown, f"reading {MARKER}", exc) from exc
     try:
         meta = json.loads(text)
     except ValueError as exc:
@@ -521,10 +530,6 @@ def open_store(path: str | os.PathLike | Location,
     if meta["format_version"] < 2:
         _warn_unverified(shown, meta["format_version"])
     return ShardStore(loc, meta)
-
-
-def _storage_error(where: str, what: str, exc: BaseException):
-    return StorageError(f"{where}: {what} failed: {type(exc).__name__}: {exc}")
 
 
 _WARNED: set[str] = set()

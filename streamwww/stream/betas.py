@@ -3,11 +3,16 @@
 :class:`InMemoryBetas` keeps them in RAM (in-memory data); :class:`DiskBetas`
 keeps one Zarr v3 array per shard and version under ``<root>/beta.zarr``,
 written in the background, so that a checkpoint (:mod:`streamwww.checkpoint`)
-can name a consistent set of versions while training goes on.
+can name a consistent set of versions while training goes on. The root may be on
+an object store (a URL or a remote :class:`~streamwww._location.Location`): each
+version is then encoded by Zarr in memory and its objects created with
+create-only PUTs (:func:`~streamwww._location.write_once`), and read back through
+Zarr's ``FsspecStore`` with the same checks.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 from dataclasses import dataclass
@@ -17,7 +22,14 @@ from typing import Any
 import numpy as np
 
 from streamwww._fsutil import fsync_path, fsync_tree
-from streamwww.errors import CheckpointError
+from streamwww._location import (
+    is_storage_failure,
+    is_url,
+    location,
+    storage_error,
+    write_once,
+)
+from streamwww.errors import CheckpointError, StorageError
 
 __all__ = ["InMemoryBetas", "DiskBetas", "BetaCommit", "stack_rows", "split_rows"]
 
@@ -71,6 +83,8 @@ class DiskBetas:
 
     Version 0 of every shard is implicit (all zeros).  ``put`` writes a new
     version, in the background when an executor (:class:`streamwww.stream.feed.DaskExecutor`) is given.
+    ``root`` is a local directory, or a URL or :class:`~streamwww._location.Location`
+    on an object store (picklable: cluster tasks get it as it is).
     """
 
     def __init__(self, root, n_models: int, shard_rows, n_classes: int, executor=None,
@@ -79,10 +93,25 @@ class DiskBetas:
                  previous_versions: dict[int, int] | None = None):
         import zarr
 
-        self.root = Path(root) / "beta.zarr"
-        self.root.mkdir(parents=True, exist_ok=True)
-        if not (self.root / "zarr.json").exists():
-            zarr.open_group(str(self.root), mode="w", zarr_format=3)
+        self.location = location(root).child("beta.zarr")
+        self.remote = not self.location.is_local
+        if self.remote:
+            self.root = self.location  # str() is its URL; / names an array below it
+            try:
+                zarr.open_group(store=self.location.zarr_store(), mode="a", zarr_format=3)
+            except StorageError:
+                raise
+            except Exception as exc:
+                if is_storage_failure(exc):
+                    raise storage_error(self.location.url, "opening the beta group", exc) from exc
+                raise
+            durable = False  # an object store's PUT is durable when it returns
+        else:
+            self.root = (Path(root) if isinstance(root, os.PathLike) or (isinstance(root, str) and not is_url(root))
+                         else Path(self.location.path).parent) / "beta.zarr"
+            self.root.mkdir(parents=True, exist_ok=True)
+            if not (self.root / "zarr.json").exists():
+                zarr.open_group(str(self.root), mode="w", zarr_format=3)
         self.n_models = int(n_models)
         self.shard_rows = [int(r) for r in shard_rows]
         self.m = int(n_classes) - 1
@@ -146,8 +175,9 @@ class DiskBetas:
 
         path = self.root / beta_name(s, v)
         try:
-            arr = zarr.open_array(str(path), mode="r")
+            arr = zarr.open_array(path.zarr_store(read_only=True) if self.remote else str(path), mode="r")
         except Exception as exc:  # zarr raises several types for missing/corrupt arrays
+            self._raise_unreachable(exc, path, f"reading beta of shard {s} version {v}")
             raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
                                   f"({type(exc).__name__}: {exc})") from None
         if arr.shape != shape or arr.dtype != np.float64:
@@ -155,9 +185,18 @@ class DiskBetas:
         try:
             read_into(arr, path, out, missing="error", fix=_FIX)
         except Exception as exc:
+            self._raise_unreachable(exc, path, f"reading beta of shard {s} version {v}")
             raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
                                   f"({type(exc).__name__}: {exc})") from None
         return out
+
+    def _raise_unreachable(self, exc: BaseException, path, doing: str) -> None:
+        """A remote store that failed (not damage: the checkpoint may be intact) is a
+        :class:`~streamwww.errors.StorageError`, never a fallback to an older commit."""
+        if self.remote and is_storage_failure(exc):
+            if isinstance(exc, StorageError):
+                raise exc
+            raise storage_error(str(path), doing, exc) from exc
 
     def read_group(self, shards, versions) -> np.ndarray:
         """The ``beta`` of several shards (given versions), rows stacked in order, read
@@ -173,34 +212,57 @@ class DiskBetas:
     def _write(self, s: int, v: int, beta: np.ndarray) -> None:
         try:
             self._write_version(s, v, beta)
-        except OSError as exc:  # a full disk: one line naming the array, never a half version in use
+        except Exception as exc:  # a full disk: one line naming the array, never a half version in use
+            if self.remote and is_storage_failure(exc):
+                # what reached the store is never named by a manifest; a retry finds it identical
+                raise CheckpointError(f"{self.root / beta_name(s, v)}: cannot write beta of shard {s} "
+                                      f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]})") from None
+            if not isinstance(exc, OSError):
+                raise
             shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
             raise CheckpointError(f"{self.root / beta_name(s, v)}: cannot write beta of shard {s} "
                                   f"({exc.strerror or exc})") from None
 
-    def _write_version(self, s: int, v: int, beta: np.ndarray) -> None:
+    def _create_array(self, store, shape: tuple[int, ...]):
+        """An empty beta array on ``store``: one chunk of up to 64 MiB per row block."""
         import zarr
         from zarr.codecs import Crc32cCodec
 
-        path = self.root / beta_name(s, v)
-        if not self.keep_superseded:
-            with self._lock:
-                self._writing.add((s, v))
-        if path.exists():  # left by a killed run; never part of a committed step
-            shutil.rmtree(path)
         rows_per_chunk = max(1, (64 << 20) // max(1, 8 * self.n_models * max(self.m, 1)))
         # Uncompressed: beta is rewritten every epoch, and zstd cost 3x the write
         # time and 4x the read time of raw chunks (25k x 19 float64: 27 vs 8 ms,
         # 12 vs 3 ms), which the prefetch thread could not hide.
         # crc32c on every chunk (checked on every read); every chunk written, so a
         # missing chunk file is damage, never zeros.
-        arr = zarr.create_array(store=str(path), shape=beta.shape, dtype="float64",
-                                chunks=(self.n_models, min(beta.shape[1], rows_per_chunk) or 1, self.m),
-                                zarr_format=3, overwrite=True, compressors=[Crc32cCodec()],
-                                # write_empty_chunks: skip Zarr's chunk == fill-value scan, a
-                                # full extra pass over beta on Zarr's one I/O thread
-                                config={"write_empty_chunks": True})
-        arr[...] = beta
+        return zarr.create_array(store=store, shape=shape, dtype="float64",
+                                 chunks=(self.n_models, min(shape[1], rows_per_chunk) or 1, self.m),
+                                 zarr_format=3, overwrite=True, compressors=[Crc32cCodec()],
+                                 # write_empty_chunks: skip Zarr's chunk == fill-value scan, a
+                                 # full extra pass over beta on Zarr's one I/O thread
+                                 config={"write_empty_chunks": True})
+
+    def _write_remote(self, s: int, v: int, beta: np.ndarray) -> None:
+        """Zarr encodes the version in memory; its objects (chunks and ``zarr.json``) are
+        then created in one concurrent batch of create-only PUTs."""
+        import zarr.storage
+
+
+        objects: dict[str, Any] = {}
+        self._create_array(zarr.storage.MemoryStore(objects), beta.shape)[...] = beta
+        where = self.root / beta_name(s, v)
+        write_once({where.child(key): buf.to_bytes() for key, buf in sorted(objects.items())})
+
+    def _write_version(self, s: int, v: int, beta: np.ndarray) -> None:
+        path = self.root / beta_name(s, v)
+        if not self.keep_superseded:
+            with self._lock:
+                self._writing.add((s, v))
+        if self.remote:
+            self._write_remote(s, v, beta)
+        else:
+            if path.exists():  # left by a killed run; never part of a committed step
+                shutil.rmtree(path)
+            self._create_array(str(path), beta.shape)[...] = beta
         if self._syncer is not None:
             with self._lock:
                 self._syncs[(s, v)] = self._syncer.submit(fsync_tree, path)
@@ -215,13 +277,22 @@ class DiskBetas:
                 self._newest_written[s] = max(newest, v)
                 drop = v if newest > v else v - 1 if (s, v - 1) not in self._writing else 0
             if drop > 0:
-                shutil.rmtree(self.root / beta_name(s, drop), ignore_errors=True)
+                self._remove([(s, drop)])
+
+    def _remove(self, keys) -> None:
+        """Delete versions ``keys`` (``(shard, version)``; one batch on an object store)."""
+        if self.remote:
+            self.location.remove_many([self.root / beta_name(s, v) for s, v in keys], recursive=True)
+            return
+        for s, v in keys:
+            shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
 
     def write_version(self, s: int, v: int, beta: np.ndarray) -> None:
         """Write version ``v`` of shard ``s`` now, in this thread (a distributed round's task).
 
         Idempotent: a task run again (its worker died) replaces its own earlier,
-        possibly partial, write of the same version with the same values.
+        possibly partial, write of the same version with the same values (on an
+        object store: finds the objects it wrote identical and creates the others).
         """
         self._write(s, v, np.ascontiguousarray(beta, dtype=np.float64))
 
@@ -238,7 +309,7 @@ class DiskBetas:
     def drop_version(self, s: int, v: int) -> None:
         """Delete version ``v`` of shard ``s`` (superseded; nothing names it any more)."""
         if v > 0:
-            shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
+            self._remove([(s, v)])
 
     def verify(self, versions, sums, where) -> None:
         """Read every named version and compare its per-model sum with ``sums`` (a
@@ -359,6 +430,8 @@ class DiskBetas:
             syncs = {key: self._syncs.pop(key) for key in plan.keys if key in self._syncs}
         for s, v in plan.keys:
             synced = syncs.get((s, v))
+            if self.remote:  # a PUT is durable when it returns
+                continue
             if plan.versions[s] == v:  # superseded versions are never committed
                 if synced is not None:
                     synced.result()  # fsynced in the background (re-raises its error)
@@ -366,7 +439,8 @@ class DiskBetas:
                     fsync_tree(self.root / beta_name(s, v))
             elif synced is not None:  # not committed: let it finish before anything deletes it
                 synced.exception()
-        fsync_path(self.root)
+        if not self.remote:
+            fsync_path(self.root)
         with self._lock:
             for s in {s for s, _ in plan.keys}:
                 sums, v = self._version_sums[s], plan.versions[s]
@@ -392,10 +466,8 @@ class DiskBetas:
     def drop_superseded(self, plan: "BetaCommit") -> None:
         """Delete the versions that ``plan``'s (now committed) versions superseded, except
         the ones of the commit before it, which stay as the fallback."""
-        for s in {s for s, _ in plan.keys}:
-            for v in range(max(1, self._previous[s]), plan.versions[s]):
-                if v != self._committed[s]:
-                    shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
+        self._remove([(s, v) for s in sorted({s for s, _ in plan.keys})
+                      for v in range(max(1, self._previous[s]), plan.versions[s]) if v != self._committed[s]])
 
     def mark_committed(self, plan: "BetaCommit") -> None:
         """``plan``'s versions are now the committed ones; the committed ones become the previous."""
