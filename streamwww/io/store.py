@@ -560,7 +560,21 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-class StoreTransaction:
+class _Transaction:
+    """A ``with`` block that aborts the write when it ends by an exception."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None:
+            self.abort()
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+
+class StoreTransaction(_Transaction):
     """Write a store (or any output directory) atomically.
 
     Everything is written into a hidden sibling ``.NAME.streamwww-tmp-PID-XXXX``;
@@ -606,13 +620,6 @@ class StoreTransaction:
                 logger.info("removing %s left by an interrupted write", entry)
                 shutil.rmtree(entry, ignore_errors=True)
 
-    def __enter__(self) -> StoreTransaction:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self.abort()
-
     def abort(self) -> None:
         """Remove the temporary directory."""
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -638,7 +645,7 @@ class StoreTransaction:
 INCOMPLETE = "streamwww.incomplete"
 
 
-class RemoteStoreTransaction:
+class RemoteStoreTransaction(_Transaction):
     """Write a store on an object store, where there is no rename.
 
     The shards go straight to their final keys below the store's URL and the
@@ -691,13 +698,6 @@ class RemoteStoreTransaction:
         if not self.overwrite:
             raise StoreExistsError(f"{self.path} already exists; pass overwrite=True "
                                    f"(--overwrite) to replace it.")
-
-    def __enter__(self) -> RemoteStoreTransaction:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if exc_type is not None:
-            self.abort()
 
     def abort(self) -> None:
         """Delete what this write put below the URL (the prefix was cleared for it)."""
