@@ -4,8 +4,10 @@ Read this one first.  It shows the whole out-of-core path:
 
 1. generate a LIBSVM file (or take yours) and convert it into a shard store
    of small shards (``convert_libsvm``, the same as ``streamwww convert``);
-2. train on the store with ``streamwww.train``: shards are read from disk
-   a few at a time, and each row's dual variables (``beta``) live on disk too;
+2. train on the store with ``streamwww.train(..., memory_budget=0)``: shards
+   are read from disk a few at a time, every epoch, and each row's dual
+   variables (``beta``) live on disk too (with the default ``memory_budget``,
+   a store that fits in half the free memory is kept after its first read);
 3. measure the peak memory (RSS) of that training in a child process and
    compare it with the store's size once decompressed.
 
@@ -107,8 +109,10 @@ def measure(store_path: str, conn) -> None:
         rss_per_shard.append((epoch, shards_done, meter.rss()))
 
     t0 = time.perf_counter()
+    # memory_budget=0: stream every epoch from disk. By default ("auto") a store that fits in
+    # half the free memory is kept decoded after its first read, and later epochs run from RAM.
     model = sw.train(store, C=0.01, tol=1e-2, max_iter=50, random_state=0, prefetch=PREFETCH,
-                     mix_shards=MIX_SHARDS, progress=progress)
+                     mix_shards=MIX_SHARDS, progress=progress, memory_budget=0)
     seconds = time.perf_counter() - t0
     peak = meter.peak()
     conn.send({"base": base, "peak": peak, "seconds": seconds, "epochs": model.n_iter_,

@@ -81,7 +81,8 @@ if args["mode"] == "memory":
     y = np.concatenate([p[1] for p in parts]); del parts
     kw.pop("checkpoint_dir"); kw.pop("prefetch")
     t0 = time.perf_counter(); m = sw.train((X, y), **kw); wall = time.perf_counter() - t0
-else:
+else:  # memory_budget=0: every epoch streamed from the store (the default keeps a store that fits)
+    kw["memory_budget"] = args.get("memory_budget", 0)
     t0 = time.perf_counter(); m = sw.train(args["store"], **kw); wall = time.perf_counter() - t0
 # eval_every is large, so history has the last epoch only: its cumulative
 # training-pass time divided by the epochs run is the mean epoch time, first
