@@ -15,7 +15,13 @@ from sklearn.base import clone
 from sklearn.utils.validation import validate_data
 
 from streamwww._location import Location, located
-from streamwww._params import DEFAULTS, UNMIXED, check_params, resolve_memory_budget
+from streamwww._params import (
+    DEFAULTS,
+    UNMIXED,
+    check_params,
+    resolve_memory_budget,
+    resolve_prefetch,
+)
 from streamwww.checkpoint import CheckpointDir
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import cluster_options, fit_placed
@@ -55,7 +61,7 @@ def _build_models(template, fit, source, n_features_in, feature_names=None) -> l
 def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept: bool = True,
           intercept_scaling: float = 1.0, gap_decay: float | None = None, subproblem: str = "walrus",
           random_state=None, device: str = "auto", verbose: int = 0, checkpoint_dir=None,
-          checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
+          checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int | str = DEFAULTS["prefetch"],
           inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
           mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None,
           class_weight=None, sample_weight=None, cv=None, client=None, workers: int | None = None,
@@ -82,8 +88,10 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         continues from it.
     checkpoint_every : int, default=0
         Also checkpoint every this many shards within an epoch (0: at epoch ends only).
-    prefetch : int, default=2
-        Shards (and their ``beta``) loaded ahead in the background.
+    prefetch : 'auto' or int, default='auto'
+        Shards (and their ``beta``) loaded ahead in the background: ``'auto'``
+        is 2, or 6 for a store on an object store (loads in flight together
+        hide its latency; docs/STORAGE.md).
     inner_passes : int, default=1
         Exact passes over each shard group while it is loaded (block minimization).
     eval_every : int, default=1
@@ -180,9 +188,10 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
                       inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
                       allow_C_list=True)
     resolve_memory_budget(memory_budget, "train")  # validated before any work
-    for pname, val, low in (("checkpoint_every", checkpoint_every, 0), ("prefetch", prefetch, 1)):
-        if isinstance(val, bool) or not isinstance(val, (int, np.integer)) or val < low:
-            raise ValueError(f"The {pname!r} parameter of train must be an int in [{low}, inf). Got {val!r} instead.")
+    resolve_prefetch(prefetch)
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 0:
+        raise ValueError(f"The 'checkpoint_every' parameter of train must be an int in [0, inf). "
+                         f"Got {checkpoint_every!r} instead.")
     template = WWClassifier(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                             intercept_scaling=intercept_scaling, gap_decay=gap_decay,
                             subproblem=subproblem, random_state=random_state, device=device,

@@ -83,6 +83,16 @@ def _store_class_weight(pairs, store_path, options=None):
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
 
 
+def _prefetch_arg(text: str):
+    """``auto`` or an int."""
+    if text.strip().lower() == "auto":
+        return "auto"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--prefetch must be 'auto' or a number of shards, got {text!r}") from None
+
+
 def _memory_budget_arg(text: str):
     """``auto`` or a size: bytes, or a number with K, M, G or T (binary units: ``8G``, ``512MiB``)."""
     if text.strip().lower() == "auto":
@@ -138,8 +148,8 @@ def register(sub) -> None:
                    help="compute device; auto uses a GPU when one is usable (default auto)")
     p.add_argument("--checkpoint-every", type=int, default=DEFAULTS["checkpoint_every"],
                    help="also checkpoint every N shards within an epoch (default: epoch ends only)")
-    p.add_argument("--prefetch", type=int, default=DEFAULTS["prefetch"],
-                   help=f"shards loaded ahead (default {DEFAULTS['prefetch']})")
+    p.add_argument("--prefetch", type=_prefetch_arg, default=DEFAULTS["prefetch"],
+                   help="shards loaded ahead: N, or auto (default: 2, or 6 for a store on an object store)")
     p.add_argument("--inner-passes", type=int, default=DEFAULTS["inner_passes"],
                    help=f"passes over each loaded shard group (default {DEFAULTS['inner_passes']})")
     p.add_argument("--mix-shards", type=int, default=DEFAULTS["mix_shards"],

@@ -19,7 +19,13 @@ import numpy as np
 from streamwww._fsutil import ScratchDir
 from streamwww._location import Location
 from streamwww._logging import verbose_logging
-from streamwww._params import DEFAULTS, UNMIXED, resolve_memory_budget, resolve_seed
+from streamwww._params import (
+    DEFAULTS,
+    UNMIXED,
+    resolve_memory_budget,
+    resolve_prefetch,
+    resolve_seed,
+)
 from streamwww.backends.base import make_block
 from streamwww.backends.select import get_backend
 from streamwww.checkpoint import CheckpointDir, check_compatible
@@ -130,7 +136,7 @@ def loader_threads(prefetch: int, remote: bool = False) -> int:
 
 
 def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
-               checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int = DEFAULTS["prefetch"],
+               checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int | str = DEFAULTS["prefetch"],
                inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
                mix_shards: int = DEFAULTS["mix_shards"], callback=None, progress=None,
                C_is_list: bool = False, run_info: dict | None = None, warm=None, splits=None,
@@ -149,6 +155,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     """
     data = source.data
     budget = resolve_memory_budget(memory_budget)
+    prefetch = resolve_prefetch(prefetch, getattr(source, "remote", False))
     # Ctrl-C is watched from the start: set-up starts a Dask cluster, whose callbacks
     # may swallow the KeyboardInterrupt. The stack closes in reverse: the commit in
     # progress first (it needs the beta writes and the executor), the backend last.

@@ -69,6 +69,23 @@ def _group(root: Location, rel: str | None, mode: str, **kwargs):
                            **kwargs)
 
 
+def _open_arrays(where: Location, names) -> dict:
+    """Open the arrays ``names`` of the group at ``where`` (an object store) concurrently,
+    through Zarr's asynchronous API: their metadata objects are requested at once."""
+    import asyncio
+
+    import zarr.api.asynchronous as za
+    from zarr.core.sync import sync
+
+    store = where.zarr_store(read_only=True)
+
+    async def open_all():
+        return await asyncio.gather(*(za.open_array(store=store, path=n, mode="r", zarr_format=3)
+                                      for n in names))
+
+    return {n: zarr.Array(a) for n, a in zip(names, sync(open_all()))}
+
+
 class ZarrBackend(ShardBackend):
     """Shards as Zarr v3 groups."""
 
@@ -123,8 +140,13 @@ class ZarrBackend(ShardBackend):
         sparse = "indices" in out
         names = [*out, "indptr"] if sparse else list(out)
         if arrays is None or any(name not in arrays for name in names):
-            group = _group(root, self.shard_relpath(i), "r")
-            arrays = {**(arrays or {}), **{name: group[name] for name in names}}
+            wanted = [n for n in names if n not in (arrays or {})]
+            if root.is_local:
+                group = _group(root, self.shard_relpath(i), "r")
+                opened = {name: group[name] for name in wanted}
+            else:  # every array's metadata in one round trip, not one per array after the group's
+                opened = _open_arrays(root.child(self.shard_relpath(i)), wanted)
+            arrays = {**(arrays or {}), **opened}
             if handles is not None:
                 handles[i] = arrays
         where = root.child(self.shard_relpath(i))
