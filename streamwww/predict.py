@@ -193,7 +193,7 @@ def _write_part(where, i: int, out: np.ndarray, classes: np.ndarray, scores: boo
 
 def _write_predictions_remote(model, store, where, *, scores: bool, format: str, overwrite: bool) -> str:
     """:func:`write_predictions` to an object store: parts at their final keys, the
-    ``predictions.json`` marker last (as a store's commit, io.store.RemoteStoreTransaction)."""
+    ``predictions.json`` marker last (as a store's commit, io._transaction.RemoteStoreTransaction)."""
     from streamwww.estimator import store_shards
     from streamwww.io.store import RemoteStoreTransaction
 

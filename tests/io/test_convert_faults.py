@@ -188,7 +188,7 @@ def after(n: int, real):
 def full_disk_cases():
     from zarr.storage import LocalStore
 
-    from streamwww.io import _staging, store
+    from streamwww.io import _staging, _transaction
 
     return {
         # pass 1: the staging area
@@ -199,7 +199,7 @@ def full_disk_cases():
         "parquet-shard": ("pyarrow.parquet", "write_table", lambda real: after(1, real),
                           {"format": "parquet"}),
         # the commit: fsync of the finished tree
-        "commit": (store, "fsync_tree", lambda real: enospc, {}),
+        "commit": (_transaction, "fsync_tree", lambda real: enospc, {}),
     }
 
 
