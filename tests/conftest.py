@@ -80,3 +80,34 @@ def s3_server():
     server = S3Server()
     yield server
     server.stop()
+
+
+def kill_after_commits(start, step, rng, tries: int, max_delay: float, on_kill=None):
+    """SIGKILL training subprocesses at random moments after they commit.
+
+    ``start()`` launches one (a ``subprocess.Popen``), ``step()`` reads the step of
+    the newest committed manifest (0: none). Each try waits until its process has
+    committed a checkpoint of its own (a cold Numba cache can take many seconds),
+    then kills it up to ``max_delay`` seconds later; a process that finishes first
+    ends the tries. ``on_kill(proc)`` runs after each kill. Returns
+    ``(kills, steps seen at the kills)``.
+    """
+    import signal
+    import time
+
+    kills, steps_seen = 0, set()
+    for _ in range(tries):
+        proc = start()
+        begin, deadline = step(), time.monotonic() + 180
+        while proc.poll() is None and step() <= begin and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, max_delay))
+        if proc.poll() is not None:
+            break
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        kills += 1
+        steps_seen.add(step())
+        if on_kill is not None:
+            on_kill(proc)
+    return kills, steps_seen

@@ -2,10 +2,8 @@
 
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from streamwww.checkpoint import (
 from streamwww.errors import CheckpointError
 from streamwww.io import write_store
 
-from .conftest import make_classification
+from .conftest import kill_after_commits, make_classification
 from .reference import W_from_beta
 from .train_worker import SETTINGS
 
@@ -116,22 +114,7 @@ def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path):
         except (FileNotFoundError, json.JSONDecodeError):
             return 0
 
-    kills = 0
-    steps_seen = set()
-    for _ in range(4):
-        proc = _run_worker(store, ck)
-        # Kill only once this process has committed a checkpoint of its own (a cold
-        # Numba cache can take many seconds), then at a random moment after it.
-        start, deadline = step(), time.monotonic() + 180
-        while proc.poll() is None and step() <= start and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(rng.uniform(0.0, 0.5))
-        if proc.poll() is not None:
-            break
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        kills += 1
-        steps_seen.add(step())
+    kills, steps_seen = kill_after_commits(lambda: _run_worker(store, ck), step, rng, tries=4, max_delay=0.5)
     assert kills >= 1
     proc = _run_worker(store, ck)
     out, err = proc.communicate(timeout=300)

@@ -7,7 +7,6 @@ server on loopback (tests/conftest.py, ``s3_server``).
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ from streamwww.errors import CheckpointError, StorageError
 from streamwww.io import open_store, write_store
 from streamwww.stream.betas import DiskBetas
 
-from .conftest import make_classification
+from .conftest import kill_after_commits, make_classification
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -333,21 +332,14 @@ def test_sigkill_against_s3_then_resume_is_bitwise(s3_server, s3_store, referenc
         except (FileNotFoundError, ValueError):
             return 0
 
-    kills, steps_seen = 0, set()
-    for _ in range(2):
-        proc = subprocess.Popen([sys.executable, "-c", _WORKER, s3_store[1], ck_url, json.dumps(SETTINGS)],
+    def start():
+        return subprocess.Popen([sys.executable, "-c", _WORKER, s3_store[1], ck_url, json.dumps(SETTINGS)],
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        start, deadline = step(), time.monotonic() + 180
-        while proc.poll() is None and step() <= start and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(rng.uniform(0.0, 0.4))
-        if proc.poll() is not None:
-            break
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
-        kills += 1
-        steps_seen.add(step())
-        assert json.loads(ck.child("LOCK").read_bytes())["pid"] == proc.pid  # left behind: goes stale
+
+    def lock_left_behind(proc):  # the killed run's LOCK stays: it goes stale (dead pid on this host)
+        assert json.loads(ck.child("LOCK").read_bytes())["pid"] == proc.pid
+
+    kills, steps_seen = kill_after_commits(start, step, rng, tries=2, max_delay=0.4, on_kill=lock_left_behind)
     assert kills >= 1 and steps_seen - {0}
     store = open_store(s3_store[1], s3_server.options)
     resumed = sw.resume(ck_url, store=store, storage_options=s3_server.options)
