@@ -150,7 +150,8 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         from storage once, and every later epoch and objective pass copies its
         shards from memory.  ``'auto'``: half the memory available when the run
         starts; ``0``: read every shard from storage every time (memory stays at a
-        few shards).  The model does not depend on it.  In-process runs only.
+        few shards).  The model does not depend on it.  On a cluster it is per
+        worker (``'auto'``: half the worker's Dask memory limit).
     """
     data, checkpoint_dir, model_out = _locate(data, checkpoint_dir, model_out, storage_options)
     if cv is not None:

@@ -242,3 +242,46 @@ def test_arrays_on_a_cluster(client, store):
     assert not np.array_equal(a[0].coef_, unweighted[0].coef_)
     with pytest.raises(ValueError, match="without a checkpoint directory"):
         sw.train((X, y), client=client, checkpoint_dir="never-made", **kw)
+
+
+def test_workers_keep_their_shards_for_the_run_then_release_them(client, store, tmp_path):
+    """memory_budget applies per worker: the same model with shards kept or streamed every
+    round, and after the run no worker holds a store."""
+    kept = sw.train(store, partitions=2, client=client, max_iter=4, **KW)
+    streamed = sw.train(store, partitions=2, client=client, max_iter=4, memory_budget=0, **KW)
+    for a, b in zip(kept, streamed):
+        assert np.array_equal(a.coef_, b.coef_)
+
+    def held():
+        from streamwww.engine import cocoa
+
+        return len(cocoa._STORES)
+
+    assert set(client.run(held).values()) == {0}
+    with pytest.raises(ValueError, match="memory_budget"):
+        sw.train(store, partitions=2, client=client, max_iter=1, memory_budget=-5, **KW)
+
+
+def test_a_worker_keeps_decoded_shards_within_its_budget(store, tmp_path):
+    from streamwww.engine import cocoa
+    from streamwww.engine.run import solver_config
+    from streamwww.estimator import WWClassifier
+
+    cfg = solver_config(WWClassifier(C=1.0, random_state=0, device="cpu").get_params(), [1.0], 0)
+
+    def spec(budget):
+        return cocoa.PartitionSpec(store=str(store.path), fingerprint=str(store.fingerprint),
+                                   shards=tuple(range(store.n_shards)), n_partitions=1, cfg=cfg,
+                                   beta_root=str(tmp_path / f"b{budget}"), class_weights=None, folds=None,
+                                   device="cpu", memory_budget=budget)
+
+    W = np.zeros((1, store.n_features + 1, len(store.classes)))
+    try:
+        cocoa.round_task(spec(10**8), W, 0, np.arange(1))
+        opened = next(iter(cocoa._STORES.values()))
+        assert opened.kept_bytes == sum(store.shard_nbytes(i) for i in range(store.n_shards))
+        cocoa.round_task(spec(0), W, 0, np.arange(1))
+        assert opened.kept_bytes == 0
+    finally:
+        cocoa.release_stores()
+    assert cocoa._STORES == {}

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from streamwww._params import AUTO_MEMORY_SHARE, resolve_memory_budget
 from streamwww.backends.select import get_backend
 from streamwww.engine import objective
 from streamwww.engine.config import ModelResult, SolverConfig
@@ -92,6 +93,7 @@ class PartitionSpec:
     class_weights: tuple[float, ...] | None
     folds: tuple[int, int] | None
     device: str
+    memory_budget: int | str = "auto"  # decoded shards a worker keeps between rounds (_worker_budget)
 
 
 _STORES: dict[tuple[object, str], object] = {}  # per worker process: opened stores
@@ -108,7 +110,32 @@ def _open(spec: PartitionSpec):
             raise ValueError(f"{spec.store}: the store on this worker has fingerprint {store.fingerprint}, "
                              f"the run's is {spec.fingerprint}; workers must see the same store")
         _STORES[key] = store
+    store.keep_decoded(_worker_budget(spec.memory_budget))
     return store
+
+
+def release_stores() -> None:
+    """Drop this process's opened stores and the shards they keep (run on every
+    worker when a cluster run ends)."""
+    for store in _STORES.values():
+        store.keep_decoded(0)
+    _STORES.clear()
+
+
+def _worker_budget(memory_budget) -> int:
+    """Bytes of decoded shards this worker process keeps between rounds (its partitions'
+    shards are read from storage in the first round only when they fit): ``"auto"`` is
+    half the Dask worker's memory limit (a LocalCluster gives each worker its share of
+    the machine), or the in-process rule without a limit; an int is per worker."""
+    if memory_budget != "auto":
+        return resolve_memory_budget(memory_budget)
+    try:
+        from distributed import get_worker
+
+        limit = get_worker().memory_manager.memory_limit
+    except (ImportError, ValueError, AttributeError):
+        limit = None
+    return int(AUTO_MEMORY_SHARE * limit) if limit else resolve_memory_budget("auto")
 
 
 class _Local:

@@ -304,7 +304,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                     inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
                     mix_shards: int = DEFAULTS["mix_shards"], beta_dir=None, checkpoint_dir=None,
                     callback=None, progress=None, splits=None, C_is_list: bool = False,
-                    run_info: dict | None = None) -> Fit:
+                    run_info: dict | None = None, memory_budget=DEFAULTS["memory_budget"]) -> Fit:
     """Train one model per ``Cs`` on a store by CoCoA+ rounds on a ``distributed.Client``
     (:mod:`streamwww.engine.cocoa`).
 
@@ -343,6 +343,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
             recorded = manifest["run"].get("partitions") if manifest is not None else None
             partitions = recorded or _worker_count(client, data.n_shards)
         parts = partition_shards(data.shard_rows, int(partitions), seed)
+        stack.callback(_release_worker_stores, client)
         if ckpt is not None:
             beta_dir = ckpt.path
         elif beta_dir is None:
@@ -380,7 +381,8 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                                n_partitions=len(parts), cfg=cfg,
                                beta_root=beta_dir if isinstance(beta_dir, Location) else str(beta_dir),
                                class_weights=None if cw is None else tuple(float(v) for v in cw),
-                               folds=data.folds, device=params["device"]) for p in parts]
+                               folds=data.folds, device=params["device"], memory_budget=memory_budget)
+                 for p in parts]
         logger.info("training on %d partitions of %s shards", len(parts), [len(p) for p in parts])
         with verbose_logging(int(params["verbose"])):
             store_parts = StoreParts(specs, betas.versions)
@@ -408,14 +410,26 @@ def fit_placed(source, params: dict, Cs, cluster: dict | None, **options) -> Fit
     """:func:`fit_source` in this process (``cluster`` None), or :func:`fit_distributed` on
     the cluster that ``cluster`` (:func:`cluster_options`) names: a user's client, a
     scheduler address, or a local cluster started for the fit, where the one-process
-    options (``checkpoint_every``, ``prefetch``, ``memory_budget``) do not apply."""
+    options (``checkpoint_every``, ``prefetch``) do not apply (``memory_budget`` is per
+    worker there)."""
     if cluster is None:
         return fit_source(source, params, Cs, **options)
     from streamwww.engine.cluster import connect
 
-    options = {k: v for k, v in options.items() if k not in ("checkpoint_every", "prefetch", "memory_budget")}
+    options = {k: v for k, v in options.items() if k not in ("checkpoint_every", "prefetch")}
     with connect(cluster["client"], cluster["workers"]) as client:
         return fit_distributed(source, params, Cs, client, partitions=cluster["partitions"], **options)
+
+
+def _release_worker_stores(client) -> None:
+    """The workers drop the stores (and the shards they keep) opened for the run: a
+    user's long-lived cluster must not hold them after it."""
+    from streamwww.engine.cocoa import release_stores
+
+    try:
+        client.run(release_stores)
+    except Exception as exc:  # a worker that died meanwhile took its memory with it
+        logger.debug("releasing the workers' stores: %s", exc)
 
 
 def _worker_count(client, most: int) -> int:
