@@ -1,9 +1,10 @@
 """Example 02 -- kill a training run with SIGKILL, resume it, get the same model.
 
 ``streamwww train STORE --checkpoint-dir DIR`` commits a checkpoint (W, every
-shard's beta version, the position in the epoch) at every epoch end and every
-``--checkpoint-every`` shards, atomically: a process killed at any instant
-leaves the previous checkpoint whole.  ``streamwww.resume(DIR)`` (or
+shard's beta version, the position in the epoch) at epoch ends and every
+``--checkpoint-every`` shards, at most once every ``--checkpoint-interval``
+seconds (default 60), atomically: a process killed at any instant leaves the
+previous checkpoint whole.  ``streamwww.resume(DIR)`` (or
 ``streamwww resume DIR``) continues with the recorded settings and ends with
 the model an uninterrupted run gives -- bitwise, because the row orders are a
 function of (seed, epoch, shard, pass) only.
@@ -63,7 +64,8 @@ def main() -> int:
         # 1. the command line, as you would type it (python -m streamwww.cli == streamwww)
         cmd = [sys.executable, "-m", "streamwww.cli", "train", str(store.path),
                "--C", str(C), "--tol", str(TOL), "--seed", str(SEED), "--checkpoint-dir", str(ckpt),
-               "--checkpoint-every", "4", "--model-out", str(work / "model.npz"), "-q"]
+               # a commit every 4 shards; by default at most one a minute, here every time (a short demo)
+               "--checkpoint-every", "4", "--checkpoint-interval", "0", "--model-out", str(work / "model.npz"), "-q"]
         print("$ streamwww " + shlex.join(cmd[3:]), flush=True)
         proc = subprocess.Popen(cmd)
 

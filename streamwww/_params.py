@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_params", "resolve_seed", "resolve_memory_budget", "resolve_prefetch", "DEFAULTS", "UNMIXED"]
+__all__ = ["check_params", "check_interval", "resolve_seed", "resolve_memory_budget", "resolve_prefetch", "DEFAULTS", "UNMIXED"]
 
 
 def _fail(owner: str, name: str, what: str, value) -> None:
@@ -77,6 +77,12 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
     return Cs
 
 
+def check_interval(value, owner: str = "train") -> float:
+    """``checkpoint_interval``: seconds, a float in [0, inf)."""
+    _real(owner, "checkpoint_interval", value, low=0.0, low_open=False)
+    return float(value)
+
+
 def resolve_seed(random_state) -> int:
     """A concrete non-negative integer seed for ``random_state`` (fresh entropy for None)."""
     if random_state is None:
@@ -94,6 +100,7 @@ DEFAULTS = {
     "inner_passes": 1,      # passes over a loaded shard group
     "eval_every": 1,        # epochs between objective passes
     "checkpoint_every": 0,  # shards between checkpoints within an epoch (0: epoch ends only)
+    "checkpoint_interval": 60.0,  # seconds at least between two checkpoints of a run (0: no minimum)
     "memory_budget": "auto",  # decoded shards kept in RAM between epochs (stores)
 }
 

@@ -18,6 +18,7 @@ from streamwww._location import Location, located
 from streamwww._params import (
     DEFAULTS,
     UNMIXED,
+    check_interval,
     check_params,
     resolve_memory_budget,
     resolve_prefetch,
@@ -61,7 +62,8 @@ def _build_models(template, fit, source, n_features_in, feature_names=None) -> l
 def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept: bool = True,
           intercept_scaling: float = 1.0, gap_decay: float | None = None, subproblem: str = "walrus",
           random_state=None, device: str = "auto", verbose: int = 0, checkpoint_dir=None,
-          checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int | str = DEFAULTS["prefetch"],
+          checkpoint_every: int = DEFAULTS["checkpoint_every"],
+          checkpoint_interval: float = DEFAULTS["checkpoint_interval"], prefetch: int | str = DEFAULTS["prefetch"],
           inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
           mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None,
           class_weight=None, sample_weight=None, cv=None, client=None, workers: int | None = None,
@@ -88,6 +90,13 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         continues from it.
     checkpoint_every : int, default=0
         Also checkpoint every this many shards within an epoch (0: at epoch ends only).
+    checkpoint_interval : float, default=60.0
+        At least this many seconds between two checkpoints (at epoch ends, or every
+        ``checkpoint_every`` shards), and always one at the end of the run: a run
+        killed (or stopped with Ctrl-C) resumes from at most this long ago, to the
+        same model.  ``0``: a checkpoint at every epoch end.  A store's ``beta``
+        that fits the memory budget stays in RAM and is written only by
+        checkpoints (docs/TRAINING.md).  Cluster runs commit after every round.
     prefetch : 'auto' or int, default='auto'
         Shards (and their ``beta``) loaded ahead in the background: ``'auto'``
         is 2, or 6 for a store on an object store (loads in flight together
@@ -160,6 +169,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
                          random_state=random_state, device=device, verbose=verbose, class_weight=class_weight,
                          sample_weight=sample_weight, model_out=model_out,
                          options=dict(checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+                                      checkpoint_interval=checkpoint_interval,
                                       prefetch=prefetch, inner_passes=inner_passes, eval_every=eval_every,
                                       mix_shards=mix_shards, callback=callback, progress=progress,
                                       client=client, workers=workers, partitions=partitions,
@@ -167,7 +177,8 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     models, fit = _train(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                          random_state=random_state, device=device, verbose=verbose,
-                         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every, prefetch=prefetch,
+                         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
+                         checkpoint_interval=checkpoint_interval, prefetch=prefetch,
                          inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
                          model_out=model_out, callback=callback, progress=progress,
                          class_weight=class_weight, sample_weight=sample_weight,
@@ -180,7 +191,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
 def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state,
            device, verbose, checkpoint_dir, checkpoint_every, prefetch, inner_passes, eval_every, mix_shards,
            model_out, callback, progress, class_weight=None, sample_weight=None, cluster=None,
-           memory_budget=DEFAULTS["memory_budget"]):
+           memory_budget=DEFAULTS["memory_budget"], checkpoint_interval=DEFAULTS["checkpoint_interval"]):
     """:func:`train` without the convergence warnings (its callers warn at the user's line);
     ``cluster`` (:func:`~streamwww.engine.run.cluster_options`): on a Dask cluster."""
     Cs = check_params("train", C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
@@ -193,6 +204,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 0:
         raise ValueError(f"The 'checkpoint_every' parameter of train must be an int in [0, inf). "
                          f"Got {checkpoint_every!r} instead.")
+    check_interval(checkpoint_interval, "train")
     template = WWClassifier(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                             intercept_scaling=intercept_scaling, gap_decay=gap_decay,
                             subproblem=subproblem, random_state=random_state, device=device,
@@ -203,7 +215,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     for out in outs:  # before any work: an unwritable model path found after a day's run loses it
         check_writable(out)
     fit = fit_placed(source, template.get_params(), Cs, cluster, checkpoint_dir=checkpoint_dir,
-                     checkpoint_every=checkpoint_every, prefetch=prefetch, inner_passes=inner_passes,
+                     checkpoint_every=checkpoint_every, checkpoint_interval=checkpoint_interval, prefetch=prefetch, inner_passes=inner_passes,
                      eval_every=eval_every, mix_shards=mix_shards, callback=callback, progress=progress,
                      C_is_list=many, memory_budget=memory_budget,
                      run_info={"model_out": located(model_out).url if model_out is not None else None})
@@ -301,6 +313,7 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
     out = None if out is None else located(out, storage_options)
     est = WWClassifierCV(Cs=run["cv_Cs"], cv=int(run["cv"]), refit=bool(run.get("refit", True)), **params)
     est.fit(store, checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
+            checkpoint_interval=_recorded_interval(run),
             prefetch=run["prefetch"], inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
             mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback, progress=progress,
             run_info={"model_out": None if out is None else out.url}, memory_budget=memory_budget,
@@ -308,6 +321,11 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
     if out is not None and hasattr(est, "best_estimator_"):
         save_model(est.best_estimator_, out)
     return est
+
+
+def _recorded_interval(run: dict) -> float:
+    """The run's ``checkpoint_interval``: a checkpoint written before it existed committed every epoch."""
+    return float(run.get("checkpoint_interval", 0.0))
 
 
 def model_paths(model_out, Cs, many: bool) -> list[Location]:
@@ -414,6 +432,7 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
     Cs = cfg["Cs"]
     models, fit = _train(store, C=Cs if manifest["run"].get("C_is_list", len(Cs) > 1) else Cs[0], **params,
                          checkpoint_dir=checkpoint_dir, checkpoint_every=manifest["run"]["checkpoint_every"],
+                         checkpoint_interval=_recorded_interval(manifest["run"]),
                          prefetch=manifest["run"]["prefetch"], inner_passes=cfg["inner_passes"],
                          eval_every=cfg["eval_every"], mix_shards=cfg.get("mix_shards", UNMIXED),
                          model_out=_located_or_none(_resumed_model_out(manifest["run"], model_out),

@@ -148,6 +148,9 @@ def register(sub) -> None:
                    help="compute device; auto uses a GPU when one is usable (default auto)")
     p.add_argument("--checkpoint-every", type=int, default=DEFAULTS["checkpoint_every"],
                    help="also checkpoint every N shards within an epoch (default: epoch ends only)")
+    p.add_argument("--checkpoint-interval", type=float, metavar="SECONDS", default=DEFAULTS["checkpoint_interval"],
+                   help="at least this many seconds between checkpoints, and one at the end; 0: every epoch "
+                        f"(default {DEFAULTS['checkpoint_interval']:g})")
     p.add_argument("--prefetch", type=_prefetch_arg, default=DEFAULTS["prefetch"],
                    help="shards loaded ahead: N, or auto (default: 2, or 6 for a store on an object store)")
     p.add_argument("--inner-passes", type=int, default=DEFAULTS["inner_passes"],
@@ -447,7 +450,8 @@ def run_train(args) -> int:
                           max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
                           fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
                           subproblem=args.subproblem, device=args.device, checkpoint_dir=args.checkpoint_dir,
-                          checkpoint_every=args.checkpoint_every, prefetch=args.prefetch,
+                          checkpoint_every=args.checkpoint_every, checkpoint_interval=args.checkpoint_interval,
+                          prefetch=args.prefetch,
                           inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
                           model_out=args.model_out, class_weight=class_weight, cv=args.cv,
                           client=args.scheduler, workers=args.workers, partitions=args.partitions,

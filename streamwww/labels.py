@@ -7,8 +7,6 @@ the store writers (numbers as float64, strings as ``str``).
 from __future__ import annotations
 
 import numpy as np
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import column_or_1d
 
 from streamwww.errors import DataFormatError
 
@@ -17,6 +15,11 @@ __all__ = ["classification_targets", "encode_labels", "format_label", "summarize
 
 def classification_targets(y) -> np.ndarray:
     """``y`` as 1-D labels under scikit-learn's rules for classifiers (not continuous)."""
+    # scikit-learn loads on first use: convert, info and predict of a store need it not
+    # (importing it took 0.5-0.8 s of every command's start-up)
+    from sklearn.utils.multiclass import check_classification_targets
+    from sklearn.utils.validation import column_or_1d
+
     y = column_or_1d(y, warn=True)
     check_classification_targets(y)
     return y

@@ -86,7 +86,7 @@ def test_ctrl_c_names_the_last_checkpoint(store, tmp_path):
     ck = tmp_path / "ck"
     proc = subprocess.Popen([sys.executable, "-m", "streamwww.cli", "train", str(store), "--checkpoint-dir",
                              str(ck), "--model-out", str(tmp_path / "m.npz"), "--max-iter", "100000",
-                             "--tol", "0", "--seed", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             "--tol", "0", "--seed", "1", "--checkpoint-interval", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             # Ctrl-C enabled even when this runner runs in the background (SIGINT ignored)
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120

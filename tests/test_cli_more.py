@@ -26,7 +26,8 @@ def run(tmp_path_factory):
     write_store(tmp / "test.zarr", X[450:], labels[450:], shard_rows=150,
                 classes=sw.open_store(tmp / "train.zarr").classes)
     rc = main(["train", str(tmp / "train.zarr"), "--C", "0.1,1", "--checkpoint-dir", str(tmp / "ck"),
-               "--model-out", str(tmp / "m.npz"), "--seed", "3", "--max-iter", "4", "--tol", "1e-9", "-q"])
+               "--model-out", str(tmp / "m.npz"), "--seed", "3", "--max-iter", "4", "--tol", "1e-9", "-q",
+               "--checkpoint-interval", "0"])  # a commit every epoch: a previous commit to inspect
     assert rc == 0
     return tmp, X, labels
 

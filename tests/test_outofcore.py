@@ -57,7 +57,7 @@ def test_sharded_store_trains_and_invariant_holds_on_disk(tmp_path, rng):
     X, y = _data(rng)
     write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
     ck = tmp_path / "ck"
-    m = sw.train(tmp_path / "s.zarr", C=0.05, random_state=1, tol=1e-3, checkpoint_dir=ck,
+    m = sw.train(tmp_path / "s.zarr", C=0.05, random_state=1, tol=1e-3, checkpoint_dir=ck, checkpoint_interval=0,
                  checkpoint_every=2, inner_passes=2)
     assert m.history_[-1]["rel_gap"] <= 1e-3 and m.score(X, y) > 0.8
     # W on disk equals sum_i x_i beta_i^T pi sigma_{y_i} for the beta versions the manifest names
@@ -134,7 +134,8 @@ def test_resume_in_process_after_interrupt_and_finished_run_unchanged(tmp_path, 
     kw = dict(C=0.7, random_state=3, max_iter=30, tol=1e-6)
     reference = sw.train(store, **kw)
     ck = tmp_path / "ck"
-    stopped = sw.train(store, checkpoint_dir=ck, checkpoint_every=2, callback=lambda info: info["epoch"] >= 7, **kw)
+    stopped = sw.train(store, checkpoint_dir=ck, checkpoint_interval=0, checkpoint_every=2,
+                       callback=lambda info: info["epoch"] >= 7, **kw)
     assert stopped.n_iter_ == 7
     # 'stopped' is a user decision: mark the run as running again by training with the same settings
     man = json.loads((ck / "manifest.json").read_text())
@@ -142,7 +143,7 @@ def test_resume_in_process_after_interrupt_and_finished_run_unchanged(tmp_path, 
     man["finished"] = False
     man["checksum"] = manifest_checksum(man)  # an edit the checksum does not accept unless re-sealed
     (ck / "manifest.json").write_text(json.dumps(man))
-    resumed = sw.train(store, checkpoint_dir=ck, checkpoint_every=2, **kw)
+    resumed = sw.train(store, checkpoint_dir=ck, checkpoint_interval=0, checkpoint_every=2, **kw)
     assert resumed.coef_.tobytes() == reference.coef_.tobytes() and resumed.n_iter_ == reference.n_iter_
     before = sorted(os.listdir(ck))
     again = sw.resume(ck)
@@ -226,10 +227,10 @@ def test_damaged_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, rng,
     kw = dict(C=1.0, random_state=0, tol=0.0)
     reference = sw.train(store, max_iter=5, **kw)
     ck = tmp_path / "ck"
-    sw.train(store, max_iter=3, checkpoint_dir=ck, **kw)
+    sw.train(store, max_iter=3, checkpoint_dir=ck, checkpoint_interval=0, **kw)
     _damage(ck, json.loads((ck / "manifest.json").read_text()), damage)
     with pytest.warns(CheckpointFallbackWarning, match="damaged.*resuming from the one before it"):
-        resumed = sw.train(store, max_iter=5, checkpoint_dir=ck, **kw)
+        resumed = sw.train(store, max_iter=5, checkpoint_dir=ck, checkpoint_interval=0, **kw)
     assert resumed.coef_.tobytes() == reference.coef_.tobytes()
     assert resumed.n_iter_ == 5 and list(ck.glob("manifest.damaged-*.json"))
 
@@ -240,13 +241,13 @@ def test_no_intact_checkpoint_is_a_clear_error(tmp_path, rng, damage):
     store = tmp_path / "s.zarr"
     write_store(store, X, y, shard_rows=200)
     ck = tmp_path / "ck"
-    sw.train(store, C=1.0, random_state=0, max_iter=2, checkpoint_dir=ck, tol=0.0)
+    sw.train(store, C=1.0, random_state=0, max_iter=2, checkpoint_dir=ck, checkpoint_interval=0, tol=0.0)
     latest = json.loads((ck / "manifest.json").read_text())
     previous = json.loads((ck / "manifest.prev.json").read_text())
     _damage(ck, previous, damage)
     _damage(ck, latest, damage)
     with pytest.raises(CheckpointError, match="no intact checkpoint left"):
-        sw.train(store, C=1.0, random_state=0, max_iter=4, checkpoint_dir=ck, tol=0.0)
+        sw.train(store, C=1.0, random_state=0, max_iter=4, checkpoint_dir=ck, checkpoint_interval=0, tol=0.0)
 
 
 def test_model_file_round_trip(tmp_path, rng):
@@ -275,7 +276,7 @@ def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mi
     from streamwww.engine.driver import run_bcd
     from streamwww.engine.order import shard_order
     from streamwww.stream.betas import DiskBetas, InMemoryBetas
-    from streamwww.stream.feed import DaskExecutor, DaskFeed, SyncFeed
+    from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
     from streamwww.stream.sources import StoreData
 
     X, y = _data(rng, sparse=True)
@@ -287,9 +288,9 @@ def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mi
     backend = get_backend("cpu")
     sync_betas = InMemoryBetas(2, data.shard_rows, data.n_classes)
     ref = run_bcd(data, sync_betas, cfg, backend, feed=SyncFeed(data, sync_betas, cfg.bias))
-    with DaskExecutor(n_threads=threads) as ex:
+    with LoaderPool(n_threads=threads) as ex:
         betas = DiskBetas(tmp_path / "b", 2, data.shard_rows, data.n_classes, executor=ex, max_pending=prefetch)
-        feed = DaskFeed(data, betas, cfg.bias, ex, prefetch)
+        feed = PrefetchFeed(data, betas, cfg.bias, ex, prefetch)
         got = run_bcd(data, betas, cfg, backend, feed=feed)
         betas.flush()
     for r, g in zip(ref, got):
@@ -313,7 +314,8 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
         (root,) = scratch.glob("streamwww-beta-*/beta.zarr")
         counts.append(len([p for p in root.iterdir() if p.name.startswith("s")]))
 
-    sw.train(tmp_path / "s.zarr", C=0.05, random_state=1, tol=0.0, max_iter=6, callback=cb, prefetch=2)
+    sw.train(tmp_path / "s.zarr", C=0.05, random_state=1, tol=0.0, max_iter=6, callback=cb, prefetch=2,
+             memory_budget=0)  # beta written every epoch (it would fit in memory)
     n_shards = 6
     assert len(counts) == 6
     # one version per shard, plus at most the writes still in flight (prefetch = 2)
@@ -327,7 +329,7 @@ def test_a_beta_being_written_is_read_from_memory(tmp_path, monkeypatch):
     import threading
 
     from streamwww.stream.betas import DiskBetas
-    from streamwww.stream.feed import DaskExecutor
+    from streamwww.stream.feed import LoaderPool
 
     release = threading.Event()
     orig = DiskBetas._write
@@ -338,7 +340,7 @@ def test_a_beta_being_written_is_read_from_memory(tmp_path, monkeypatch):
 
     monkeypatch.setattr(DiskBetas, "_write", slow_write)
     rng = np.random.default_rng(0)
-    with DaskExecutor(n_threads=2) as ex:
+    with LoaderPool(n_threads=2) as ex:
         betas = DiskBetas(tmp_path, 2, [5, 3], 4, executor=ex, keep_superseded=False)
         b0, b1 = rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 3, 3))
         betas.put_group([(0, b0), (1, b1)])
@@ -362,7 +364,7 @@ def test_checkpointed_betas_are_fsynced_in_the_background(tmp_path, monkeypatch)
     import threading
 
     from streamwww.stream import betas as C
-    from streamwww.stream.feed import DaskExecutor
+    from streamwww.stream.feed import LoaderPool
 
     calls = []
     real = C.fsync_tree
@@ -373,7 +375,7 @@ def test_checkpointed_betas_are_fsynced_in_the_background(tmp_path, monkeypatch)
 
     monkeypatch.setattr(C, "fsync_tree", spy)
     rng = np.random.default_rng(1)
-    with DaskExecutor(n_threads=1) as ex:
+    with LoaderPool(n_threads=1) as ex:
         betas = C.DiskBetas(tmp_path, 1, [4, 4], 3, executor=ex, durable=True)
         betas.put_group([(0, rng.normal(size=(1, 4, 2))), (1, rng.normal(size=(1, 4, 2)))])
         betas.put_group([(0, rng.normal(size=(1, 4, 2)))])  # version 1 of shard 0 is superseded
@@ -470,7 +472,7 @@ def test_a_failed_background_commit_stops_training_and_the_last_commit_resumes(t
     monkeypatch.setattr(C.CheckpointDir, "_commit", fail_third)
     ck = tmp_path / "ck"
     with pytest.raises(OSError, match="No space left"):
-        sw.train(store, checkpoint_dir=ck, **kw)
+        sw.train(store, checkpoint_dir=ck, checkpoint_interval=0, **kw)
     man = json.loads((ck / "manifest.json").read_text())
     assert man["step"] == 2 and man["cursor"]["epoch"] == 2 and not man["finished"]
     monkeypatch.setattr(C.CheckpointDir, "_commit", real)
@@ -484,7 +486,7 @@ def test_sums_follow_versions_when_writes_finish_out_of_order(tmp_path, monkeypa
     import threading
 
     from streamwww.stream import betas as C
-    from streamwww.stream.feed import DaskExecutor
+    from streamwww.stream.feed import LoaderPool
 
     second_done = threading.Event()
     real = C.DiskBetas._store
@@ -499,7 +501,7 @@ def test_sums_follow_versions_when_writes_finish_out_of_order(tmp_path, monkeypa
     monkeypatch.setattr(C.DiskBetas, "_store", store)
     rng = np.random.default_rng(4)
     b1, b2 = rng.normal(size=(2, 1, 5, 2))
-    with DaskExecutor(n_threads=2) as ex:
+    with LoaderPool(n_threads=2) as ex:
         betas = C.DiskBetas(tmp_path, 1, [5], 3, executor=ex, max_pending=4)
         betas.put(0, b1)
         betas.put(0, b2)
@@ -518,7 +520,7 @@ def test_superseded_versions_are_deleted_whichever_write_finishes_last(tmp_path,
     import threading
 
     from streamwww.stream import betas as C
-    from streamwww.stream.feed import DaskExecutor
+    from streamwww.stream.feed import LoaderPool
 
     first, last = (1, 2) if older_first else (2, 1)
     first_done = threading.Event()
@@ -534,7 +536,7 @@ def test_superseded_versions_are_deleted_whichever_write_finishes_last(tmp_path,
     monkeypatch.setattr(C.DiskBetas, "_write", write)
     rng = np.random.default_rng(5)
     b1, b2 = rng.normal(size=(2, 1, 5, 2))
-    with DaskExecutor(n_threads=2) as ex:
+    with LoaderPool(n_threads=2) as ex:
         betas = C.DiskBetas(tmp_path, 1, [5], 3, executor=ex, max_pending=4, keep_superseded=False)
         betas.put(0, b1)
         betas.put(0, b2)
@@ -596,7 +598,7 @@ def test_resume_writes_the_model_train_was_asked_for(tmp_path, rng):
         def interrupt(info):
             if info["epoch"] == 2:
                 raise KeyboardInterrupt
-        sw.train(store, max_iter=4, checkpoint_dir=ck, model_out=out, callback=interrupt, **kw)
+        sw.train(store, max_iter=4, checkpoint_dir=ck, checkpoint_interval=0, model_out=out, callback=interrupt, **kw)
     assert not out.exists()
     with pytest.warns(ConvergenceWarning):
         resumed = sw.resume(ck)
@@ -656,7 +658,7 @@ def test_a_full_disk_during_a_checkpoint_is_one_error_and_the_previous_checkpoin
     monkeypatch.setattr(target, name, full)
     ck = tmp_path / "ck"
     with pytest.raises(CheckpointError, match="No space left on device"):
-        sw.train(store, checkpoint_dir=ck, **kw)
+        sw.train(store, checkpoint_dir=ck, checkpoint_interval=0, **kw)
     monkeypatch.setattr(target, name, real)
     assert not list(ck.glob("*.tmp"))
     with pytest.warns(ConvergenceWarning):

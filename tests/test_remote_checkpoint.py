@@ -279,7 +279,8 @@ def test_model_file_on_an_object_store(rng):
 
 
 # ---------------------------------------------------------------------------- S3 (moto)
-SETTINGS = dict(C=[0.5, 4.0], tol=1e-6, max_iter=12, random_state=11, checkpoint_every=1, prefetch=2)
+SETTINGS = dict(C=[0.5, 4.0], tol=1e-6, max_iter=12, random_state=11, checkpoint_every=1, prefetch=2,
+                checkpoint_interval=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -379,7 +380,7 @@ def test_damaged_objects_on_s3_fall_back_as_on_disk(s3_server, s3_store, damage)
     kw = dict(C=1.0, random_state=0, tol=0.0)
     reference = sw.train(s3_store[0], max_iter=5, **kw)
     ck = location(s3_server.url("ckpt"), s3_server.options)
-    sw.train(store, max_iter=3, checkpoint_dir=ck, **kw)
+    sw.train(store, max_iter=3, checkpoint_dir=ck, checkpoint_interval=0, **kw)
     man = json.loads(ck.child(MANIFEST).read_bytes())
     fs = s3_server.filesystem()
     if damage == "W-flip":
@@ -394,14 +395,14 @@ def test_damaged_objects_on_s3_fall_back_as_on_disk(s3_server, s3_store, damage)
         raw[len(raw) // 2] ^= 0x01
         fs.pipe_file(target.path, bytes(raw))
     with pytest.warns(CheckpointFallbackWarning, match="damaged.*resuming from the one before it"):
-        resumed = sw.train(store, max_iter=5, checkpoint_dir=ck, **kw)
+        resumed = sw.train(store, max_iter=5, checkpoint_dir=ck, checkpoint_interval=0, **kw)
     assert resumed.coef_.tobytes() == reference.coef_.tobytes() and resumed.n_iter_ == 5
     assert [n for n in ck.listdir() if n.startswith("manifest.damaged-")]
     # both kept commits damaged: the same clear error as on disk
     for name in (MANIFEST, PREVIOUS):
         fs.rm(ck.child(json.loads(ck.child(name).read_bytes())["W"]).path)
     with pytest.raises(CheckpointError, match="no intact checkpoint left"):
-        sw.train(store, max_iter=6, checkpoint_dir=ck, **kw)
+        sw.train(store, max_iter=6, checkpoint_dir=ck, checkpoint_interval=0, **kw)
 
 
 def test_model_and_checkpoint_on_s3_record_no_credentials(s3_server, s3_store, tmp_path):

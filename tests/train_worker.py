@@ -1,6 +1,9 @@
 """Subprocess entry for the kill-and-resume tests: train a store with checkpoints.
 
-    python tests/train_worker.py STORE CHECKPOINT_DIR
+    python tests/train_worker.py STORE CHECKPOINT_DIR [CHECKPOINT_INTERVAL]
+
+A checkpoint at every shard by default (interval 0); an interval in seconds
+commits less often, which must not change the model either.
 """
 
 import sys
@@ -8,9 +11,13 @@ import warnings
 
 import streamwww as sw
 
-SETTINGS = dict(C=[0.5, 4.0], tol=1e-6, max_iter=25, random_state=11, checkpoint_every=1, prefetch=2)
+SETTINGS = dict(C=[0.5, 4.0], tol=1e-6, max_iter=25, random_state=11, checkpoint_every=1, prefetch=2,
+                checkpoint_interval=0.0)
 
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
-    sw.train(sys.argv[1], checkpoint_dir=sys.argv[2], **SETTINGS)
+    settings = dict(SETTINGS)
+    if len(sys.argv) > 3:
+        settings["checkpoint_interval"] = float(sys.argv[3])
+    sw.train(sys.argv[1], checkpoint_dir=sys.argv[2], **settings)
     print("finished", flush=True)

@@ -41,9 +41,10 @@ class Hooks:
 
     checkpoint : callable
         ``checkpoint(W_host, cursor, results)`` every ``checkpoint_every`` shards
-        within an epoch and after every epoch.  It must capture the state before
-        returning (``W`` and ``results`` change afterwards) and may make it
-        durable in the background.
+        within an epoch and after every epoch, but at most once every
+        ``checkpoint_interval`` seconds (0: every time).  It must capture the state
+        before returning (``W`` and ``results`` change afterwards) and may make it
+        durable in the background.  The run's last commit is the caller's.
     callback : callable
         Called after each evaluated epoch with a dict (epoch, time, and per-model
         primal, dual, rel_gap lists, ``weights(j)``: the current ``(coef,
@@ -58,9 +59,22 @@ class Hooks:
 
     checkpoint: Callable[[np.ndarray, Cursor, list[ModelResult]], None] | None = None
     checkpoint_every: int = 0
+    checkpoint_interval: float = 0.0
     callback: Callable[[dict[str, Any]], Any] | None = None
     progress: Callable[[int, int, int, int], None] | None = None
     interrupted: threading.Event | None = None
+
+    def __post_init__(self) -> None:
+        self._last_commit = time.monotonic()
+
+    def commit_due(self) -> bool:
+        """Is a checkpoint hook set, and has ``checkpoint_interval`` passed since the last commit?"""
+        return self.checkpoint is not None and \
+            time.monotonic() - self._last_commit >= self.checkpoint_interval
+
+    def commit(self, W_host, cur: Cursor, results: list[ModelResult]) -> None:
+        self.checkpoint(W_host, cur, results)
+        self._last_commit = time.monotonic()
 
     def check_interrupt(self) -> None:
         if self.interrupted is not None and self.interrupted.is_set():
@@ -69,8 +83,8 @@ class Hooks:
     def checkpoint_due(self, before: int, after: int, n_shards: int) -> bool:
         """Did the position cross a multiple of ``checkpoint_every`` (epoch ends excluded)?"""
         every = self.checkpoint_every
-        return (self.checkpoint is not None and every > 0 and after // every > before // every
-                and after < n_shards)
+        return (every > 0 and after // every > before // every and after < n_shards
+                and self.commit_due())
 
 
 def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=None,
@@ -87,7 +101,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         Per-shard dual variables: ``get``, ``put_group``, ``sums``.
     cfg : SolverConfig
     backend : Backend
-    feed : SyncFeed or DaskFeed, optional
+    feed : SyncFeed or PrefetchFeed, optional
         Delivers shard groups (and their ``beta``) in order; default: synchronous reads.
     W0, cursor, results : optional
         State to continue from (a resumed checkpoint); default: a fresh start.
@@ -134,7 +148,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                 hooks.progress(cur.epoch + 1, cur.pos, data.n_shards, n_rows)
             if hooks.checkpoint_due(before, cur.pos, data.n_shards):
                 cur.train_time += time.perf_counter() - t0  # the commit's capture is not training
-                hooks.checkpoint(backend.to_host(W), cur, results)
+                hooks.commit(backend.to_host(W), cur, results)
                 t0 = time.perf_counter()
         epoch_time = time.perf_counter() - t0
         cur.train_time += epoch_time
@@ -146,8 +160,8 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
                                wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
                                then=plan.next_groups(cur.epoch))
-        if hooks.checkpoint is not None:
-            hooks.checkpoint(backend.to_host(W), cur, results)
+        if active.size and cur.epoch < cfg.max_iter and hooks.commit_due():  # (the caller commits the end)
+            hooks.commit(backend.to_host(W), cur, results)
 
     Wh = backend.to_host(W)
     for i, res in enumerate(results):

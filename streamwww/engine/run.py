@@ -39,7 +39,7 @@ from streamwww.engine.config import (
 from streamwww.engine.driver import Hooks, run_bcd
 from streamwww.errors import CheckpointError
 from streamwww.stream.betas import DiskBetas, InMemoryBetas
-from streamwww.stream.feed import DaskExecutor, DaskFeed, SyncFeed
+from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
 
 logger = logging.getLogger(__name__)
 
@@ -95,8 +95,8 @@ class CtrlC:
     usual ``KeyboardInterrupt``.
 
     Python raises ``KeyboardInterrupt`` in whatever the main thread runs at that
-    instant, which may be a ``distributed`` callback that swallows it (seen once
-    in twelve tries); the event makes the driver raise it again at the next group.
+    instant, which may be a library callback that swallows it (a ``distributed``
+    one did, once in twelve tries); the event makes the driver raise it again at the next group.
     The previous handler is restored on exit.  Off the main thread, or when
     SIGINT is not at its default handler, nothing is installed.
     """
@@ -119,7 +119,7 @@ class CtrlC:
 
 
 def loader_threads(prefetch: int, remote: bool = False) -> int:
-    """Dask worker threads for loads and writes: up to ``prefetch + 1``, leaving one
+    """Loader threads for loads and writes: up to ``prefetch + 1``, leaving one
     core to the training thread. On 2 cores that is one thread: tasks then run one
     at a time in submission order, so a load never shares the loader's core with
     a beta write (measured: a concurrent load took 40-90 ms instead of 25-35).
@@ -136,7 +136,8 @@ def loader_threads(prefetch: int, remote: bool = False) -> int:
 
 
 def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
-               checkpoint_every: int = DEFAULTS["checkpoint_every"], prefetch: int | str = DEFAULTS["prefetch"],
+               checkpoint_every: int = DEFAULTS["checkpoint_every"],
+               checkpoint_interval: float = DEFAULTS["checkpoint_interval"], prefetch: int | str = DEFAULTS["prefetch"],
                inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
                mix_shards: int = DEFAULTS["mix_shards"], callback=None, progress=None,
                C_is_list: bool = False, run_info: dict | None = None, warm=None, splits=None,
@@ -156,13 +157,14 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     data = source.data
     budget = resolve_memory_budget(memory_budget)
     prefetch = resolve_prefetch(prefetch, getattr(source, "remote", False))
-    # Ctrl-C is watched from the start: set-up starts a Dask cluster, whose callbacks
+    # Ctrl-C is watched from the start: a library callback running at that instant
     # may swallow the KeyboardInterrupt. The stack closes in reverse: the commit in
     # progress first (it needs the beta writes and the executor), the backend last.
     with CtrlC() as interrupted, ExitStack() as stack:
         backend = get_backend(params["device"])
         stack.callback(backend.close)
-        _keep_store(stack, source, budget)
+        resident = _resident_betas(source, len(Cs), budget)
+        _keep_store(stack, source, budget - _beta_bytes(data, len(Cs)) if resident else budget)
         ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
@@ -172,7 +174,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
         betas, feed = _open_stream(stack, source, cfg, ckpt, manifest, prefetch,
-                                   initial=None if warm is None else [warm[1]])
+                                   initial=None if warm is None else [warm[1]], resident=resident)
         cursor, start = _resume_state(ckpt, manifest, W0, cfg, data)
         if warm is not None:
             if ckpt is not None or source.streamed:
@@ -182,12 +184,14 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         if ckpt is not None:
             stack.callback(ckpt.drain)
             header = _header(cfg, params, source, fingerprint, {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
+                                                                "checkpoint_interval": float(checkpoint_interval),
                                                                 "C_is_list": bool(C_is_list), **(run_info or {})})
             commit = _committer(ckpt, betas, header, step=int(manifest["step"]) if manifest else 0)
 
         with verbose_logging(int(params["verbose"])):
             results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor,
                               hooks=Hooks(checkpoint=commit, checkpoint_every=checkpoint_every,
+                                          checkpoint_interval=float(checkpoint_interval),
                                           callback=callback, progress=progress, interrupted=interrupted),
                               **start)
         if commit is not None:
@@ -199,6 +203,24 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         raise KeyboardInterrupt
     return Fit(results, cfg, seed, beta=betas.get(0) if isinstance(betas, InMemoryBetas) else None,
                device=backend.name)
+
+
+def _beta_bytes(data, n_models: int) -> int:
+    return 8 * int(n_models) * int(data.n_rows) * max(1, int(data.n_classes) - 1)
+
+
+def _resident_betas(source, n_models: int, budget: int) -> bool:
+    """Whether a store's ``beta`` stays in RAM for the run (written only by checkpoint
+    commits): when twice its size (the current versions, and those a commit in
+    progress writes) fits the memory budget. It comes before the store's shards in
+    the budget: ``beta`` is written every epoch, the shards only read."""
+    if not source.streamed:
+        return False
+    need = _beta_bytes(source.data, n_models)
+    resident = 2 * need <= budget
+    logger.info("beta (%.1f MiB) %s", need / 2**20,
+                "kept in memory, written at checkpoints" if resident else "written to disk every epoch")
+    return resident
 
 
 def _keep_store(stack: ExitStack, source, budget: int) -> None:
@@ -246,14 +268,15 @@ def _open_checkpoint(stack: ExitStack, checkpoint_dir, data):
     return ckpt, manifest, W0
 
 
-def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, prefetch: int, initial=None):
+def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, prefetch: int, initial=None,
+                 resident: bool = False):
     """``beta`` storage and the feed: in RAM and synchronous for arrays without a
-    checkpoint; on disk (the checkpoint's, or a scratch directory) with a Dask
-    prefetching feed for stores."""
+    checkpoint; on disk (the checkpoint's, or a scratch directory) with a
+    prefetching feed (loader threads) for stores."""
     data = source.data
     executor = None
     if source.streamed:
-        executor = DaskExecutor(n_threads=loader_threads(prefetch, getattr(source, "remote", False)))
+        executor = LoaderPool(n_threads=loader_threads(prefetch, getattr(source, "remote", False)))
         stack.callback(executor.close)
     if ckpt is None and not source.streamed:
         betas = InMemoryBetas(len(cfg.Cs), data.shard_rows, data.n_classes, initial=initial)
@@ -267,9 +290,10 @@ def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, pr
                           sums=(manifest["beta"]["sums"] if manifest else None),
                           max_pending=max(1, prefetch), keep_superseded=ckpt is not None,
                           durable=ckpt is not None,
-                          previous_versions=ckpt.previous_versions if ckpt is not None else None)
+                          previous_versions=ckpt.previous_versions if ckpt is not None else None,
+                          resident=resident)
         stack.callback(betas.close)
-    feed = DaskFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
+    feed = PrefetchFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
     return betas, feed
 
 
@@ -410,13 +434,13 @@ def fit_placed(source, params: dict, Cs, cluster: dict | None, **options) -> Fit
     """:func:`fit_source` in this process (``cluster`` None), or :func:`fit_distributed` on
     the cluster that ``cluster`` (:func:`cluster_options`) names: a user's client, a
     scheduler address, or a local cluster started for the fit, where the one-process
-    options (``checkpoint_every``, ``prefetch``) do not apply (``memory_budget`` is per
+    options (``checkpoint_every``, ``checkpoint_interval``, ``prefetch``) do not apply (``memory_budget`` is per
     worker there)."""
     if cluster is None:
         return fit_source(source, params, Cs, **options)
     from streamwww.engine.cluster import connect
 
-    options = {k: v for k, v in options.items() if k not in ("checkpoint_every", "prefetch")}
+    options = {k: v for k, v in options.items() if k not in ("checkpoint_every", "checkpoint_interval", "prefetch")}
     with connect(cluster["client"], cluster["workers"]) as client:
         return fit_distributed(source, params, Cs, client, partitions=cluster["partitions"], **options)
 

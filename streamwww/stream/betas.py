@@ -82,7 +82,10 @@ class DiskBetas:
     """Per-shard dual variables in Zarr v3 arrays under ``<checkpoint>/beta.zarr``.
 
     Version 0 of every shard is implicit (all zeros).  ``put`` writes a new
-    version, in the background when an executor (:class:`streamwww.stream.feed.DaskExecutor`) is given.
+    version, in the background when an executor (:class:`streamwww.stream.feed.LoaderPool`) is given.
+    With ``resident=True`` (the run's betas fit its memory budget) the current
+    versions stay in RAM and only those a commit names are written, by the
+    commit (:meth:`end_commit`): training between commits does no ``beta`` I/O.
     ``root`` is a local directory, or a URL or :class:`~streamwww._location.Location`
     on an object store (picklable: cluster tasks get it as it is).
     """
@@ -90,7 +93,7 @@ class DiskBetas:
     def __init__(self, root, n_models: int, shard_rows, n_classes: int, executor=None,
                  versions: dict[int, int] | None = None, sums=None, max_pending: int = 2,
                  keep_superseded: bool = True, durable: bool = False,
-                 previous_versions: dict[int, int] | None = None):
+                 previous_versions: dict[int, int] | None = None, resident: bool = False):
         import zarr
 
         self.location = location(root).child("beta.zarr")
@@ -149,6 +152,11 @@ class DiskBetas:
 
             self._syncer = ThreadPoolExecutor(1, thread_name_prefix="streamwww-fsync")
         self._syncs: dict[tuple[int, int], Any] = {}
+        # resident: shard -> [version, beta, its per-model sum or None] of the current
+        # version, and the shards whose current version is not on disk yet
+        self.resident = bool(resident)
+        self._ram: dict[int, list] = {}
+        self._unwritten: set[int] = set()
 
     def read(self, s: int, v: int, out: np.ndarray | None = None) -> np.ndarray:
         """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros), into ``out`` if given
@@ -165,7 +173,8 @@ class DiskBetas:
             # A version still waiting for (or in) its background write is read from
             # memory: no wait for the write, no disk read. A version not in the
             # outbox has been written completely (the entry leaves after the write).
-            pending = self._outbox.get((s, v))
+            ram = self._ram.get(s)
+            pending = ram[1] if ram is not None and ram[0] == v else self._outbox.get((s, v))
             if pending is not None:
                 out[...] = pending
                 return out
@@ -346,6 +355,13 @@ class DiskBetas:
     def put_group(self, items) -> None:
         """Store new versions of several shards' ``beta``: ``items`` of ``(shard, beta)``,
         written by one background task (one scheduler round trip per group)."""
+        if self.resident:
+            with self._lock:
+                for s, beta in items:
+                    self.versions[s] += 1
+                    self._ram[s] = [self.versions[s], beta, None]
+                    self._unwritten.add(s)
+            return
         keys = []
         for s, beta in items:
             v = self.versions[s] + 1
@@ -363,10 +379,7 @@ class DiskBetas:
         while sum(map(len, self._pending.values())) >= max(self.max_pending, len(keys)):
             self._settle([next(iter(self._pending))])
             self._reap()
-        # beta travels through an outbox, not as a task argument: distributed keeps
-        # recent task events (with their arguments) in a log, which held every
-        # beta array of a run in memory (7.6 MB per shard, measured). Readers
-        # of (s, v) take it from the outbox until its write is complete.
+        # Readers of (s, v) take it from the outbox until its write is complete.
         with self._lock:
             for key, (_, beta) in zip(keys, items):
                 self._outbox[key] = beta
@@ -404,6 +417,13 @@ class DiskBetas:
 
     def sums(self, s: int, models: np.ndarray) -> np.ndarray:
         """``sum(beta)`` of shard ``s``'s current version for each listed model."""
+        if self.resident:
+            ram = self._ram.get(s)
+            if ram is not None and ram[0] == self.versions[s]:
+                if ram[2] is None:  # as _store computes it, from the array that was put
+                    ram[2] = ram[1].sum(axis=(1, 2))
+                return ram[2][models]
+            return self._durable_sums[s][models]
         self._settle([s])  # the background write computes the sum
         with self._lock:
             got = self._version_sums[s].get(self.versions[s])
@@ -416,6 +436,12 @@ class DiskBetas:
         wait for; :meth:`end_commit` completes it, on any thread, while new
         versions are put.
         """
+        if self.resident:  # the current versions not on disk yet, written by end_commit
+            with self._lock:
+                keys = sorted((s, self.versions[s]) for s in self._unwritten)
+                self._unwritten = set()
+                arrays = {(s, v): self._ram[s] for s, v in keys}
+            return BetaCommit(dict(self.versions), keys, [], arrays)
         keys = sorted(self._dirty)
         self._dirty = set()
         shards = {s for s, _ in keys}
@@ -426,6 +452,11 @@ class DiskBetas:
         """Wait for the writes of ``plan``, fsync the versions it names; return the manifest's
         ``beta`` entry (versions and sums)."""
         _wait(plan.futures)
+        for (s, v), ram in (plan.arrays or {}).items():  # resident: written now, by the commit
+            total = ram[2] if ram[2] is not None else ram[1].sum(axis=(1, 2))
+            with self._lock:
+                self._version_sums[s][v] = total
+            self._write(s, v, ram[1])
         with self._lock:
             syncs = {key: self._syncs.pop(key) for key in plan.keys if key in self._syncs}
         for s, v in plan.keys:
@@ -466,6 +497,10 @@ class DiskBetas:
     def drop_superseded(self, plan: "BetaCommit") -> None:
         """Delete the versions that ``plan``'s (now committed) versions superseded, except
         the ones of the commit before it, which stay as the fallback."""
+        if self.resident:  # only committed versions were written: the one before the fallback goes
+            self._remove([(s, v) for s, v in sorted(self._previous.items())
+                          if v > 0 and v != self._committed[s] and v != plan.versions[s]])
+            return
         self._remove([(s, v) for s in sorted({s for s, _ in plan.keys})
                       for v in range(max(1, self._previous[s]), plan.versions[s]) if v != self._committed[s]])
 
@@ -475,18 +510,18 @@ class DiskBetas:
 
 
 def _wait(futures) -> None:
-    """Wait for background writes, re-raising a failure. ``result()`` costs a scheduler
-    round trip: it is called only to wait or to re-raise."""
+    """Wait for background writes, re-raising a failure."""
     for fut in futures:
-        if not fut.done() or fut.status != "finished":
-            fut.result()
+        fut.result()
 
 
 @dataclass(frozen=True)
 class BetaCommit:
     """A commit of :class:`DiskBetas` in progress: every shard's version, and the
-    versions written since the last commit (``keys``) with their write futures."""
+    versions written since the last commit (``keys``) with their write futures (or,
+    for resident betas, the arrays to write)."""
 
     versions: dict[int, int]
     keys: list[tuple[int, int]]
     futures: list[Any]
+    arrays: dict[tuple[int, int], list] | None = None  # resident: what end_commit writes

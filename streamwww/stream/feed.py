@@ -1,114 +1,60 @@
 """Shard feeds: the shards of an epoch, each with its ``beta``, in order.
 
-``SyncFeed`` reads in the calling thread (in-memory data).  ``DaskFeed`` keeps
-``prefetch`` shards (and their ``beta``) loading on an in-process Dask client
-while the current shard trains, so I/O hides behind compute and memory stays
-bounded by about ``prefetch + 2`` shards.
+``SyncFeed`` reads in the calling thread (in-memory data).  ``PrefetchFeed`` keeps
+``prefetch`` shards (and their ``beta``) loading on a :class:`LoaderPool` while
+the current shard trains, so I/O hides behind compute and memory stays bounded
+by about ``prefetch + 2`` shards.
 
-Dask serializes task arguments; open stores hold locks and cannot be pickled,
-so tasks name in-process objects by a token (the worker runs in this process,
-``processes=False``) and NumPy arrays travel zero-copy.
+The loads of a one-process run go to a ``concurrent.futures`` thread pool, not to
+Dask: an in-process ``distributed`` cluster (``LocalCluster(processes=False)``,
+what this module used before) costs 0.3 s to start and about 10 ms per task
+round trip (submit, scheduler, worker thread, result), measured against 25 us
+for the same call on a thread pool; with one small shard that round trip, paid
+for every load, objective pass and ``beta`` write, was most of an epoch
+(docs/benchmarks.md, "Fixed cost per epoch").  The loads are plain calls on
+objects of this process (no serialization, no scheduling decision to make),
+which is exactly what ``concurrent.futures`` does.  Runs on a cluster use the
+user's ``distributed.Client`` (:mod:`streamwww.engine.cocoa`).
 """
 
 from __future__ import annotations
 
 import logging
-import warnings
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator
 
 from streamwww.stream.betas import stack_rows
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["DaskExecutor", "SyncFeed", "DaskFeed"]
-
-_OBJECTS: dict[int, Any] = {}
+__all__ = ["LoaderPool", "SyncFeed", "PrefetchFeed"]
 
 
-def _call(token: int, method: str, *args):
-    return getattr(_OBJECTS[token], method)(*args)
+class LoaderPool:
+    """Run methods of this process's objects on background loader threads.
 
-
-class _QuietDistributed:
-    """Silence ``distributed``'s loggers while our in-process cluster lives, and restore them.
-
-    Every failure of a task reaches the caller as the task's own exception (a
-    :class:`~streamwww.errors.ChecksumError` naming the shard, say), which the CLI
-    prints as one line; distributed would also log it, with a traceback ("Compute
-    Failed"), and log the tasks cancelled after it ("... ended with
-    CancelledError"). A cluster the user brings is never touched.
-    """
-
-    def __enter__(self):
-        self.saved = {}
-        for name in ["distributed", *logging.root.manager.loggerDict]:
-            if name == "distributed" or name.startswith("distributed."):
-                lg = logging.getLogger(name)
-                self.saved[name] = lg.level
-                lg.setLevel(logging.CRITICAL + 1)
-        return self
-
-    def __exit__(self, *exc):
-        for name, level in self.saved.items():
-            logging.getLogger(name).setLevel(level)
-
-
-class DaskExecutor:
-    """Run methods of in-process objects on an in-process Dask ``distributed`` client.
+    Tasks start in submission order (one thread: one at a time, in that order).
 
     Parameters
     ----------
     n_threads : int
-        Worker threads (loads and writes that may run at once).
+        Loads and writes that may run at once.
     """
 
     def __init__(self, n_threads: int = 2):
-        import dask
-        from distributed import Client, LocalCluster
-
         from streamwww._memory import release_freed_memory
 
         release_freed_memory()
-        self._quiet = _QuietDistributed().__enter__()
-        with dask.config.set({"distributed.worker.daemon": False,
-                              "distributed.scheduler.http.routes": [],
-                              # no event log: its entries keep task arguments and results alive
-                              "distributed.admin.low-level-log-length": 0,
-                              "distributed.admin.large-graph-warning-threshold": "1TB",
-                              # no statistical profiler, system monitor or event-loop tick
-                              # watchdog: on a 2-core machine they took CPU from the loader
-                              "distributed.worker.profile.enabled": False,
-                              "distributed.admin.system-monitor.interval": "1h",
-                              "distributed.admin.tick.interval": "1s"}):
-            # In-process scheduler and worker; the scheduler's HTTP server (always
-            # started) listens on an ephemeral loopback port, no dashboard.
-            self.cluster = LocalCluster(processes=False, n_workers=1, threads_per_worker=max(1, int(n_threads)),
-                                        dashboard_address="127.0.0.1:0", scheduler_kwargs={"dashboard": False},
-                                        memory_limit=0, silence_logs=logging.WARNING)
-            self.client = Client(self.cluster, set_as_default=False)
-        self._tokens: set[int] = set()
+        self._pool = ThreadPoolExecutor(max(1, int(n_threads)), thread_name_prefix="streamwww-loader")
 
     def submit(self, obj, method: str, *args):
-        """A future of ``obj.method(*args)``; futures among ``args`` become dependencies."""
-        token = id(obj)
-        _OBJECTS[token] = obj
-        self._tokens.add(token)
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*Large object.*")
-            return self.client.submit(_call, token, method, *args, pure=False)
+        """A future of ``obj.method(*args)``."""
+        return self._pool.submit(getattr(obj, method), *args)
 
     def close(self) -> None:
-        # Generous timeouts: on a saturated machine distributed's defaults can expire
-        # during shutdown (harmless, but it prints an unretrieved TimeoutError).
-        try:
-            self.client.close(timeout=60)
-            self.cluster.close(timeout=60)
-        finally:
-            for t in self._tokens:
-                _OBJECTS.pop(t, None)
-            self._tokens.clear()
-            self._quiet.__exit__()
+        """Cancel what has not started; wait for what runs (a write in progress finishes)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __enter__(self):
         return self
@@ -160,8 +106,8 @@ class SyncFeed:
             yield (s,), self.data.block_of((s,), self.bias)
 
 
-class DaskFeed(SyncFeed):
-    """Prefetch units (groups of shards) and their ``beta`` on a :class:`DaskExecutor`.
+class PrefetchFeed(SyncFeed):
+    """Prefetch units (groups of shards) and their ``beta`` on a :class:`LoaderPool`.
 
     ``prefetch`` counts shards: about ``prefetch`` shards load ahead (at least one
     unit).  The window runs across stream boundaries: when a stream has
@@ -175,7 +121,7 @@ class DaskFeed(SyncFeed):
     versions still being written from memory.
     """
 
-    def __init__(self, data, betas, bias: float, executor: DaskExecutor, prefetch: int = 2):
+    def __init__(self, data, betas, bias: float, executor: LoaderPool, prefetch: int = 2):
         super().__init__(data, betas, bias)
         self.executor = executor
         self.prefetch = max(1, int(prefetch))
@@ -212,12 +158,11 @@ class DaskFeed(SyncFeed):
         for u, fut, beta_fut in ahead:
             if with_beta and beta_fut is None:
                 # Its beta was still being trained when the unit was prefetched. The
-                # versions are in DiskBetas' outbox or fresh on disk: reading here
-                # costs a copy, a round trip through the scheduler costs more.
+                # versions are in DiskBetas' memory or fresh on disk: read here.
                 beta_fut = _Done((None, self.betas.read_group(u, [self.betas.version(s) for s in u])))
             window.append((u, fut, beta_fut if with_beta else None, True))
         todo = iter(units[len(ahead):])
-        # A live future keeps its result in the worker: only the window may hold them.
+        # A future keeps its result alive: only the window may hold them.
         ahead = fut = beta_fut = None
         following = [tuple(int(s) for s in u) for u in then]
         following = iter(following[:self._window(max((len(u) for u in following), default=1))])
@@ -251,9 +196,9 @@ class DaskFeed(SyncFeed):
         while window and window[0][3]:
             u, fut, beta_fut, _ = window.popleft()
             block, beta = fut.result()
-            if beta_fut is not None and beta_fut is not fut:  # each result() is a round trip
+            if beta_fut is not None and beta_fut is not fut:
                 beta = beta_fut.result()[1]
-            del fut, beta_fut  # let the worker forget the unit
+            del fut, beta_fut  # hold no finished load beyond the window
             yielded += 1
             fill()
             yield (u, block, beta) if with_beta else (u, block)

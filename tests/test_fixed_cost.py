@@ -1,0 +1,167 @@
+"""The fixed cost of a streamed epoch: beta kept in memory, checkpoints on a time interval,
+loads on a thread pool — none of which may change the model or what a checkpoint holds."""
+
+import json
+import logging
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import streamwww as sw
+from streamwww.checkpoint import CheckpointDir, manifest_checksum
+from streamwww.io import write_store
+from streamwww.stream.betas import DiskBetas
+
+from .conftest import kill_after_commits, make_classification
+from .reference import W_from_beta
+from .train_worker import SETTINGS
+
+ROOT = Path(__file__).resolve().parents[1]
+KW = dict(C=[0.1, 1.0], tol=0.0, max_iter=12, random_state=7, prefetch=2)
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+@pytest.fixture
+def store(tmp_path, rng):
+    X, y = make_classification(rng, n=600, d=12, k=5, dtype=np.float32)
+    write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    return tmp_path / "s.zarr"
+
+
+def _beta_mode(caplog) -> str:
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("beta (")]
+    assert len(lines) == 1, lines
+    return "resident" if "kept in memory" in lines[0] else "disk"
+
+
+def _on_disk_versions(ck: Path) -> set[str]:
+    return {p.name for p in (ck / "beta.zarr").iterdir() if p.name.startswith("s")}
+
+
+def _named_versions(*manifests) -> set[str]:
+    return {f"s{int(s):06d}-v{v:06d}" for m in manifests for s, v in m["beta"]["versions"].items() if v > 0}
+
+
+def _check_invariant(ck: Path, store_path: Path, n_models: int) -> dict:
+    """W on disk == W(beta) of the beta versions the manifest names, for every model."""
+    with CheckpointDir(ck, lock=False) as cd:
+        man = cd.load_manifest()
+        W = cd.load_W(man)
+    store = sw.open_store(store_path)
+    betas = DiskBetas(ck, n_models, store.shard_rows, store.n_classes, versions=man["beta"]["versions"])
+    X = np.vstack([store.read_shard(s)[0] for s in range(store.n_shards)])
+    y = np.concatenate([store.read_shard(s)[1] for s in range(store.n_shards)])
+    B = np.concatenate([betas.get(s) for s in range(store.n_shards)], axis=1)
+    for j in range(n_models):
+        np.testing.assert_allclose(W[j], W_from_beta(X, y, B[j], store.n_classes, bias=1.0), atol=1e-10)
+    return man
+
+
+@pytest.mark.parametrize("budget", ["auto", 90_000])  # all in memory; beta in memory, the store mostly not
+def test_beta_in_memory_gives_the_model_of_beta_on_disk(tmp_path, store, caplog, budget):
+    caplog.set_level(logging.INFO, logger="streamwww.engine.run")
+    kept = sw.train(store, checkpoint_dir=tmp_path / "a", checkpoint_interval=0, memory_budget=budget, **KW)
+    assert _beta_mode(caplog) == "resident"
+    caplog.clear()
+    disk = sw.train(store, checkpoint_dir=tmp_path / "b", checkpoint_interval=0, memory_budget=0, **KW)
+    assert _beta_mode(caplog) == "disk"
+    for a, b in zip(kept, disk):
+        assert a.coef_.tobytes() == b.coef_.tobytes() and a.intercept_.tobytes() == b.intercept_.tobytes()
+        assert a.history_ == [dict(h, time=g["time"], wall_time=g["wall_time"])
+                              for h, g in zip(b.history_, a.history_)]
+    # only what the latest and the previous commit name is on disk
+    man = _check_invariant(tmp_path / "a", store, 2)
+    prev = json.loads((tmp_path / "a" / "manifest.prev.json").read_text())
+    assert man["step"] == KW["max_iter"] and prev["step"] == man["step"] - 1
+    assert _on_disk_versions(tmp_path / "a") == _named_versions(man, prev)
+
+
+def test_checkpoint_interval_commits_less_and_changes_nothing(tmp_path, store):
+    ck = tmp_path / "ck"
+    every = sw.train(store, checkpoint_dir=tmp_path / "every", checkpoint_interval=0, **KW)
+    once = sw.train(store, checkpoint_dir=ck, checkpoint_interval=1e6, **KW)
+    for a, b in zip(every, once):
+        assert a.coef_.tobytes() == b.coef_.tobytes()
+    man = _check_invariant(ck, store, 2)
+    assert man["step"] == 1 and man["finished"] is True  # the run's end only
+    assert man["run"]["checkpoint_interval"] == 1e6
+    assert not (ck / "manifest.prev.json").exists()
+    assert _on_disk_versions(ck) == _named_versions(man)
+    with CheckpointDir(tmp_path / "every", lock=False) as cd:
+        assert cd.load_manifest()["step"] == KW["max_iter"]  # an epoch's end is the run's end: one commit
+    for a, b in zip(sw.resume(ck), once):
+        assert a.coef_.tobytes() == b.coef_.tobytes()
+
+
+def test_interval_bounds_lost_work_and_resume_continues_from_it(tmp_path, store):
+    """Stopped after epoch 7 with the interval unreached: the checkpoint is the run's
+    end (the user's stop); training on from it equals the uninterrupted run."""
+    kw = dict(KW, max_iter=14)
+    reference = sw.train(store, **kw)
+    ck = tmp_path / "ck"
+    stopped = sw.train(store, checkpoint_dir=ck, checkpoint_interval=1e6,
+                       callback=lambda info: info["epoch"] >= 7, **kw)
+    assert [m.n_iter_ for m in stopped] == [7, 7]
+    man = json.loads((ck / "manifest.json").read_text())
+    assert man["step"] == 1 and man["cursor"]["epoch"] == 7
+    # 'stopped' is a user decision: mark the models as running again (re-sealed) and go on
+    for r in man["results"]:
+        r["status"] = "running"
+    man["finished"] = False
+    man["checksum"] = manifest_checksum(man)
+    (ck / "manifest.json").write_text(json.dumps(man))
+    resumed = sw.train(store, checkpoint_dir=ck, checkpoint_interval=1e6, **kw)
+    for a, b in zip(resumed, reference):
+        assert a.n_iter_ == b.n_iter_ == 14
+        assert a.coef_.tobytes() == b.coef_.tobytes()
+
+
+def test_sigkill_between_interval_commits_then_resume_is_bitwise_identical(tmp_path):
+    rng = np.random.default_rng(99)
+    X, y = make_classification(rng, n=900, d=20, k=6, dtype=np.float32)
+    store = tmp_path / "s.zarr"
+    write_store(store, X, y, shard_rows=100)
+    reference = sw.train(store, **{k: v for k, v in SETTINGS.items() if k != "checkpoint_interval"})
+    ck = tmp_path / "ck"
+
+    def step():
+        try:
+            return json.loads((ck / "manifest.json").read_text())["step"]
+        except (FileNotFoundError, json.JSONDecodeError):
+            return 0
+
+    def start():
+        return subprocess.Popen([sys.executable, str(ROOT / "tests" / "train_worker.py"), str(store), str(ck), "0.05"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    kills, _ = kill_after_commits(start, step, rng, tries=3, max_delay=0.2)
+    proc = start()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    for a, b in zip(sw.resume(ck), reference):
+        assert a.n_iter_ == b.n_iter_
+        assert a.coef_.tobytes() == b.coef_.tobytes() and a.intercept_.tobytes() == b.intercept_.tobytes()
+    man = _check_invariant(ck, store, 2)
+    assert man["finished"] is True
+
+
+def test_checkpoint_interval_is_validated_and_on_the_cli(tmp_path, store):
+    with pytest.raises(ValueError, match="checkpoint_interval.*-1"):
+        sw.train(store, checkpoint_interval=-1)
+    from streamwww.cli import main
+
+    ck = tmp_path / "ck"
+    assert main(["train", str(store), "--C", "0.5", "--max-iter", "3", "--tol", "0", "--seed", "1", "-q",
+                 "--checkpoint-dir", str(ck), "--checkpoint-interval", "0", "--model-out", str(tmp_path / "m.npz")]) == 0
+    man = json.loads((ck / "manifest.json").read_text())
+    assert man["run"]["checkpoint_interval"] == 0.0 and man["step"] == 3

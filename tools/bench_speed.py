@@ -1,0 +1,311 @@
+"""Speed (issue 18): the fixed cost of a streamed epoch, and the authors' C++ side by side.
+
+Section ``tax``: a generated store (``--rows`` x ``--features``, ``--nnz`` per row,
+``--classes``), converted with shards of each of ``--shard-rows``, trained for
+``--epochs`` epochs (``tol=0``: every epoch and its objective pass run) in a fresh
+process per run:
+
+- *in memory*: ``train((X, y))`` on the same rows (read from the store before the clock starts);
+- *store*: ``train(store)``, no checkpoint directory, the default ``memory_budget`` (the store
+  fits: it is read once and kept; beta stays in memory);
+- *store + checkpoints*: the same with a checkpoint directory (defaults: a commit at most every
+  60 s and at the end);
+- *store > budget*: ``memory_budget=0`` with a checkpoint directory, committed every epoch
+  (``checkpoint_interval=0``): every shard and ``beta`` read from disk every time, beta written
+  every epoch, as a store larger than memory is trained.
+
+Reported: the ``train`` call's wall time per epoch (start-up of the run, first epoch, objective
+passes, commits included), median of ``--repeats``, and its ratio to the in-memory run.
+``--before REV`` runs the same children on a git worktree of ``REV`` too (side by side, in
+the same run). Every run of a store must give the in-memory model bitwise (checked).
+
+Section ``cli``: for each LIBSVM file (dna, satimage, letter, sector; ``--data-dir``) the
+authors' C++ (``train -s 30 -c 1``, its trajectory trace on: solver time and epochs to
+``gap <= 0.0009 gap_1``) and ours, ``WWClassifier(C=1, fit_intercept=False, gap_decay=0.0009,
+tol=0)`` on ``load_svmlight_file``'s matrices (solver time = ``history_[-1]["time"]``, fit
+wall) and the command line a user types: ``streamwww convert FILE S.zarr`` then ``streamwww
+train S.zarr --C 1 --no-intercept --tol 0 --gap-decay 0.0009 --checkpoint-dir CK
+--model-out M.npz``, both
+commands' wall time, and the start-up of one command (``streamwww --version``) on its own.
+The C++ is built from ``--cpp-src`` (a checkout of ``YutongWangUMich/liblinear`` at
+``ea8db6c``: ``git clone https://github.com/YutongWangUMich/liblinear && git -C liblinear
+checkout ea8db6c``) with its own Makefile in a temporary folder; its source defines
+``TRACE_OPTIM_TRAJ``.
+
+Usage: python tools/bench_speed.py {tax,cli,all} [--before REV] [--cpp-src DIR]
+       [--repeats 3] [--out docs/benchmarks.md] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from statistics import median
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _benchenv import header, replace_section  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FILES = ("dna.scale", "satimage.scale", "letter.scale", "sector.scale")
+
+TAX_CHILD = r'''
+import hashlib, inspect, json, sys, time, warnings
+warnings.simplefilter("ignore")
+import numpy as np, scipy.sparse as sp
+import streamwww as sw
+from streamwww.io import open_store
+a = json.loads(sys.argv[1])
+kw = dict(C=0.1, tol=0.0, max_iter=a["epochs"], random_state=0)
+opts = {k: v for k, v in a["opts"].items() if k in inspect.signature(sw.train).parameters}
+if a["mode"] == "memory":
+    st = open_store(a["store"])
+    parts = [st.read_shard(i) for i in range(st.n_shards)]
+    data = (sp.vstack([p[0] for p in parts]).tocsr(), np.concatenate([p[1] for p in parts]))
+else:
+    data = a["store"]
+sw.train((np.eye(4, 3), np.array([0, 1, 2, 0])), C=1.0, max_iter=2, random_state=0)  # kernels loaded
+t = time.perf_counter()
+m = sw.train(data, **kw, **opts)
+wall = time.perf_counter() - t
+print(json.dumps({"wall": wall, "epochs": int(m.n_iter_), "coef": hashlib.sha256(m.coef_.tobytes()).hexdigest()}))
+'''
+
+
+def _run(cmd, env=None, cwd=None) -> tuple[float, str]:
+    t = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    wall = time.perf_counter() - t
+    if out.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} failed ({out.returncode}): {out.stderr[-2000:]}")
+    return wall, out.stdout
+
+
+def _env(tree: str | None) -> dict:
+    env = dict(os.environ)
+    if tree is not None:  # the worktree's package first (the installed one is an editable install of main)
+        env["PYTHONPATH"] = tree + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def _worktree(rev: str, where: str) -> str:
+    path = os.path.join(where, f"tree-{rev}")
+    subprocess.run(["git", "-C", ROOT, "worktree", "add", "--detach", path, rev], check=True, capture_output=True)
+    return path
+
+
+def _drop_worktree(path: str) -> None:
+    subprocess.run(["git", "-C", ROOT, "worktree", "remove", "--force", path], capture_output=True)
+
+
+# ----------------------------------------------------------------------------- tax
+
+
+def run_tax(args, work: str, trees: dict) -> str:
+    import streamwww as sw
+
+    text = os.path.join(work, "gen.libsvm")
+    _run([sys.executable, "-m", "streamwww.cli", "make-data", text, "--rows", str(args.rows), "--features",
+          str(args.features), "--nnz-per-row", str(args.nnz), "--classes", str(args.classes), "--seed", "0", "-q"])
+    modes = [("in memory", "memory", {}),
+             ("store", "store", {}),
+             ("store + checkpoints", "store", {"checkpoint_dir": True}),
+             ("store > budget", "store", {"checkpoint_dir": True, "memory_budget": 0, "checkpoint_interval": 0})]
+    rows = []
+    for shard_rows in args.shard_rows:
+        store = os.path.join(work, f"s{shard_rows}.zarr")
+        _run([sys.executable, "-m", "streamwww.cli", "convert", text, store, "--shard-rows", str(shard_rows),
+              "--shuffle", "--seed", "0", "--overwrite", "-q"])
+        n_shards = sw.open_store(store).n_shards
+        res: dict = {}
+        for rep in range(args.repeats):  # modes interleaved: drift hits them alike
+            for tree_name, tree in trees.items():
+                for label, mode, opts in modes:
+                    o = dict(opts)
+                    if o.get("checkpoint_dir"):
+                        o["checkpoint_dir"] = tempfile.mkdtemp(dir=work, prefix="ck-")
+                    payload = {"mode": mode, "store": store, "epochs": args.epochs, "opts": o}
+                    _, out = _run([sys.executable, "-c", TAX_CHILD, json.dumps(payload)], env=_env(tree))
+                    r = json.loads(out.strip().splitlines()[-1])
+                    res.setdefault((tree_name, label), []).append(r)
+                    if o.get("checkpoint_dir"):
+                        shutil.rmtree(o["checkpoint_dir"], ignore_errors=True)
+        coefs = {r["coef"] for (_, label), rs in res.items() if label != "in memory" for r in rs}
+        assert len(coefs) == 1, f"the store runs gave {len(coefs)} different models"
+        for tree_name in trees:
+            base = median(r["wall"] for r in res[(tree_name, "in memory")]) / args.epochs
+            for label, _, _ in modes:
+                per = median(r["wall"] for r in res[(tree_name, label)]) / args.epochs
+                rows.append((shard_rows, n_shards, tree_name, label, per * 1e3, per / base))
+    lines = [header("Fixed cost of a streamed epoch (issue 18): store vs in memory"),
+             f"Generated data: {args.rows:,} rows, {args.features:,} features, {args.nnz} non-zeros per row, "
+             f"{args.classes} classes (`streamwww make-data`, `convert --shuffle`), float32 CSR shards. "
+             f"Each run: a fresh process, `train(..., C=0.1, tol=0, max_iter={args.epochs})`; ms per epoch = the "
+             "`train` call's wall time / epochs (set-up, first epoch with its reads, every objective pass and "
+             f"commit included), median of {args.repeats}; *vs memory* = the ratio to `train((X, y))` on the same "
+             "rows in the same code (one block of all rows, where a store trains its shards in mixed pairs: another "
+             "model, the same work per epoch). All runs of a store gave the bitwise-same model. *store*: default "
+             "memory budget, no "
+             "checkpoint directory; *+ checkpoints*: a checkpoint directory with the defaults; *> budget*: "
+             "`memory_budget=0` and a commit every epoch (every shard and beta read from disk every epoch, "
+             "beta written every epoch).", "",
+             "| shard rows | shards | code | run | ms per epoch | vs memory |", "|---|---|---|---|---|---|"]
+    for shard_rows, n_shards, tree_name, label, ms, ratio in rows:
+        lines.append(f"| {shard_rows:,} | {n_shards} | {tree_name} | {label} | {ms:.1f} | {ratio:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------- cli
+
+
+def _build_cpp(src: str, work: str) -> str:
+    build = os.path.join(work, "liblinear-ww")
+    shutil.copytree(src, build, ignore=shutil.ignore_patterns(".git"))
+    subprocess.run(["make", "-s", "train"], cwd=build, check=True, capture_output=True)
+    return os.path.join(build, "train")
+
+
+def _cpp_run(binary: str, data: str, work: str) -> dict:
+    wall, out = _run([binary, "-s", "30", "-c", "1", "-t", "100000", data, os.path.join(work, "cpp.model")])
+    trace = [line.split(",") for line in out.strip().splitlines() if line.count(",") >= 2]
+    return {"wall": wall, "solver": float(trace[-1][0]) / 1e3, "epochs": len(trace)}
+
+
+OURS_CHILD = r'''
+import json, sys, time, warnings
+warnings.simplefilter("ignore")
+import numpy as np
+from sklearn.datasets import load_svmlight_file
+import streamwww as sw
+X, y = load_svmlight_file(sys.argv[1])
+sw.WWClassifier(C=1.0, max_iter=2, random_state=0).fit(X[:50], y[:50])  # kernels loaded
+t = time.perf_counter()
+m = sw.WWClassifier(C=1.0, fit_intercept=False, gap_decay=0.0009, tol=0.0, max_iter=100000,
+                    random_state=0).fit(X, y)
+wall = time.perf_counter() - t
+print(json.dumps({"wall": wall, "solver": m.history_[-1]["time"], "epochs": int(m.n_iter_)}))
+'''
+
+
+def _ours_cli(data: str, work: str, tree: str | None) -> dict:
+    store, model, ck = (os.path.join(work, n) for n in ("cli.zarr", "cli.npz", "cli-ck"))
+    shutil.rmtree(store, ignore_errors=True)
+    shutil.rmtree(ck, ignore_errors=True)
+    env = _env(tree)
+    cli = [sys.executable, "-m", "streamwww.cli"]
+    convert, _ = _run(cli + ["convert", data, store, "-q"], env=env)
+    train, _ = _run(cli + ["train", store, "--C", "1", "--no-intercept", "--tol", "0", "--gap-decay", "0.0009",
+                           "--max-iter", "100000", "--seed", "0", "--checkpoint-dir", ck, "--model-out", model, "-q"],
+                    env=env)
+    return {"convert": convert, "train": train, "wall": convert + train}
+
+
+def run_cli(args, work: str, trees: dict) -> str:
+    binary = _build_cpp(args.cpp_src, work) if args.cpp_src else None
+    files = FILES[:2] if args.quick else FILES
+    results = []
+    startup = {name: median(_run([sys.executable, "-m", "streamwww.cli", "--version"], env=_env(tree))[0]
+                            for _ in range(args.repeats)) for name, tree in trees.items()}
+    python = median(_run([sys.executable, "-c", "pass"])[0] for _ in range(args.repeats))
+    for name in files:
+        src = os.path.join(args.data_dir, name + ".xz")
+        data = os.path.join(work, name)
+        with open(data, "wb") as f:
+            subprocess.run(["xz", "-dc", src], stdout=f, check=True)
+        row = {"data": name.split(".")[0]}
+        for rep in range(args.repeats):
+            if binary:
+                row.setdefault("cpp", []).append(_cpp_run(binary, data, work))
+            for tname, tree in trees.items():
+                _, out = _run([sys.executable, "-c", OURS_CHILD, data], env=_env(tree))
+                row.setdefault(("fit", tname), []).append(json.loads(out.strip().splitlines()[-1]))
+                row.setdefault(("cli", tname), []).append(_ours_cli(data, work, tree))
+        results.append(row)
+
+    def med(rs, key):
+        return median(r[key] for r in rs)
+
+    lines = [header("Side by side with the authors' C++ (issue 18): per epoch, solver, fit and command wall time"),
+             "Ours: `WWClassifier(C=1, fit_intercept=False, gap_decay=0.0009, tol=0)` on the `load_svmlight_file` "
+             "matrices (*solver* = training passes, objective passes excluded, as the C++ trace counts; *fit* = "
+             "the `fit` call's wall time) and the CLI (`streamwww convert FILE S.zarr` + `streamwww train S.zarr "
+             "--C 1 --no-intercept --tol 0 --gap-decay 0.0009 --checkpoint-dir CK --model-out M.npz`, both commands' wall time, "
+             "start-up included). C++: `train -s 30 -c 1` of `YutongWangUMich/liblinear` at `ea8db6c` (its own "
+             "Makefile, `-O3`; `TRACE_OPTIM_TRAJ` defined in its source: solver time from its trace, which "
+             "excludes its objective computation), the same stopping rule; *command* = its wall time. "
+             f"Medians of {args.repeats}; per epoch = solver time / epochs (first epoch included).",
+             f"Start-up alone: `python -c pass` {python * 1e3:.0f} ms; `streamwww --version` "
+             + ", ".join(f"{n}: {v * 1e3:.0f} ms" for n, v in startup.items()) + ".", ""]
+    head = ["data", "C++ epochs", "ours epochs", "C++ ms/epoch", "ours ms/epoch", "ratio", "C++ solver s",
+            "ours solver s", "ours fit wall s", "C++ command s"]
+    head += [f"ours CLI s ({n})" for n in trees] + [f"CLI / (1.5 C++ + 1 s) ({n})" for n in trees]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    main_tree = next(iter(trees))
+    for row in results:
+        fit = row[("fit", main_tree)]
+        cpp = row.get("cpp")
+        ours_ms = med(fit, "solver") / med(fit, "epochs") * 1e3
+        cells = [row["data"]]
+        if cpp:
+            cpp_ms = med(cpp, "solver") / med(cpp, "epochs") * 1e3
+            cells += [f"{med(cpp, 'epochs'):.0f}", f"{med(fit, 'epochs'):.0f}", f"{cpp_ms:.2f}", f"{ours_ms:.2f}",
+                      f"{ours_ms / cpp_ms:.2f}", f"{med(cpp, 'solver'):.2f}", f"{med(fit, 'solver'):.2f}",
+                      f"{med(fit, 'wall'):.2f}", f"{med(cpp, 'wall'):.2f}"]
+        else:
+            cells += ["", f"{med(fit, 'epochs'):.0f}", "", f"{ours_ms:.2f}", "", "", f"{med(fit, 'solver'):.2f}",
+                      f"{med(fit, 'wall'):.2f}", ""]
+        clis = [med(row[("cli", n)], "wall") for n in trees]
+        cells += [f"{c:.2f}" for c in clis]
+        cells += [f"{c / (1.5 * med(cpp, 'wall') + 1.0):.2f}" if cpp else "" for c in clis]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("CLI commands split (convert + train, s): " + "; ".join(
+        f"{row['data']} " + ", ".join(f"{n}: {med(row[('cli', n)], 'convert'):.2f} + {med(row[('cli', n)], 'train'):.2f}"
+                                      for n in trees) for row in results) + ".")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("section", choices=("tax", "cli", "all"))
+    p.add_argument("--rows", type=int, default=200_000)
+    p.add_argument("--features", type=int, default=2_000)
+    p.add_argument("--nnz", type=int, default=30)
+    p.add_argument("--classes", type=int, default=20)
+    p.add_argument("--shard-rows", type=int, nargs="+", default=[5_000, 50_000])
+    p.add_argument("--epochs", type=int, default=10)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--before", metavar="REV", help="also run these children on a git worktree of REV")
+    p.add_argument("--cpp-src", help="checkout of YutongWangUMich/liblinear at ea8db6c (built in a temporary folder)")
+    p.add_argument("--data-dir", default=os.path.join(ROOT, "..", "shared", "data", "libsvm"))
+    p.add_argument("--workdir", default=None)
+    p.add_argument("--out", default=None, help="rewrite this section's block of this markdown file")
+    p.add_argument("--quick", action="store_true", help="tiny inputs (a smoke test of this tool)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.rows, args.features, args.shard_rows, args.epochs, args.repeats = 20_000, 500, [2_000], 3, 1
+    work = tempfile.mkdtemp(prefix="bench-speed-", dir=args.workdir)
+    trees: dict = {"this": None}
+    try:
+        if args.before:
+            trees[args.before] = _worktree(args.before, work)
+        for section, fn in (("tax", run_tax), ("cli", run_cli)):
+            if args.section in (section, "all"):
+                text = fn(args, work, trees)
+                print(text, flush=True)
+                if args.out:
+                    replace_section(args.out, f"bench-speed-{section}", text)
+    finally:
+        for tree in list(trees.values())[1:]:
+            _drop_worktree(tree)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
