@@ -78,8 +78,10 @@ print(json.dumps({"wall": wall, "epochs": int(m.n_iter_), "coef": hashlib.sha256
 
 
 def _run(cmd, env=None, cwd=None) -> tuple[float, str]:
+    # never the repository as the working directory: `python -c` and `-m` put it first on
+    # sys.path, ahead of PYTHONPATH (a --before worktree would silently run this code)
     t = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd or tempfile.gettempdir())
     wall = time.perf_counter() - t
     if out.returncode != 0:
         raise RuntimeError(f"{cmd[:4]} failed ({out.returncode}): {out.stderr[-2000:]}")
@@ -91,6 +93,15 @@ def _env(tree: str | None) -> dict:
     if tree is not None:  # the worktree's package first (the installed one is an editable install of main)
         env["PYTHONPATH"] = tree + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def _check_tree(trees: dict) -> None:
+    """Each tree's children import that tree's streamwww (checked, not assumed)."""
+    for name, tree in trees.items():
+        _, out = _run([sys.executable, "-c", "import streamwww; print(streamwww.__file__)"], env=_env(tree))
+        want = os.path.join(tree or ROOT, "streamwww")
+        if not os.path.realpath(out.strip()).startswith(os.path.realpath(want)):
+            raise RuntimeError(f"{name}: children import {out.strip()}, not {want}")
 
 
 def _worktree(rev: str, where: str) -> str:
@@ -294,6 +305,7 @@ def main(argv=None) -> int:
     try:
         if args.before:
             trees[args.before] = _worktree(args.before, work)
+        _check_tree(trees)
         for section, fn in (("tax", run_tax), ("cli", run_cli)):
             if args.section in (section, "all"):
                 text = fn(args, work, trees)
