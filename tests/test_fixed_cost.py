@@ -103,6 +103,18 @@ def test_checkpoint_interval_commits_less_and_changes_nothing(tmp_path, store):
         assert a.coef_.tobytes() == b.coef_.tobytes()
 
 
+def test_beta_on_disk_does_not_grow_between_commits(tmp_path, store):
+    """Written every epoch (memory_budget=0) and committed once: only the current version
+    of each shard (and writes in flight) is on disk, whatever the epochs since the commit."""
+    ck = tmp_path / "ck"
+    counts = []
+    sw.train(store, checkpoint_dir=ck, checkpoint_interval=1e6, memory_budget=0,
+             callback=lambda info: counts.append(len(_on_disk_versions(ck))), **KW)
+    assert len(counts) == KW["max_iter"] and max(counts) <= 6 + KW["prefetch"]
+    man = _check_invariant(ck, store, 2)
+    assert man["step"] == 1 and _on_disk_versions(ck) == _named_versions(man)
+
+
 def test_interval_bounds_lost_work_and_resume_continues_from_it(tmp_path, store):
     """Stopped after epoch 7 with the interval unreached: the checkpoint is the run's
     end (the user's stop); training on from it equals the uninterrupted run."""
@@ -126,7 +138,8 @@ def test_interval_bounds_lost_work_and_resume_continues_from_it(tmp_path, store)
         assert a.coef_.tobytes() == b.coef_.tobytes()
 
 
-def test_sigkill_between_interval_commits_then_resume_is_bitwise_identical(tmp_path):
+@pytest.mark.parametrize("budget", ["auto", "0"])  # beta in memory; beta written every epoch
+def test_sigkill_between_interval_commits_then_resume_is_bitwise_identical(tmp_path, budget):
     rng = np.random.default_rng(99)
     X, y = make_classification(rng, n=900, d=20, k=6, dtype=np.float32)
     store = tmp_path / "s.zarr"
@@ -141,8 +154,8 @@ def test_sigkill_between_interval_commits_then_resume_is_bitwise_identical(tmp_p
             return 0
 
     def start():
-        return subprocess.Popen([sys.executable, str(ROOT / "tests" / "train_worker.py"), str(store), str(ck), "0.05"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen([sys.executable, str(ROOT / "tests" / "train_worker.py"), str(store), str(ck), "0.05",
+                                 budget], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     kills, _ = kill_after_commits(start, step, rng, tries=3, max_delay=0.2)
     proc = start()
@@ -153,6 +166,8 @@ def test_sigkill_between_interval_commits_then_resume_is_bitwise_identical(tmp_p
         assert a.coef_.tobytes() == b.coef_.tobytes() and a.intercept_.tobytes() == b.intercept_.tobytes()
     man = _check_invariant(ck, store, 2)
     assert man["finished"] is True
+    prev = json.loads((ck / "manifest.prev.json").read_text()) if (ck / "manifest.prev.json").exists() else man
+    assert _on_disk_versions(ck) == _named_versions(man, prev)
 
 
 def test_checkpoint_interval_is_validated_and_on_the_cli(tmp_path, store):

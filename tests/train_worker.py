@@ -1,6 +1,6 @@
 """Subprocess entry for the kill-and-resume tests: train a store with checkpoints.
 
-    python tests/train_worker.py STORE CHECKPOINT_DIR [CHECKPOINT_INTERVAL]
+    python tests/train_worker.py STORE CHECKPOINT_DIR [CHECKPOINT_INTERVAL [MEMORY_BUDGET]]
 
 A checkpoint at every shard by default (interval 0); an interval in seconds
 commits less often, which must not change the model either.
@@ -19,5 +19,7 @@ if __name__ == "__main__":
     settings = dict(SETTINGS)
     if len(sys.argv) > 3:
         settings["checkpoint_interval"] = float(sys.argv[3])
+    if len(sys.argv) > 4:
+        settings["memory_budget"] = sys.argv[4] if sys.argv[4] == "auto" else int(sys.argv[4])
     sw.train(sys.argv[1], checkpoint_dir=sys.argv[2], **settings)
     print("finished", flush=True)

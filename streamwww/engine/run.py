@@ -174,7 +174,8 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
         betas, feed = _open_stream(stack, source, cfg, ckpt, manifest, prefetch,
-                                   initial=None if warm is None else [warm[1]], resident=resident)
+                                   initial=None if warm is None else [warm[1]], resident=resident,
+                                   sync_ahead=float(checkpoint_interval) == 0.0)
         cursor, start = _resume_state(ckpt, manifest, W0, cfg, data)
         if warm is not None:
             if ckpt is not None or source.streamed:
@@ -269,10 +270,11 @@ def _open_checkpoint(stack: ExitStack, checkpoint_dir, data):
 
 
 def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, prefetch: int, initial=None,
-                 resident: bool = False):
+                 resident: bool = False, sync_ahead: bool = True):
     """``beta`` storage and the feed: in RAM and synchronous for arrays without a
     checkpoint; on disk (the checkpoint's, or a scratch directory) with a
-    prefetching feed (loader threads) for stores."""
+    prefetching feed (loader threads) for stores. ``sync_ahead``: a commit follows every
+    epoch, so each version written is fsynced at once (else by the commit that names it)."""
     data = source.data
     executor = None
     if source.streamed:
@@ -289,7 +291,7 @@ def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, pr
                           versions=(manifest["beta"]["versions"] if manifest else None),
                           sums=(manifest["beta"]["sums"] if manifest else None),
                           max_pending=max(1, prefetch), keep_superseded=ckpt is not None,
-                          durable=ckpt is not None,
+                          durable=ckpt is not None and sync_ahead, drop_uncommitted=ckpt is not None,
                           previous_versions=ckpt.previous_versions if ckpt is not None else None,
                           resident=resident)
         stack.callback(betas.close)

@@ -93,7 +93,8 @@ class DiskBetas:
     def __init__(self, root, n_models: int, shard_rows, n_classes: int, executor=None,
                  versions: dict[int, int] | None = None, sums=None, max_pending: int = 2,
                  keep_superseded: bool = True, durable: bool = False,
-                 previous_versions: dict[int, int] | None = None, resident: bool = False):
+                 previous_versions: dict[int, int] | None = None, resident: bool = False,
+                 drop_uncommitted: bool = False):
         import zarr
 
         self.location = location(root).child("beta.zarr")
@@ -139,8 +140,13 @@ class DiskBetas:
         self._dirty: set[tuple[int, int]] = set()
         self.max_pending = max(1, int(max_pending))
         # A checkpoint needs the committed versions until the next commit; without
-        # one, a version is dropped as soon as its successor is written.
+        # one, a version is dropped as soon as its successor is written. With
+        # drop_uncommitted (a checkpointed run of this process, committing at most every
+        # checkpoint_interval seconds) so is every version no commit names (the latest,
+        # the previous, the one in progress): disk use does not grow between commits.
         self.keep_superseded = bool(keep_superseded)
+        self.drop_uncommitted = bool(drop_uncommitted) and self.keep_superseded
+        self._pinned: dict[int, int] = {}  # the versions of the commit in progress
         self._writing: set[tuple[int, int]] = set()  # (shard, version) being written
         self._newest_written: dict[int, int] = {}  # shard -> newest version on disk
         # Checkpointed runs fsync each version right after its background write, on
@@ -263,7 +269,8 @@ class DiskBetas:
 
     def _write_version(self, s: int, v: int, beta: np.ndarray) -> None:
         path = self.root / beta_name(s, v)
-        if not self.keep_superseded:
+        drops = not self.keep_superseded or self.drop_uncommitted
+        if drops:
             with self._lock:
                 self._writing.add((s, v))
         if self.remote:
@@ -275,16 +282,19 @@ class DiskBetas:
         if self._syncer is not None:
             with self._lock:
                 self._syncs[(s, v)] = self._syncer.submit(fsync_tree, path)
-        if not self.keep_superseded:
+        if drops:
             # No reader needs a version once a newer one is on disk: the next read of
             # shard s is submitted after this write and reads the newest version. On
             # several loader threads v - 1 may still be being written: the later of
-            # the two writes to finish deletes the older version.
+            # the two writes to finish deletes the older version. A version that a
+            # commit names (or is about to) stays.
             with self._lock:
                 self._writing.discard((s, v))
                 newest = self._newest_written.get(s, 0)
                 self._newest_written[s] = max(newest, v)
                 drop = v if newest > v else v - 1 if (s, v - 1) not in self._writing else 0
+                if self.drop_uncommitted and drop in (self._committed[s], self._previous[s], self._pinned.get(s)):
+                    drop = 0
             if drop > 0:
                 self._remove([(s, drop)])
 
@@ -446,6 +456,8 @@ class DiskBetas:
         self._dirty = set()
         shards = {s for s, _ in keys}
         futures = list({id(f): f for s in shards for f in self._pending.get(s, ())}.values())
+        with self._lock:
+            self._pinned = dict(self.versions)
         return BetaCommit(dict(self.versions), keys, futures)
 
     def end_commit(self, plan: "BetaCommit") -> dict[str, Any]:
@@ -497,7 +509,10 @@ class DiskBetas:
     def drop_superseded(self, plan: "BetaCommit") -> None:
         """Delete the versions that ``plan``'s (now committed) versions superseded, except
         the ones of the commit before it, which stay as the fallback."""
-        if self.resident:  # only committed versions were written: the one before the fallback goes
+        if self.resident or self.drop_uncommitted:
+            # only committed versions are on disk (resident: only they were written;
+            # drop_uncommitted: the others went when their successor was written): the
+            # one before the fallback goes
             self._remove([(s, v) for s, v in sorted(self._previous.items())
                           if v > 0 and v != self._committed[s] and v != plan.versions[s]])
             return
@@ -506,7 +521,9 @@ class DiskBetas:
 
     def mark_committed(self, plan: "BetaCommit") -> None:
         """``plan``'s versions are now the committed ones; the committed ones become the previous."""
-        self._previous, self._committed = self._committed, dict(plan.versions)
+        with self._lock:
+            self._previous, self._committed = self._committed, dict(plan.versions)
+            self._pinned = {}
 
 
 def _wait(futures) -> None:
