@@ -27,7 +27,7 @@ from streamwww.checkpoint import CheckpointDir
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import cluster_options, fit_placed
 from streamwww.errors import CheckpointError, OutputPathError
-from streamwww.estimator import WWClassifier, fitted_attributes
+from streamwww.estimator import WWClassifier, fitted_attributes, model_params
 from streamwww.labels import classification_targets
 from streamwww.model_io import save_model
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
@@ -214,7 +214,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
     for out in outs:  # before any work: an unwritable model path found after a day's run loses it
         check_writable(out)
-    fit = fit_placed(source, template.get_params(), Cs, cluster, checkpoint_dir=checkpoint_dir,
+    fit = fit_placed(source, model_params(template), Cs, cluster, checkpoint_dir=checkpoint_dir,
                      checkpoint_every=checkpoint_every, checkpoint_interval=checkpoint_interval, prefetch=prefetch, inner_passes=inner_passes,
                      eval_every=eval_every, mix_shards=mix_shards, callback=callback, progress=progress,
                      C_is_list=many, memory_budget=memory_budget,

@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from streamwww._params import check_params
 from streamwww.engine.config import warn_not_converged
-from streamwww.engine.run import Fit, fit_source
+from streamwww.engine.run import Fit, cluster_options, fit_placed, fit_source
 from streamwww.errors import DataFormatError
 from streamwww.labels import classification_targets
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
@@ -64,6 +64,17 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         variables belong to the rows, so a fit on other data (or with another
         intercept setting) starts cold and warns. In-memory data only; for
         stores, resume a checkpoint.
+    client : distributed.Client, str or None, default=None
+        Train on this Dask cluster (a client, or a scheduler address) by CoCoA+
+        rounds, with as many partitions ``K`` as it has workers now: arrays are
+        scattered to the workers, a store is read by them (every worker must
+        reach it; docs/DISTRIBUTED.md). ``K`` is part of the model: the same data,
+        seed and ``K`` give the bitwise-same model on any cluster, and ``K = 1`` the
+        model of ``client=None``; for a fixed ``K`` on any cluster use
+        :func:`streamwww.train` (``partitions``). The client is not a model
+        setting: :func:`~sklearn.base.clone` shares it (a live client cannot be
+        copied), pickles and model files leave it out. ``warm_start`` does not
+        apply on a cluster.
 
     Attributes
     ----------
@@ -98,7 +109,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, C=1.0, tol=1e-3, max_iter=1000, fit_intercept=True, intercept_scaling=1.0,
                  gap_decay=None, subproblem="walrus", random_state=None, device="auto", verbose=0,
-                 class_weight=None, warm_start=False):
+                 class_weight=None, warm_start=False, client=None):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -111,6 +122,26 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
         self.class_weight = class_weight
         self.warm_start = warm_start
+        self.client = client
+
+    def __sklearn_clone__(self):
+        # scikit-learn's clone deep-copies every parameter; a live Client cannot be
+        # copied (nor should it be: the clone trains on the same cluster)
+        if "client" not in self._get_param_names():  # a subclass without the parameter
+            return super().__sklearn_clone__()
+        client, self.client = self.client, None
+        try:
+            new = super().__sklearn_clone__()
+        finally:
+            self.client = client
+        new.client = client
+        return new
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if state.get("client") is not None and not isinstance(state["client"], str):
+            state = {**state, "client": None}  # a live client does not travel with the model
+        return state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -154,7 +185,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"{type(self).__name__}.fit: a store carries its own row weights "
                                  "(streamwww convert --weights); sample_weight is for arrays")
             source = StoreSource(store, self.class_weight, owner=type(self).__name__)
-            fit = fit_source(source, self.get_params(), (float(self.C),))
+            fit = self._fit(source)
             self._set_fitted({**fitted_attributes(fit, 0, source), "n_features_in_": int(store.n_features)})
         else:
             X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
@@ -162,12 +193,20 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
             source = ArraySource.from_labels(X, classification_targets(y), type(self).__name__,
                                              class_weight=self.class_weight, sample_weight=sample_weight)
             key = (source.fingerprint(), bool(self.fit_intercept), float(self.intercept_scaling)) \
-                if self.warm_start else None
-            fit = fit_source(source, self.get_params(), (float(self.C),), warm=self._warm_state(key))
+                if self.warm_start and self.client is None else None
+            fit = self._fit(source, warm=self._warm_state(key))
             self._set_fitted(fitted_attributes(fit, 0, source))
-            self._warm = (key, float(self.C), fit.results[0].W, fit.beta[0]) if self.warm_start else None
+            self._warm = (key, float(self.C), fit.results[0].W, fit.beta[0]) if key is not None else None
         warn_not_converged(fit.results, fit.cfg, type(self).__name__)
         return self
+
+    def _fit(self, source, warm=None) -> Fit:
+        """One fit of ``source``: in this process, or on the cluster of ``client``."""
+        params = model_params(self)
+        cluster = cluster_options(self.client, None, None, type(self).__name__)
+        if cluster is None:
+            return fit_source(source, params, (float(self.C),), warm=warm)
+        return fit_placed(source, params, (float(self.C),), cluster)
 
     def _warm_state(self, key):
         """``(W, beta)`` of the previous fit rescaled to this ``C``, or None (cold start)."""
@@ -236,6 +275,12 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
             total += len(hit)
         n = total if sample_weight is None else float(np.sum(sample_weight))
         return correct / n if n else float("nan")
+
+
+def model_params(model) -> dict:
+    """``model.get_params()`` without what is not a model setting (``client``): what
+    fits, manifests and model files take."""
+    return {k: v for k, v in model.get_params().items() if k != "client"}
 
 
 def fitted_attributes(fit: Fit, j: int, source) -> dict:

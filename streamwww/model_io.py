@@ -22,7 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from streamwww._location import Location, is_url, location
 from streamwww.errors import StorageError
-from streamwww.estimator import WWClassifier
+from streamwww.estimator import WWClassifier, model_params
 
 __all__ = ["save_model", "load_model", "MODEL_FORMAT", "MODEL_VERSION"]
 
@@ -47,7 +47,7 @@ def save_model(model, path) -> Path | Location:
     check_is_fitted(model)
     remote = _remote(path)
     path = remote if remote is not None else Path(location(path).path if isinstance(path, Location) else path)
-    meta = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "params": model.get_params(),
+    meta = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "params": model_params(model),
             "n_iter": int(model.n_iter_), "converged": bool(getattr(model, "converged_", False)),
             "seed": int(getattr(model, "seed_", -1)), "history": list(model.history_),
             "n_features_in": int(model.n_features_in_),

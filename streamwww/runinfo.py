@@ -23,6 +23,7 @@ from streamwww._location import located, location
 from streamwww.api import model_paths
 from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
 from streamwww.errors import CheckpointError, StreamwwwError
+from streamwww.estimator import model_params
 from streamwww.model_io import load_model
 
 __all__ = ["describe_model", "describe_checkpoint", "format_model", "format_checkpoint", "gap_histories",
@@ -84,7 +85,7 @@ def describe_model(path, storage_options: dict | None = None) -> dict[str, Any]:
     """
     path = located(path, storage_options)
     model = load_model(path)
-    params = model.get_params()
+    params = model_params(model)
     cw = params.get("class_weight")
     if isinstance(cw, dict):
         cw = [{"label": json_label(c), "weight": float(w)} for c, w in cw.items()]

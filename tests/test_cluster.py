@@ -285,3 +285,37 @@ def test_a_worker_keeps_decoded_shards_within_its_budget(store, tmp_path):
     finally:
         cocoa.release_stores()
     assert cocoa._STORES == {}
+
+
+def test_the_estimator_takes_a_client(client, store, tmp_path):
+    """WWClassifier(client=): K = the client's workers, the model of train(partitions=K); the
+    client is shared by clone, left out of pickles and model files; a scheduler address works."""
+    import pickle
+
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = store.read_shards(list(range(store.n_shards)))
+    labels = np.array(["a", "b", "c"])[y]
+    kw = dict(C=0.5, tol=0, max_iter=4, random_state=1, device="cpu")
+    est = sw.WWClassifier(client=client, **kw).fit(X, labels)
+    ref = sw.train((X, labels), client=client, partitions=2, **kw)
+    assert np.array_equal(est.coef_, ref.coef_) and est.n_iter_ == 4
+    assert not np.array_equal(est.coef_, sw.WWClassifier(**kw).fit(X, labels).coef_)  # K = 2, not 1
+    on_store = sw.WWClassifier(client=client, **kw).fit(store)
+    assert np.array_equal(on_store.coef_, sw.train(store, client=client, partitions=2, **kw).coef_)
+    by_address = sw.WWClassifier(client=client.scheduler.address, **kw).fit(X, labels)
+    assert np.array_equal(by_address.coef_, est.coef_)
+
+    twin = clone(est)
+    assert twin.client is client and twin.get_params()["C"] == 0.5 and not hasattr(twin, "coef_")
+    back = pickle.loads(pickle.dumps(est))
+    assert back.client is None and np.array_equal(back.predict(X), est.predict(X))
+    sw.save_model(est, tmp_path / "m.npz")
+    loaded = sw.load_model(tmp_path / "m.npz")
+    assert loaded.client is None and np.array_equal(loaded.coef_, est.coef_)
+    search = GridSearchCV(sw.WWClassifier(client=client, tol=0, max_iter=3, random_state=1, device="cpu"),
+                          {"C": [0.5, 2.0]}, cv=2).fit(X, labels)
+    assert search.best_estimator_.client is client
+    with pytest.raises(ValueError, match="client"):
+        sw.WWClassifier(client=3).fit(X, labels)
