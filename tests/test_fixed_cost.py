@@ -1,10 +1,9 @@
 """The fixed cost of a streamed epoch: beta kept in memory, checkpoints on a time interval,
-loads on a thread pool — none of which may change the model or what a checkpoint holds."""
+loads on a thread pool — none of which may change the model or what a checkpoint holds
+(killed between commits: tests/test_outofcore.py)."""
 
 import json
 import logging
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -16,11 +15,9 @@ from streamwww.checkpoint import CheckpointDir, manifest_checksum
 from streamwww.io import write_store
 from streamwww.stream.betas import DiskBetas
 
-from .conftest import kill_after_commits, make_classification
+from .conftest import make_classification
 from .reference import W_from_beta
-from .train_worker import SETTINGS
 
-ROOT = Path(__file__).resolve().parents[1]
 KW = dict(C=[0.1, 1.0], tol=0.0, max_iter=12, random_state=7, prefetch=2)
 
 
@@ -136,38 +133,6 @@ def test_interval_bounds_lost_work_and_resume_continues_from_it(tmp_path, store)
     for a, b in zip(resumed, reference):
         assert a.n_iter_ == b.n_iter_ == 14
         assert a.coef_.tobytes() == b.coef_.tobytes()
-
-
-@pytest.mark.parametrize("budget", ["auto", "0"])  # beta in memory; beta written every epoch
-def test_sigkill_between_interval_commits_then_resume_is_bitwise_identical(tmp_path, budget):
-    rng = np.random.default_rng(99)
-    X, y = make_classification(rng, n=900, d=20, k=6, dtype=np.float32)
-    store = tmp_path / "s.zarr"
-    write_store(store, X, y, shard_rows=100)
-    reference = sw.train(store, **{k: v for k, v in SETTINGS.items() if k != "checkpoint_interval"})
-    ck = tmp_path / "ck"
-
-    def step():
-        try:
-            return json.loads((ck / "manifest.json").read_text())["step"]
-        except (FileNotFoundError, json.JSONDecodeError):
-            return 0
-
-    def start():
-        return subprocess.Popen([sys.executable, str(ROOT / "tests" / "train_worker.py"), str(store), str(ck), "0.05",
-                                 budget], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    kills, _ = kill_after_commits(start, step, rng, tries=3, max_delay=0.2)
-    proc = start()
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    for a, b in zip(sw.resume(ck), reference):
-        assert a.n_iter_ == b.n_iter_
-        assert a.coef_.tobytes() == b.coef_.tobytes() and a.intercept_.tobytes() == b.intercept_.tobytes()
-    man = _check_invariant(ck, store, 2)
-    assert man["finished"] is True
-    prev = json.loads((ck / "manifest.prev.json").read_text()) if (ck / "manifest.prev.json").exists() else man
-    assert _on_disk_versions(ck) == _named_versions(man, prev)
 
 
 def test_checkpoint_interval_is_validated_and_on_the_cli(tmp_path, store):

@@ -95,17 +95,20 @@ def test_list_of_C_streamed_equals_single_runs(tmp_path, rng):
         assert m.coef_.tobytes() == single.coef_.tobytes()
 
 
-def _run_worker(store, ck, timeout=None):
-    return subprocess.Popen([sys.executable, str(ROOT / "tests" / "train_worker.py"), str(store), str(ck)],
+def _run_worker(store, ck, *options):
+    return subprocess.Popen([sys.executable, str(ROOT / "tests" / "train_worker.py"), str(store), str(ck), *options],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path):
+# A commit at every shard; or at most every 0.05 s (kills between commits), with beta kept in
+# memory (written by commits only) or written every epoch (memory_budget=0)
+@pytest.mark.parametrize("options", [(), ("0.05", "auto"), ("0.05", "0")])
+def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, options):
     rng = np.random.default_rng(2024)
     X, y = _data(rng, n=900, d=20, k=6)
     store = tmp_path / "s.zarr"
     write_store(store, X, y, shard_rows=100)
-    reference = sw.train(store, **SETTINGS)  # uninterrupted, no checkpoints
+    reference = sw.train(store, **{k: v for k, v in SETTINGS.items() if k != "checkpoint_interval"})
     ck = tmp_path / "ck"
 
     def step():
@@ -114,9 +117,10 @@ def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path):
         except (FileNotFoundError, json.JSONDecodeError):
             return 0
 
-    kills, steps_seen = kill_after_commits(lambda: _run_worker(store, ck), step, rng, tries=4, max_delay=0.5)
+    kills, steps_seen = kill_after_commits(lambda: _run_worker(store, ck, *options), step, rng, tries=4,
+                                           max_delay=0.5 if not options else 0.2)
     assert kills >= 1
-    proc = _run_worker(store, ck)
+    proc = _run_worker(store, ck, *options)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     resumed = sw.resume(ck)  # already finished: changes nothing, returns the models
@@ -125,6 +129,11 @@ def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path):
         assert a.n_iter_ == b.n_iter_
         assert a.coef_.tobytes() == b.coef_.tobytes() and a.intercept_.tobytes() == b.intercept_.tobytes()
     assert len(steps_seen - {0}) >= 1  # the kills landed after committed checkpoints
+    # what is on disk: the latest commit and its fallback, nothing else
+    man = json.loads((ck / "manifest.json").read_text())
+    prev = json.loads((ck / "manifest.prev.json").read_text()) if (ck / "manifest.prev.json").exists() else man
+    named = {f"s{int(s):06d}-v{v:06d}" for m in (man, prev) for s, v in m["beta"]["versions"].items() if v > 0}
+    assert {p.name for p in (ck / "beta.zarr").iterdir() if p.name.startswith("s")} == named
 
 
 def test_resume_in_process_after_interrupt_and_finished_run_unchanged(tmp_path, rng):

@@ -18,7 +18,7 @@ bytes the server answered per epoch. The models must be bitwise identical (check
 
 Usage: python tools/bench_storage.py [--rows 200000] [--features 2000] [--nnz 30]
        [--classes 20] [--shard-rows 10000] [--epochs 4] [--latency-ms 20] [--repeats 3]
-       [--prefetch auto] [--out docs/benchmarks.md]
+       [--prefetch auto] [--format zarr] [--out docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -138,6 +138,7 @@ def main(argv=None) -> None:
     p.add_argument("--latency-ms", default="20", help="comma-separated added latencies (0 is always run)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--prefetch", default="auto", help="'auto' (2 local, 6 from S3) or a number of shards")
+    p.add_argument("--format", default="zarr", choices=("zarr", "parquet"), help="the store's format")
     p.add_argument("--out", default=None, help="also write the table into this Markdown file")
     args = p.parse_args(argv)
     if args.prefetch != "auto":
@@ -159,7 +160,7 @@ def main(argv=None) -> None:
         make_data(text, rows=args.rows, features=args.features, nnz_per_row=args.nnz,
                   classes=args.classes, seed=0)
         store = convert_libsvm(text, os.path.join(tmp, "store"), shard_rows=args.shard_rows,
-                               shuffle=True, seed=0)
+                               shuffle=True, seed=0, format=args.format)
         os.unlink(text)
         size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(store.path) for f in fs)
         print(f"store: {store.n_rows} rows, {store.n_shards} shards, {size / 2**20:.1f} MiB on disk", flush=True)
@@ -210,7 +211,7 @@ def main(argv=None) -> None:
     base = {b: r["wall"] for r, b in zip(rows[:2], (0, "auto"))}
     lines = [header("Object storage: streamed epochs from S3 (loopback moto server) vs local disk"),
              f"Store: {args.rows} rows, {args.features} features, {args.nnz} non-zeros per row, "
-             f"{args.classes} classes, shards of {args.shard_rows} rows ({size / 2**20:.1f} MiB on disk); "
+             f"{args.classes} classes, {args.format} shards of {args.shard_rows} rows ({size / 2**20:.1f} MiB on disk); "
              f"`train(..., tol=0, max_iter={args.epochs}, prefetch={args.prefetch})` with the checkpoint "
              f"directory on local disk; whole `train` wall time / epochs (objective passes and start-up "
              f"included), median of {args.repeats}; requests and bytes as the server counted them, per "
@@ -233,8 +234,8 @@ def main(argv=None) -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
-        replace_section(args.out, "bench-storage" if args.prefetch == "auto" else f"bench-storage-prefetch{args.prefetch}",
-                        text)
+        marker = "bench-storage" if args.prefetch == "auto" else f"bench-storage-prefetch{args.prefetch}"
+        replace_section(args.out, marker + ("" if args.format == "zarr" else f"-{args.format}"), text)
 
 
 if __name__ == "__main__":
