@@ -512,6 +512,13 @@ class CheckpointDir:
         for name in names:
             (self.path / name).unlink(missing_ok=True)
 
+    def tidy(self) -> None:
+        """Delete what neither loaded manifest names: a finished run resumed commits nothing,
+        and a process killed during its final commit's clean-up left the rest behind."""
+        kept = [m for m in (self._latest, self._previous) if m is not None]
+        if kept:
+            self.collect_garbage(kept)
+
     def collect_garbage(self, manifests: list[dict[str, Any]], keep_newer: bool = False) -> None:
         """Delete weights and beta versions no manifest of ``manifests`` (the latest first)
         names (with ``keep_newer``, only beta versions older than the latest's).

@@ -145,3 +145,69 @@ def test_checkpoint_interval_is_validated_and_on_the_cli(tmp_path, store):
                  "--checkpoint-dir", str(ck), "--checkpoint-interval", "0", "--model-out", str(tmp_path / "m.npz")]) == 0
     man = json.loads((ck / "manifest.json").read_text())
     assert man["run"]["checkpoint_interval"] == 0.0 and man["step"] == 3
+
+
+def _history(m):
+    return [{k: v for k, v in h.items() if k not in ("time", "wall_time")} for h in m.history_]
+
+
+ONE = dict(C=0.5, random_state=3, prefetch=2)
+RULES = [dict(tol=1e-3, max_iter=300), dict(tol=0.0, gap_decay=0.01, max_iter=300), dict(tol=0.0, max_iter=7),
+         dict(tol=1e-4, eval_every=3, max_iter=40)]
+
+
+@pytest.mark.parametrize("rule", range(len(RULES)))
+def test_late_objectives_give_the_model_history_and_checkpoint_of_the_default_order(tmp_path, store, caplog, rule):
+    """A store read from disk every epoch (memory_budget=0), one model: W_t certified from the
+    rows of epoch t + 1, the stop one epoch late and rewound; everything as with a pass of
+    its own after every epoch (checkpoint_every > 0 keeps that order)."""
+    kw = dict(ONE, **RULES[rule])
+    caplog.set_level(logging.INFO, logger="streamwww.engine.run")
+    late = sw.train(store, memory_budget=0, checkpoint_dir=tmp_path / "late", checkpoint_interval=0, **kw)
+    assert any("late" in r.getMessage() for r in caplog.records)
+    after = sw.train(store, memory_budget=0, checkpoint_dir=tmp_path / "after", checkpoint_interval=0,
+                     checkpoint_every=99, **kw)
+    kept = sw.train(store, **kw)  # the store stays in memory: a pass of its own
+    assert late.coef_.tobytes() == after.coef_.tobytes() == kept.coef_.tobytes()
+    assert late.n_iter_ == after.n_iter_ == kept.n_iter_
+    assert _history(late) == _history(after) == _history(kept)
+    for ck in ("late", "after"):
+        man = _check_invariant(tmp_path / ck, store, 1)
+        assert man["cursor"]["epoch"] == late.n_iter_ and man["finished"] is True
+        prev = json.loads((tmp_path / ck / "manifest.prev.json").read_text())
+        assert _on_disk_versions(tmp_path / ck) == _named_versions(man, prev)
+
+
+def test_a_late_run_stopped_and_resumed_either_way_gives_the_same_model(tmp_path, store):
+    """Interrupted with a certificate pending (its checkpoint: W_e, history to e - 1), the run
+    continues late, or with a pass of its own (the store now fits in memory), or stopped
+    by a callback (rewound) and continued: the uninterrupted model each time."""
+    kw = dict(ONE, tol=0.0, gap_decay=0.01, max_iter=300)
+    reference = sw.train(store, **kw)
+
+    def interrupt(info):
+        if info["epoch"] == 6:
+            raise KeyboardInterrupt
+
+    for again in (dict(memory_budget=0), dict(memory_budget="auto")):
+        ck = tmp_path / f"ck-{again['memory_budget']}"
+        with pytest.raises(KeyboardInterrupt):
+            sw.train(store, memory_budget=0, checkpoint_dir=ck, checkpoint_interval=0, callback=interrupt, **kw)
+        man = json.loads((ck / "manifest.json").read_text())
+        # (the callback of epoch 6 ran after epoch 7 trained, before its commit)
+        assert man["cursor"]["epoch"] == 6 and man["results"][0]["history"][-1]["epoch"] == 5
+        resumed = sw.train(store, checkpoint_dir=ck, checkpoint_interval=0, **again, **kw)
+        assert resumed.coef_.tobytes() == reference.coef_.tobytes()
+        assert _history(resumed) == _history(reference)
+    ck = tmp_path / "stopped"
+    stopped = sw.train(store, memory_budget=0, checkpoint_dir=ck, checkpoint_interval=0,
+                       callback=lambda info: info["epoch"] >= 9, **kw)
+    assert stopped.n_iter_ == 9 and stopped.history_[-1]["epoch"] == 9
+    man = _check_invariant(ck, store, 1)
+    assert man["cursor"]["epoch"] == 9
+    man["results"][0]["status"] = "running"
+    man["finished"] = False
+    man["checksum"] = manifest_checksum(man)
+    (ck / "manifest.json").write_text(json.dumps(man))
+    resumed = sw.train(store, memory_budget=0, checkpoint_dir=ck, checkpoint_interval=0, **kw)
+    assert resumed.coef_.tobytes() == reference.coef_.tobytes()

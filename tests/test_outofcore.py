@@ -22,7 +22,7 @@ from streamwww.io import write_store
 
 from .conftest import kill_after_commits, make_classification
 from .reference import W_from_beta
-from .train_worker import SETTINGS
+from .train_worker import ONE_MODEL, SETTINGS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -101,14 +101,19 @@ def _run_worker(store, ck, *options):
 
 
 # A commit at every shard; or at most every 0.05 s (kills between commits), with beta kept in
-# memory (written by commits only) or written every epoch (memory_budget=0)
-@pytest.mark.parametrize("options", [(), ("0.05", "auto"), ("0.05", "0")])
+# memory (written by commits only) or written every epoch (memory_budget=0); one model read
+# from disk (its objectives late: a checkpoint holds W_e uncertified, a stop rewinds)
+@pytest.mark.parametrize("options", [(), ("0.05", "auto"), ("0.05", "0"), ("0", "0", "0.5")])
 def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, options):
     rng = np.random.default_rng(2024)
     X, y = _data(rng, n=900, d=20, k=6)
     store = tmp_path / "s.zarr"
     write_store(store, X, y, shard_rows=100)
-    reference = sw.train(store, **{k: v for k, v in SETTINGS.items() if k != "checkpoint_interval"})
+    settings = {k: v for k, v in SETTINGS.items() if k != "checkpoint_interval"}
+    if len(options) > 2:
+        settings.update(ONE_MODEL, C=float(options[2]))
+    reference = sw.train(store, **settings)
+    reference = reference if isinstance(reference, list) else [reference]
     ck = tmp_path / "ck"
 
     def step():
@@ -124,6 +129,7 @@ def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, op
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     resumed = sw.resume(ck)  # already finished: changes nothing, returns the models
+    resumed = resumed if isinstance(resumed, list) else [resumed]
     assert len(resumed) == len(reference)
     for a, b in zip(resumed, reference):
         assert a.n_iter_ == b.n_iter_
@@ -323,13 +329,17 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
         (root,) = scratch.glob("streamwww-beta-*/beta.zarr")
         counts.append(len([p for p in root.iterdir() if p.name.startswith("s")]))
 
-    sw.train(tmp_path / "s.zarr", C=0.05, random_state=1, tol=0.0, max_iter=6, callback=cb, prefetch=2,
-             memory_budget=0)  # beta written every epoch (it would fit in memory)
     n_shards = 6
-    assert len(counts) == 6
-    # one version per shard, plus at most the writes still in flight (prefetch = 2)
-    assert all(c <= n_shards + 2 for c in counts) and counts[-1] >= n_shards
-    assert not list(scratch.glob("streamwww-beta-*"))  # the temporary folder is removed at the end
+    for options, most in [(dict(checkpoint_every=99), n_shards + 2), ({}, 2 * n_shards + 2)]:
+        counts.clear()
+        sw.train(tmp_path / "s.zarr", C=0.05, random_state=1, tol=0.0, max_iter=6, callback=cb, prefetch=2,
+                 memory_budget=0, **options)  # beta written every epoch (it would fit in memory)
+        assert len(counts) == 6
+        # one version per shard, plus at most the writes still in flight (prefetch = 2); with
+        # the objectives late (the default here: one model, a store read from disk) also
+        # the version of the epoch's start, which a stop returns to
+        assert all(c <= most for c in counts) and counts[-1] >= n_shards, counts
+        assert not list(scratch.glob("streamwww-beta-*"))  # the temporary folder is removed at the end
 
 
 def test_a_beta_being_written_is_read_from_memory(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """Subprocess entry for the kill-and-resume tests: train a store with checkpoints.
 
-    python tests/train_worker.py STORE CHECKPOINT_DIR [CHECKPOINT_INTERVAL [MEMORY_BUDGET]]
+    python tests/train_worker.py STORE CHECKPOINT_DIR [CHECKPOINT_INTERVAL [MEMORY_BUDGET [C]]]
 
 A checkpoint at every shard by default (interval 0); an interval in seconds
 commits less often, which must not change the model either.
@@ -14,6 +14,9 @@ import streamwww as sw
 SETTINGS = dict(C=[0.5, 4.0], tol=1e-6, max_iter=25, random_state=11, checkpoint_every=1, prefetch=2,
                 checkpoint_interval=0.0)
 
+# one model, commits at epoch ends, stopped by its gap (before max_iter)
+ONE_MODEL = dict(checkpoint_every=0, tol=1e-3, max_iter=300)
+
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
     settings = dict(SETTINGS)
@@ -21,5 +24,7 @@ if __name__ == "__main__":
         settings["checkpoint_interval"] = float(sys.argv[3])
     if len(sys.argv) > 4:
         settings["memory_budget"] = sys.argv[4] if sys.argv[4] == "auto" else int(sys.argv[4])
+    if len(sys.argv) > 5:  # one model (a store read from disk then certifies each epoch late)
+        settings.update(ONE_MODEL, C=float(sys.argv[5]))
     sw.train(sys.argv[1], checkpoint_dir=sys.argv[2], **settings)
     print("finished", flush=True)

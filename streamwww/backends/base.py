@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from streamwww.backends import _kernels as K
 
-__all__ = ["Block", "Backend", "make_block", "model_splits"]
+__all__ = ["Block", "Backend", "make_block", "model_splits", "row_range"]
 
 
 @dataclass
@@ -52,6 +52,25 @@ class Block:
     @property
     def is_sparse(self) -> bool:
         return sp.issparse(self.X)
+
+
+def row_range(block: Block, r0: int, r1: int) -> Block:
+    """Rows ``r0:r1`` of a host ``block`` as a block of their own, sharing its arrays (CSR:
+    the values and indices are views; only the row pointers are new)."""
+    X = block.X
+    if sp.issparse(X):
+        z0, z1 = int(X.indptr[r0]), int(X.indptr[r1])
+        X = sp.csr_matrix((X.data[z0:z1], X.indices[z0:z1], X.indptr[r0:r1 + 1] - z0),
+                          shape=(r1 - r0, X.shape[1]), copy=False)
+        X.has_sorted_indices = True
+    else:
+        X = X[r0:r1]
+
+    def part(a):
+        return None if a is None else a[r0:r1]
+
+    return Block(X=X, y=block.y[r0:r1], sqnorms=block.sqnorms[r0:r1], weights=part(block.weights),
+                 trains=part(block.trains))
 
 
 def _dense_is_smaller(X) -> bool:

@@ -10,6 +10,15 @@ is the feed's job; making state durable is the checkpoint hook's.
 Several models (one per ``C``) share every pass over the data; each is updated,
 evaluated and stopped exactly as it would be alone, so a model trained in a
 group equals its own single-``C`` run.
+
+The objectives of ``W_t`` need a pass over every row.  By default it follows
+epoch ``t`` (a second read of each shard).  With ``late=True`` (a store that does
+not stay in memory) they are summed from the rows epoch ``t + 1`` loads for
+training, before it trains them, against a copy of ``W_t``: one read per epoch.
+The stop decision then comes one epoch late, and a model that stops is rewound
+to the certified ``W_t`` and the ``beta`` it came with, so the model, its history
+and the checkpoint it ends with are bitwise those of the default order (the
+per-shard sums are added in storage order either way).
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streamwww.backends.base import Backend, model_splits
+from streamwww.backends.base import Backend, model_splits, row_range
 from streamwww.engine import objective
 from streamwww.engine.config import Cursor, ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
@@ -89,7 +98,7 @@ class Hooks:
 
 def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=None,
             cursor: Cursor | None = None, results: list[ModelResult] | None = None,
-            hooks: Hooks | None = None) -> list[ModelResult]:
+            hooks: Hooks | None = None, late: bool = False) -> list[ModelResult]:
     """Train one model per ``cfg.Cs`` by exact dual BCD over ``data``'s shards.
 
     Parameters
@@ -106,6 +115,10 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     W0, cursor, results : optional
         State to continue from (a resumed checkpoint); default: a fresh start.
     hooks : Hooks, optional
+    late : bool, default=False
+        Certify ``W_t`` from the rows of epoch ``t + 1`` (one read per epoch; see the
+        module docstring).  For one model without cross-validation splits, checkpoints
+        at epoch ends only (``betas`` must have ``hold``/``rewind``).
 
     Returns
     -------
@@ -125,12 +138,27 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     plan = EpochPlan(cfg, data.n_shards)
     active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
     wall0 = time.perf_counter() - cur.train_time
+    late = bool(late) and len(cfg.Cs) == 1 and cfg.splits is None and hooks.checkpoint_every == 0
+    pending = None  # late: the certificate of W_{epoch} summed while this epoch trains
+    if active.size and cur.pos == 0 and 0 < cur.epoch and cfg.evaluates(cur.epoch) and \
+            all(not results[i].history or results[i].history[-1]["epoch"] < cur.epoch for i in active):
+        # resumed where W_{epoch} is not certified yet (a late run's, or a cluster run's, checkpoint)
+        if late and cur.epoch < cfg.max_iter:
+            pending = _Certificate(backend, W, cur, data.n_shards, active, rows=0, epoch_time=0.0)
+        else:
+            active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
+                               wall=time.perf_counter() - wall0, rows=0, epoch_time=0.0,
+                               then=plan.next_groups(cur.epoch))
 
     while cur.epoch < cfg.max_iter and active.size:
         t0 = time.perf_counter()
         rows = 0
-        stream = feed.train_stream(plan.groups(cur.epoch, cur.pos), *plan.after_training(cur.epoch))
-        for group, block, beta in _on_device(backend, stream):
+        if late:
+            betas.hold()  # W_{epoch}'s beta: a stop decided after this epoch returns to it
+        stream = feed.train_stream(plan.groups(cur.epoch, cur.pos), *plan.after_training(cur.epoch, late))
+        for group, block, beta, host_block, host_beta in _on_device(backend, stream):
+            if pending is not None:
+                pending.add(backend, data, cfg, group, block, host_block, host_beta, splits)
             for p in range(cfg.inner_passes):  # exact block minimization over the group's rows
                 order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows)
                 backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits)
@@ -140,7 +168,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             # loader frees this beta before it decodes another (one beta less at the peak).
             block = None
             betas.put_group(list(zip(group, split_rows(backend.get_beta(beta), data.shard_rows[list(group)]))))
-            beta = None
+            beta = host_block = host_beta = None
             rows += n_rows
             hooks.check_interrupt()
             before, cur.pos = cur.pos, cur.pos + len(group)
@@ -150,16 +178,33 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                 cur.train_time += time.perf_counter() - t0  # the commit's capture is not training
                 hooks.commit(backend.to_host(W), cur, results)
                 t0 = time.perf_counter()
-        epoch_time = time.perf_counter() - t0
+        epoch_time = time.perf_counter() - t0 - (pending.seconds if pending is not None else 0.0)
         cur.train_time += epoch_time
         cur.epoch, cur.pos = cur.epoch + 1, 0
         for i in active:
             results[i].n_iter = cur.epoch
 
+        if pending is not None:  # the certificate of the epoch before, now complete
+            certified, pending = pending, None
+            active = _decide(cfg, backend, certified.W, certified.hinge(), certified.beta_sum(),
+                             certified.active, results, certified.cursor, hooks, wall=certified.wall,
+                             rows=certified.rows, epoch_time=certified.epoch_time,
+                             n_features=data.n_features)
+            if not active.size:  # it stops there: back to W_t, its beta and its position
+                W = certified.W
+                betas.rewind()
+                cur.epoch, cur.train_time = certified.cursor.epoch, certified.cursor.train_time
+                for i in certified.active:
+                    results[i].n_iter = cur.epoch
+                break
         if cfg.evaluates(cur.epoch):
-            active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
-                               wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
-                               then=plan.next_groups(cur.epoch))
+            if late and cur.epoch < cfg.max_iter:
+                pending = _Certificate(backend, W, cur, data.n_shards, active, rows=rows, epoch_time=epoch_time,
+                                       wall=time.perf_counter() - wall0)
+            else:
+                active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
+                                   wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
+                                   then=plan.next_groups(cur.epoch))
         if active.size and cur.epoch < cfg.max_iter and hooks.commit_due():  # (the caller commits the end)
             hooks.commit(backend.to_host(W), cur, results)
 
@@ -172,10 +217,53 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
 
 
 def _on_device(backend: Backend, stream):
-    """The feed's ``(group, block, beta)`` items, made resident on the backend's device."""
+    """The feed's ``(group, block, beta)`` items, made resident on the backend's device, with
+    the host block and ``beta`` (the CPU backend trains that ``beta`` in place: read it first)."""
     for group, block, beta in stream:
-        yield group, backend.put_block(block), backend.put_beta(beta)
+        yield group, backend.put_block(block), backend.put_beta(beta), block, beta
         block = beta = None  # hold no group while the feed loads the next one
+
+
+class _Certificate:
+    """The objectives of ``W_t``, summed shard by shard from the rows epoch ``t + 1`` loads
+    (before it trains them) against a copy of ``W_t``; added in storage order at the end,
+    as :func:`_evaluate` adds them."""
+
+    def __init__(self, backend: Backend, W, cur: Cursor, n_shards: int, active: np.ndarray, *,
+                 rows: int, epoch_time: float, wall: float = 0.0):
+        self.backend = backend
+        self.W = backend.put_W(backend.to_host(W))  # W_t, kept while W_{t+1} is trained
+        self.cursor = Cursor(cur.epoch, 0, cur.train_time)
+        self.active = active.copy()
+        self.rows, self.epoch_time, self.wall = rows, epoch_time, wall
+        self._hinge: list = [None] * n_shards
+        self._beta: list = [None] * n_shards
+        self.seconds = 0.0  # summing time, taken off the epoch's training time
+
+    def add(self, backend: Backend, data, cfg: SolverConfig, group, block, host_block, host_beta,
+            splits) -> None:
+        t = time.perf_counter()
+        r0 = 0
+        for s, part in zip(group, split_rows(host_beta, data.shard_rows[list(group)])):
+            r1 = r0 + int(data.shard_rows[s])
+            rows = block if len(group) == 1 else backend.put_block(row_range(host_block, r0, r1))
+            self._hinge[s] = backend.hinge_sums(self.W, rows, cfg.bias, self.active, splits)
+            self._beta[s] = part.sum(axis=(1, 2))[self.active]
+            r0 = r1
+        self.seconds += time.perf_counter() - t
+
+    def hinge(self) -> np.ndarray:
+        return _in_order(self._hinge, self.active.shape[0])
+
+    def beta_sum(self) -> np.ndarray:
+        return _in_order(self._beta, self.active.shape[0])
+
+
+def _in_order(parts, n: int) -> np.ndarray:
+    total = np.zeros(n)
+    for p in parts:
+        total += p
+    return total
 
 
 def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active, results, cur: Cursor,
@@ -188,6 +276,14 @@ def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active,
         hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits)
         beta_sum += betas.sums(s, active)
         hooks.check_interrupt()
+    return _decide(cfg, backend, W, hinge, beta_sum, active, results, cur, hooks, wall=wall, rows=rows,
+                   epoch_time=epoch_time, n_features=data.n_features)
+
+
+def _decide(cfg: SolverConfig, backend: Backend, W, hinge, beta_sum, active, results, cur: Cursor, hooks: Hooks,
+            *, wall: float, rows: int, epoch_time: float, n_features: int) -> np.ndarray:
+    """The objectives of ``W`` at epoch ``cur.epoch`` from the summed hinge loss and ``beta``;
+    the history, the callback, and the models still active."""
     Cs = np.asarray(cfg.Cs, dtype=np.float64)
     wsq = backend.sq_frobenius(W)[active]
     P = objective.primal(wsq, hinge, Cs[active])
@@ -212,7 +308,7 @@ def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active,
     stop = False
     if hooks.callback is not None:
         def weights(j: int = 0):
-            return cfg.coef_intercept(backend.to_host(W)[active[j]], data.n_features)  # to_host copies
+            return cfg.coef_intercept(backend.to_host(W)[active[j]], n_features)  # to_host copies
 
         stop = bool(hooks.callback({"epoch": cur.epoch, "time": cur.train_time, "models": [int(i) for i in active],
                                     "primal": P.tolist(), "dual": D.tolist(), "rel_gap": R.tolist(),

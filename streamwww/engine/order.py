@@ -59,10 +59,11 @@ class EpochPlan:
         """What epoch ``epoch`` (0-based) trains first, if it runs."""
         return [] if epoch >= self.cfg.max_iter else self.groups(epoch)
 
-    def after_training(self, epoch: int) -> tuple[list[tuple[int, ...]], bool]:
+    def after_training(self, epoch: int, late: bool = False) -> tuple[list[tuple[int, ...]], bool]:
         """What follows the training stream of epoch ``epoch`` (0-based), for
         prefetching: the evaluation pass, or the next epoch's groups; and whether
-        that next stream trains (needs ``beta``)."""
-        if self.cfg.evaluates(epoch + 1):
+        that next stream trains (needs ``beta``). ``late``: the objectives come with
+        the next epoch's training, and a pass of their own only after the last epoch."""
+        if self.cfg.evaluates(epoch + 1) and not (late and epoch + 1 < self.cfg.max_iter):
             return [(s,) for s in range(self.n_shards)], False
         return self.next_groups(epoch + 1), True

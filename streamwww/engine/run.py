@@ -163,8 +163,13 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     with CtrlC() as interrupted, ExitStack() as stack:
         backend = get_backend(params["device"])
         stack.callback(backend.close)
-        resident = _resident_betas(source, len(Cs), budget)
-        _keep_store(stack, source, budget - _beta_bytes(data, len(Cs)) if resident else budget)
+        # one model, checkpoints at epoch ends: the objectives may come with the next epoch
+        late = source.streamed and len(Cs) == 1 and splits is None and int(checkpoint_every) == 0
+        resident = _resident_betas(source, len(Cs), budget, copies=3 if late else 2)
+        # ... which pays when the store is read from storage: it does not stay in memory
+        late = not _keep_store(stack, source, budget - _beta_bytes(data, len(Cs)) if resident else budget) and late
+        if late:
+            logger.info("objectives late: W_t certified from the rows epoch t + 1 loads (one read per epoch)")
         ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
@@ -190,7 +195,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
             commit = _committer(ckpt, betas, header, step=int(manifest["step"]) if manifest else 0)
 
         with verbose_logging(int(params["verbose"])):
-            results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor,
+            results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor, late=late,
                               hooks=Hooks(checkpoint=commit, checkpoint_every=checkpoint_every,
                                           checkpoint_interval=float(checkpoint_interval),
                                           callback=callback, progress=progress, interrupted=interrupted),
@@ -199,6 +204,8 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
             if not (manifest is not None and manifest.get("finished")):
                 # Final statuses ('max_iter'), same W; resuming a finished run writes nothing.
                 commit(np.stack([r.W for r in results]), cursor, results, finished=True)
+            else:
+                ckpt.tidy()
             ckpt.wait()  # the last epoch's commit, when there was no final one
     if interrupted.is_set():  # e.g. during the final commit: obeyed, the work kept
         raise KeyboardInterrupt
@@ -210,36 +217,38 @@ def _beta_bytes(data, n_models: int) -> int:
     return 8 * int(n_models) * int(data.n_rows) * max(1, int(data.n_classes) - 1)
 
 
-def _resident_betas(source, n_models: int, budget: int) -> bool:
+def _resident_betas(source, n_models: int, budget: int, copies: int = 2) -> bool:
     """Whether a store's ``beta`` stays in RAM for the run (written only by checkpoint
-    commits): when twice its size (the current versions, and those a commit in
-    progress writes) fits the memory budget. It comes before the store's shards in
-    the budget: ``beta`` is written every epoch, the shards only read."""
+    commits): when ``copies`` times its size (the current versions, those a commit in
+    progress writes, and with late objectives those of the epoch's start) fits the
+    memory budget. It comes before the store's shards in the budget: ``beta`` is
+    written every epoch, the shards only read."""
     if not source.streamed:
         return False
     need = _beta_bytes(source.data, n_models)
-    resident = 2 * need <= budget
+    resident = copies * need <= budget
     logger.info("beta (%.1f MiB) %s", need / 2**20,
                 "kept in memory, written at checkpoints" if resident else "written to disk every epoch")
     return resident
 
 
-def _keep_store(stack: ExitStack, source, budget: int) -> None:
+def _keep_store(stack: ExitStack, source, budget: int) -> bool:
     """Keep up to ``budget`` bytes of a store's decoded shards for the run (then as before).
 
     A store that fits is read from storage in the first epoch only: the later
     epochs and every objective pass copy its shards from memory, which takes
     the fixed cost of a streamed epoch (I/O, decompression, checksums, an object
-    store's requests) off every epoch but the first."""
+    store's requests) off every epoch but the first. Returns whether all of it is kept."""
     store = getattr(source, "store", None)
     if not source.streamed or store is None or not hasattr(store, "keep_decoded"):
-        return
+        return not source.streamed
     before = store.keep_budget
     store.keep_decoded(max(budget, before))
     total = sum(store.shard_nbytes(i) for i in range(store.n_shards))
     logger.info("keeping %s of %.1f MiB of decoded shards in memory (memory_budget %.0f MiB)",
                 "all" if total <= store.keep_budget else "part", total / 2**20, store.keep_budget / 2**20)
     stack.callback(store.keep_decoded, before)
+    return total <= store.keep_budget
 
 
 def _listed(a):

@@ -163,6 +163,11 @@ class DiskBetas:
         self.resident = bool(resident)
         self._ram: dict[int, list] = {}
         self._unwritten: set[int] = set()
+        self._written = dict(self.versions)  # resident: the version on disk of each shard
+        # hold() and rewind(): the versions of an epoch's start, kept (on disk or in RAM)
+        self._held: dict[int, int] = {}
+        self._held_ram: dict[int, list] = {}
+        self._rewound = False
 
     def read(self, s: int, v: int, out: np.ndarray | None = None) -> np.ndarray:
         """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros), into ``out`` if given
@@ -293,10 +298,48 @@ class DiskBetas:
                 newest = self._newest_written.get(s, 0)
                 self._newest_written[s] = max(newest, v)
                 drop = v if newest > v else v - 1 if (s, v - 1) not in self._writing else 0
-                if self.drop_uncommitted and drop in (self._committed[s], self._previous[s], self._pinned.get(s)):
+                if drop in self._protected(s):
                     drop = 0
             if drop > 0:
                 self._remove([(s, drop)])
+
+    def _protected(self, s: int) -> tuple:
+        """Versions of shard ``s`` that stay on disk when superseded: the held one (a rewind
+        may return to it) and, with ``drop_uncommitted``, those a commit names or is about to."""
+        held = self._held.get(s)
+        if self.drop_uncommitted:
+            return held, self._committed[s], self._previous[s], self._pinned.get(s)
+        return (held,)
+
+    def hold(self) -> None:
+        """Keep the current versions until the next ``hold``: :meth:`rewind` returns to them
+        (the start of an epoch whose predecessor's certificate is still to come)."""
+        with self._lock:
+            old, self._held = self._held, dict(self.versions)
+            if self.resident:
+                self._held_ram = dict(self._ram)
+                return
+            # held before and superseded since: no rewind needs them any more
+            drop = [(s, v) for s, v in sorted(old.items())
+                    if 0 < v != self.versions[s] and v not in self._protected(s)]
+        if drop and (not self.keep_superseded or self.drop_uncommitted):
+            if self.executor is not None:  # on the loader, after the writes queued so far
+                self.executor.submit(self, "_remove", drop)
+            else:
+                self._remove(drop)
+
+    def rewind(self) -> None:
+        """Make the held versions the current ones again. Versions put since are abandoned:
+        the next commit names the held ones (a run's final commit deletes the rest; without
+        a checkpoint the scratch directory goes)."""
+        self._settle(list(self._pending))
+        with self._lock:
+            self.versions = dict(self._held)
+            if self.resident:
+                self._ram = dict(self._held_ram)
+            # what the next commit writes (resident) or fsyncs is known once the commit in
+            # progress, if any, is complete: begin_commit works it out
+            self._rewound = True
 
     def _remove(self, keys) -> None:
         """Delete versions ``keys`` (``(shard, version)``; one batch on an object store)."""
@@ -446,6 +489,13 @@ class DiskBetas:
         wait for; :meth:`end_commit` completes it, on any thread, while new
         versions are put.
         """
+        with self._lock:
+            if self._rewound:  # after a rewind: what is not on disk, or not committed
+                self._rewound = False
+                if self.resident:
+                    self._unwritten = {s for s, v in self.versions.items() if self._written.get(s) != v}
+                else:
+                    self._dirty = {(s, v) for s, v in self.versions.items() if 0 < v != self._committed[s]}
         if self.resident:  # the current versions not on disk yet, written by end_commit
             with self._lock:
                 keys = sorted((s, self.versions[s]) for s in self._unwritten)
@@ -469,6 +519,8 @@ class DiskBetas:
             with self._lock:
                 self._version_sums[s][v] = total
             self._write(s, v, ram[1])
+            with self._lock:
+                self._written[s] = v
         with self._lock:
             syncs = {key: self._syncs.pop(key) for key in plan.keys if key in self._syncs}
         for s, v in plan.keys:
