@@ -20,6 +20,15 @@ The array may also live on an object store (``directory`` a remote
 fetched in one concurrent batch (what hides the store's latency) and decoded
 the same way, with the same checks.
 
+The writing counterpart, :func:`encode_raw_chunks`, gives the chunk objects Zarr
+itself writes for an uncompressed array (codecs ``bytes`` then ``crc32c``, C order,
+edge chunks padded with the fill value 0): ``beta`` is rewritten every epoch, and
+Zarr's write of one version (its sync-to-async bridge, the codec pipeline, one
+task per chunk) took 1.7 ms for 5,000 x 19 values on an idle machine and about
+6 ms beside the training thread, where the same bytes with their crc32c take
+0.3 ms to write; the objects are byte for byte Zarr's (tests/io/test_chunks.py),
+and the array's ``zarr.json`` comes from Zarr.
+
 Integrity (docs/FORMAT.md, "Integrity"): an array made by
 :func:`create_checksummed_array` ends its codec chain with ``crc32c`` (each
 stored chunk carries the crc32c of its compressed bytes) and has every chunk
@@ -417,6 +426,27 @@ def chunk_checksums(array, directory: str | Path) -> list[int]:
         buf = memoryview(data)
         payload = _verify(path, name, coords, buf, None, "write the array again")
         out.append(struct.unpack_from("<I", buf, len(payload))[0])
+    return out
+
+
+def encode_raw_chunks(data: np.ndarray, chunk_shape: tuple[int, ...]) -> dict[str, bytes]:
+    """The chunk objects (key -> bytes) of a Zarr v3 array of ``data`` with chunk shape
+    ``chunk_shape``, codecs ``bytes`` (little endian) then ``crc32c``, default chunk keys
+    (``c/i/j/...``), fill value 0: exactly what Zarr writes (every chunk, C order, edge
+    chunks padded with zeros), without its codec pipeline."""
+    shape = tuple(data.shape)
+    chunk = tuple(int(c) for c in chunk_shape)
+    dtype = data.dtype.newbyteorder("<")
+    out = {}
+    for coords in product(*(range(-(-s // c)) for s, c in zip(shape, chunk))):
+        index = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(coords, chunk, shape))
+        part = data[index]
+        if part.shape != chunk:  # an edge chunk: stored at full size, padded with the fill value
+            full = np.zeros(chunk, dtype=dtype)
+            full[tuple(slice(0, n) for n in part.shape)] = part
+            part = full
+        raw = np.ascontiguousarray(part, dtype=dtype).tobytes()
+        out["c/" + "/".join(map(str, coords))] = raw + struct.pack("<I", crc32c(raw))
     return out
 
 
