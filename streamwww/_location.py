@@ -265,8 +265,8 @@ class Location:
         if self.is_local:
             with open(self.path, "rb") as f:
                 return f.read()
-        with self._request("reading"):
-            return self.fs.cat_file(self.path)
+        with self._request("reading"):  # one GET (s3fs would HEAD first: _CAT_OPTIONS)
+            return self.fs.cat_file(self.path, **_CAT_OPTIONS.get(self.protocol, {}))
 
     def read_text(self) -> str:
         return self.read_bytes().decode()

@@ -410,3 +410,27 @@ def test_s3_everything_through_the_cli(data, tmp_path, s3_server, capsys):
     assert len(series[0]["epoch"]) == 12
     everything = b"".join(s3_server.filesystem().cat(s3_server.filesystem().find(ckpt)).values())
     assert b"testing" not in everything and s3_server.endpoint.encode() not in everything
+
+
+def test_one_object_read_is_one_request_on_s3(tmp_path, s3_server):
+    """A whole-object read (a Parquet shard, a model file) is one GET: s3fs would ask for
+    the object's size first (HEAD) to decide on a multipart download."""
+    rng = np.random.default_rng(9)
+    X, y = make_classification(rng, n=200, d=6, k=3, dtype=np.float32)
+    url = s3_server.url("p")
+    write_store(url, X, y, shard_rows=100, format="parquet", storage_options=s3_server.options)
+    store = open_store(url, storage_options=s3_server.options)
+    where = location(url, s3_server.options)
+    calls = []
+    real = where.fs._call_s3
+
+    async def spy(method, *args, **kwargs):
+        calls.append(method)
+        return await real(method, *args, **kwargs)
+
+    where.fs._call_s3 = spy  # fsspec caches the file system: the store's reads go through it
+    try:
+        Xs, ys = store.read_shard(1)
+    finally:
+        where.fs._call_s3 = real
+    assert calls == ["get_object"] and np.array_equal(ys, y[100:])
