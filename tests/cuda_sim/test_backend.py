@@ -187,3 +187,22 @@ def test_parallel_mode_falls_back_to_exact_when_the_dual_decreases(monkeypatch, 
     assert par.fallbacks == 1 and par.parallel_blocks is None
     np.testing.assert_allclose(par.to_host(W2), exact.to_host(W1), **TOL)
     np.testing.assert_allclose(par.get_beta(dbeta2), exact.get_beta(dbeta1), **TOL)
+
+
+def test_store_with_late_objectives_cuda_matches_cpu(tmp_path):
+    """A store read from disk every epoch (memory_budget=0), one model: the objectives of W_t
+    summed from the next epoch's rows on the device, a stop rewound; the CPU's model."""
+    from streamwww.io import write_store
+
+    rng = np.random.default_rng(6)
+    X, y = tiny(rng, n=24, d=4, k=3, sparse=True)
+    write_store(tmp_path / "s.zarr", X, y, shard_rows=6)
+    kw = dict(C=0.7, tol=0.6, max_iter=8, random_state=0, memory_budget=0)  # stops at epoch 5
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cpu = sw.train(tmp_path / "s.zarr", device="cpu", **kw)
+        gpu = sw.train(tmp_path / "s.zarr", device="cuda", **kw)
+    assert gpu.n_iter_ == cpu.n_iter_ < 8 and cpu.converged_ and len(gpu.history_) == len(cpu.history_) >= 2
+    np.testing.assert_allclose(gpu.coef_, cpu.coef_, **TOL)
+    for hg, hc in zip(gpu.history_, cpu.history_):
+        assert hg["gap"] == pytest.approx(hc["gap"], rel=1e-8, abs=1e-10)
