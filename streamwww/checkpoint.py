@@ -323,9 +323,10 @@ class CheckpointDir:
                     self._W_names.append(self._previous["W"])
                 except CheckpointError:
                     self._previous = None
-            if self.remote and repair and self.locked:
-                # What a killed run or the damaged commit left is deleted now, before this
-                # run creates the same keys (create-only: they must not be there).
+            if repair and self.locked:
+                # What a killed run (even one killed in its final clean-up) or the damaged
+                # commit left is deleted now, before this run writes anything (on an object
+                # store: before it creates the same keys, create-only).
                 kept = [manifest] + ([self._previous] if self._previous is not None else [])
                 self.collect_garbage(kept)
                 self._scanned = True
@@ -511,13 +512,6 @@ class CheckpointDir:
             return
         for name in names:
             (self.path / name).unlink(missing_ok=True)
-
-    def tidy(self) -> None:
-        """Delete what neither loaded manifest names: a finished run resumed commits nothing,
-        and a process killed during its final commit's clean-up left the rest behind."""
-        kept = [m for m in (self._latest, self._previous) if m is not None]
-        if kept:
-            self.collect_garbage(kept)
 
     def collect_garbage(self, manifests: list[dict[str, Any]], keep_newer: bool = False) -> None:
         """Delete weights and beta versions no manifest of ``manifests`` (the latest first)

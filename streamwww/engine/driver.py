@@ -41,7 +41,7 @@ from streamwww.stream.feed import SyncFeed
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Hooks", "run_bcd"]
+__all__ = ["Hooks", "run_bcd", "late_allowed"]
 
 
 @dataclass
@@ -96,6 +96,13 @@ class Hooks:
                 and self.commit_due())
 
 
+def late_allowed(n_models: int, splits, checkpoint_every: int) -> bool:
+    """Whether a run may certify its epochs late: one model (a stop rewinds every model's
+    ``beta`` together), no cross-validation splits, checkpoints at epoch ends only (a
+    resumed run then starts where ``W`` is the one to certify)."""
+    return int(n_models) == 1 and splits is None and int(checkpoint_every) == 0
+
+
 def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=None,
             cursor: Cursor | None = None, results: list[ModelResult] | None = None,
             hooks: Hooks | None = None, late: bool = False) -> list[ModelResult]:
@@ -117,8 +124,8 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     hooks : Hooks, optional
     late : bool, default=False
         Certify ``W_t`` from the rows of epoch ``t + 1`` (one read per epoch; see the
-        module docstring).  For one model without cross-validation splits, checkpoints
-        at epoch ends only (``betas`` must have ``hold``/``rewind``).
+        module docstring); only where :func:`late_allowed` (``betas`` must have
+        ``hold``/``rewind``).
 
     Returns
     -------
@@ -138,13 +145,14 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     plan = EpochPlan(cfg, data.n_shards)
     active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
     wall0 = time.perf_counter() - cur.train_time
-    late = bool(late) and len(cfg.Cs) == 1 and cfg.splits is None and hooks.checkpoint_every == 0
+    if late and not late_allowed(len(cfg.Cs), cfg.splits, hooks.checkpoint_every):
+        raise ValueError("late objectives need one model, no splits and checkpoints at epoch ends only")
     pending = None  # late: the certificate of W_{epoch} summed while this epoch trains
     if active.size and cur.pos == 0 and 0 < cur.epoch and cfg.evaluates(cur.epoch) and \
             all(not results[i].history or results[i].history[-1]["epoch"] < cur.epoch for i in active):
         # resumed where W_{epoch} is not certified yet (a late run's, or a cluster run's, checkpoint)
         if late and cur.epoch < cfg.max_iter:
-            pending = _Certificate(backend, W, cur, data.n_shards, active, rows=0, epoch_time=0.0)
+            pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0)
         else:
             active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
                                wall=time.perf_counter() - wall0, rows=0, epoch_time=0.0,
@@ -158,7 +166,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         stream = feed.train_stream(plan.groups(cur.epoch, cur.pos), *plan.after_training(cur.epoch, late))
         for group, block, beta, host_block, host_beta in _on_device(backend, stream):
             if pending is not None:
-                pending.add(backend, data, cfg, group, block, host_block, host_beta, splits)
+                pending.add(group, block, host_block, host_beta)
             for p in range(cfg.inner_passes):  # exact block minimization over the group's rows
                 order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows)
                 backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits)
@@ -199,7 +207,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                 break
         if cfg.evaluates(cur.epoch):
             if late and cur.epoch < cfg.max_iter:
-                pending = _Certificate(backend, W, cur, data.n_shards, active, rows=rows, epoch_time=epoch_time,
+                pending = _Certificate(backend, W, cur, data, cfg, active, rows=rows, epoch_time=epoch_time,
                                        wall=time.perf_counter() - wall0)
             else:
                 active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
@@ -229,25 +237,28 @@ class _Certificate:
     (before it trains them) against a copy of ``W_t``; added in storage order at the end,
     as :func:`_evaluate` adds them."""
 
-    def __init__(self, backend: Backend, W, cur: Cursor, n_shards: int, active: np.ndarray, *,
+    def __init__(self, backend: Backend, W, cur: Cursor, data, cfg: SolverConfig, active: np.ndarray, *,
                  rows: int, epoch_time: float, wall: float = 0.0):
-        self.backend = backend
+        self.backend, self.bias, self.shard_rows = backend, cfg.bias, data.shard_rows
+        self.splits = model_splits(cfg.splits, len(cfg.Cs))
         self.W = backend.put_W(backend.to_host(W))  # W_t, kept while W_{t+1} is trained
         self.cursor = Cursor(cur.epoch, 0, cur.train_time)
         self.active = active.copy()
         self.rows, self.epoch_time, self.wall = rows, epoch_time, wall
-        self._hinge: list = [None] * n_shards
-        self._beta: list = [None] * n_shards
+        self._hinge: list = [None] * data.n_shards
+        self._beta: list = [None] * data.n_shards
         self.seconds = 0.0  # summing time, taken off the epoch's training time
 
-    def add(self, backend: Backend, data, cfg: SolverConfig, group, block, host_block, host_beta,
-            splits) -> None:
+    def add(self, group, block, host_block, host_beta) -> None:
+        """The sums of ``group``'s shards: ``block`` on the device (one shard: summed as
+        it is) and on the host (several: each shard's rows as a block), ``host_beta``
+        before training."""
         t = time.perf_counter()
         r0 = 0
-        for s, part in zip(group, split_rows(host_beta, data.shard_rows[list(group)])):
-            r1 = r0 + int(data.shard_rows[s])
-            rows = block if len(group) == 1 else backend.put_block(row_range(host_block, r0, r1))
-            self._hinge[s] = backend.hinge_sums(self.W, rows, cfg.bias, self.active, splits)
+        for s, part in zip(group, split_rows(host_beta, self.shard_rows[list(group)])):
+            r1 = r0 + int(self.shard_rows[s])
+            rows = block if len(group) == 1 else self.backend.put_block(row_range(host_block, r0, r1))
+            self._hinge[s] = self.backend.hinge_sums(self.W, rows, self.bias, self.active, self.splits)
             self._beta[s] = part.sum(axis=(1, 2))[self.active]
             r0 = r1
         self.seconds += time.perf_counter() - t

@@ -36,7 +36,7 @@ from streamwww.engine.config import (
     results_from_json,
     results_to_json,
 )
-from streamwww.engine.driver import Hooks, run_bcd
+from streamwww.engine.driver import Hooks, late_allowed, run_bcd
 from streamwww.errors import CheckpointError
 from streamwww.stream.betas import DiskBetas, InMemoryBetas
 from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
@@ -163,8 +163,8 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     with CtrlC() as interrupted, ExitStack() as stack:
         backend = get_backend(params["device"])
         stack.callback(backend.close)
-        # one model, checkpoints at epoch ends: the objectives may come with the next epoch
-        late = source.streamed and len(Cs) == 1 and splits is None and int(checkpoint_every) == 0
+        # the objectives may come with the next epoch's reads ...
+        late = source.streamed and late_allowed(len(Cs), splits, checkpoint_every)
         resident = _resident_betas(source, len(Cs), budget, copies=3 if late else 2)
         # ... which pays when the store is read from storage: it does not stay in memory
         late = not _keep_store(stack, source, budget - _beta_bytes(data, len(Cs)) if resident else budget) and late
@@ -204,8 +204,6 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
             if not (manifest is not None and manifest.get("finished")):
                 # Final statuses ('max_iter'), same W; resuming a finished run writes nothing.
                 commit(np.stack([r.W for r in results]), cursor, results, finished=True)
-            else:
-                ckpt.tidy()
             ckpt.wait()  # the last epoch's commit, when there was no final one
     if interrupted.is_set():  # e.g. during the final commit: obeyed, the work kept
         raise KeyboardInterrupt

@@ -159,17 +159,15 @@ class DiskBetas:
             self._syncer = ThreadPoolExecutor(1, thread_name_prefix="streamwww-fsync")
         self._syncs: dict[tuple[int, int], Any] = {}
         # resident: shard -> [version, beta, its per-model sum or None] of the current
-        # version, and the shards whose current version is not on disk yet
+        # version, and the version of each shard on disk (a commit writes the others)
         self.resident = bool(resident)
         self._ram: dict[int, list] = {}
-        self._unwritten: set[int] = set()
-        self._written = dict(self.versions)  # resident: the version on disk of each shard
+        self._written = dict(self.versions)
         # hold() and rewind(): the versions of an epoch's start, kept (on disk or in RAM)
         self._held: dict[int, int] = {}
         self._held_ram: dict[int, list] = {}
         self._rewound = False
-        self._meta: dict[tuple[int, ...], tuple[bytes, tuple[int, ...]]] = {}  # shape -> zarr.json, chunks
-        self._known: dict[tuple[int, ...], tuple[bytes, Any]] = {}  # shape -> zarr.json, an opened array
+        self._meta: dict[tuple[int, ...], tuple[bytes, Any]] = {}  # shape -> its zarr.json, its zarr.Array
 
     def read(self, s: int, v: int, out: np.ndarray | None = None) -> np.ndarray:
         """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros), into ``out`` if given
@@ -196,7 +194,7 @@ class DiskBetas:
         from streamwww.io import read_into
 
         path = self.root / beta_name(s, v)
-        if not self.remote and self._read_known(path, shape, out):
+        if not self.remote and self._read_direct(path, shape, out):
             return out
         try:
             arr = zarr.open_array(path.zarr_store(read_only=True) if self.remote else str(path), mode="r")
@@ -212,32 +210,20 @@ class DiskBetas:
             self._raise_unreachable(exc, path, f"reading beta of shard {s} version {v}")
             raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
                                   f"({type(exc).__name__}: {exc})") from None
-        if not self.remote and shape not in self._known:
-            ours = self._layout(shape)[0]
-            try:
-                same = (path / "zarr.json").read_bytes() == ours
-            except OSError:
-                same = False
-            if same:  # this array's metadata is the one of every version written for shape
-                with self._lock:
-                    self._known[shape] = (ours, arr)
         return out
 
-    def _read_known(self, path: Path, shape: tuple[int, ...], out: np.ndarray) -> bool:
-        """Read a local version whose ``zarr.json`` is byte for byte the one written for
-        ``shape``, with the array Zarr opened for an earlier version of that shape (opening
-        it again cost about 0.5 ms a version); the chunks are read and checked from
-        ``path``. False: Zarr opens it (an older layout, or damage to report)."""
+    def _read_direct(self, path: Path, shape: tuple[int, ...], out: np.ndarray) -> bool:
+        """Read a local version whose ``zarr.json`` is byte for byte the one this class writes
+        for ``shape``, with the metadata of :meth:`_layout` (Zarr opening each version cost
+        about 0.5 ms); the chunks are read and checked from ``path``. False: Zarr opens it
+        (another layout, or damage to report)."""
         from streamwww.io import read_whole_chunks
 
-        with self._lock:
-            known = self._known.get(shape)
-        if known is None:
-            return False
+        meta, array = self._layout(shape)
         try:
-            if (path / "zarr.json").read_bytes() != known[0]:
+            if (path / "zarr.json").read_bytes() != meta:
                 return False
-            return read_whole_chunks(known[1], path, out, missing="error", fix=_FIX)
+            return read_whole_chunks(array, path, out, missing="error", fix=_FIX)
         except FileNotFoundError:
             return False  # Zarr names what is missing
         except Exception as exc:
@@ -300,11 +286,12 @@ class DiskBetas:
         Zarr's per-write cost)."""
         from streamwww.io import encode_raw_chunks
 
-        meta, chunks = self._layout(tuple(beta.shape))
-        return {"zarr.json": meta, **encode_raw_chunks(beta, chunks)}
+        meta, array = self._layout(tuple(beta.shape))
+        return {"zarr.json": meta, **encode_raw_chunks(beta, tuple(array.metadata.chunk_grid.chunk_shape))}
 
-    def _layout(self, shape: tuple[int, ...]) -> tuple[bytes, tuple[int, ...]]:
-        """The ``zarr.json`` (made by Zarr) and chunk shape of a version of ``shape``."""
+    def _layout(self, shape: tuple[int, ...]):
+        """The ``zarr.json`` (made by Zarr) of a version of ``shape``, and the (empty,
+        in-memory) Zarr array it describes: its metadata, for writing and reading versions."""
         with self._lock:
             meta = self._meta.get(shape)
         if meta is None:
@@ -312,7 +299,7 @@ class DiskBetas:
 
             objects: dict[str, Any] = {}
             array = self._create_array(zarr.storage.MemoryStore(objects), shape)
-            meta = (objects["zarr.json"].to_bytes(), tuple(array.metadata.chunk_grid.chunk_shape))
+            meta = (objects["zarr.json"].to_bytes(), array)
             with self._lock:
                 self._meta[shape] = meta
         return meta
@@ -382,7 +369,7 @@ class DiskBetas:
                     if 0 < v != self.versions[s] and v not in self._protected(s)]
         if drop and (not self.keep_superseded or self.drop_uncommitted):
             if self.executor is not None:  # on the loader, after the writes queued so far
-                self.executor.submit(self, "_remove", drop)
+                self.executor.submit(self._remove, drop)
             else:
                 self._remove(drop)
 
@@ -471,7 +458,6 @@ class DiskBetas:
                 for s, beta in items:
                     self.versions[s] += 1
                     self._ram[s] = [self.versions[s], beta, None]
-                    self._unwritten.add(s)
             return
         keys = []
         for s, beta in items:
@@ -494,7 +480,7 @@ class DiskBetas:
         with self._lock:
             for key, (_, beta) in zip(keys, items):
                 self._outbox[key] = beta
-        fut = self.executor.submit(self, "_write_queued", tuple(keys))
+        fut = self.executor.submit(self._write_queued, tuple(keys))
         for s, _ in keys:
             self._pending.setdefault(s, []).append(fut)
 
@@ -548,16 +534,12 @@ class DiskBetas:
         versions are put.
         """
         with self._lock:
-            if self._rewound:  # after a rewind: what is not on disk, or not committed
-                self._rewound = False
-                if self.resident:
-                    self._unwritten = {s for s, v in self.versions.items() if self._written.get(s) != v}
-                else:
-                    self._dirty = {(s, v) for s, v in self.versions.items() if 0 < v != self._committed[s]}
-        if self.resident:  # the current versions not on disk yet, written by end_commit
+            if self._rewound and not self.resident:  # after a rewind: the versions not committed
+                self._dirty = {(s, v) for s, v in self.versions.items() if 0 < v != self._committed[s]}
+            self._rewound = False
+        if self.resident:  # the current versions not on disk yet (the commit before is complete), written by end_commit
             with self._lock:
-                keys = sorted((s, self.versions[s]) for s in self._unwritten)
-                self._unwritten = set()
+                keys = sorted((s, v) for s, v in self.versions.items() if self._written.get(s) != v)
                 arrays = {(s, v): self._ram[s] for s, v in keys}
             return BetaCommit(dict(self.versions), keys, [], arrays)
         keys = sorted(self._dirty)

@@ -32,7 +32,8 @@ __all__ = ["LoaderPool", "SyncFeed", "PrefetchFeed"]
 
 
 class LoaderPool:
-    """Run methods of this process's objects on background loader threads.
+    """Run calls on background loader threads (a thread pool that releases freed memory
+    to the OS first, and whose ``close`` drops what has not started).
 
     Tasks start in submission order (one thread: one at a time, in that order).
 
@@ -48,9 +49,9 @@ class LoaderPool:
         release_freed_memory()
         self._pool = ThreadPoolExecutor(max(1, int(n_threads)), thread_name_prefix="streamwww-loader")
 
-    def submit(self, obj, method: str, *args):
-        """A future of ``obj.method(*args)``."""
-        return self._pool.submit(getattr(obj, method), *args)
+    def submit(self, fn, *args):
+        """A future of ``fn(*args)``."""
+        return self._pool.submit(fn, *args)
 
     def close(self) -> None:
         """Cancel what has not started; wait for what runs (a write in progress finishes)."""
@@ -137,7 +138,7 @@ class PrefetchFeed(SyncFeed):
     def _submit(self, unit: tuple[int, ...], with_block: bool, with_beta: bool):
         # The versions are fixed now, on the calling thread, after the puts so far.
         versions = tuple(self.betas.version(s) for s in unit) if with_beta else None
-        return self.executor.submit(self, "_load", unit, with_block, versions)
+        return self.executor.submit(self._load, unit, with_block, versions)
 
     def _window(self, unit_len: int) -> int:
         return max(1, -(-self.prefetch // max(1, unit_len)))

@@ -81,6 +81,9 @@ def test_store_reads_use_it(tmp_path, rng, monkeypatch):
         return got
 
     monkeypatch.setattr(_chunks, "read_whole_chunks", spy)
+    import streamwww.io
+
+    monkeypatch.setattr(streamwww.io, "read_whole_chunks", spy)  # beta reads call it directly
     X = sp.random(300, 20, density=0.2, format="csr", random_state=1, dtype=np.float32)
     y = rng.integers(0, 3, size=300)
     write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
