@@ -7,8 +7,8 @@ by about ``prefetch + 2`` shards.
 
 The loads of a one-process run go to a ``concurrent.futures`` thread pool, not to
 Dask: an in-process ``distributed`` cluster (``LocalCluster(processes=False)``,
-what this module used before) costs 0.3 s to start and about 10 ms per task
-round trip (submit, scheduler, worker thread, result), measured against 25 us
+what this module used before) costs 0.2 s to start and 10.6 ms per task
+round trip (submit, scheduler, worker thread, result), measured against 17-57 us
 for the same call on a thread pool; with one small shard that round trip, paid
 for every load, objective pass and ``beta`` write, was most of an epoch
 (docs/benchmarks.md, "Fixed cost per epoch").  The loads are plain calls on
