@@ -23,6 +23,7 @@ import os
 import posixpath
 import re
 import secrets
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -408,17 +409,37 @@ class Location:
 
         if self.is_local:
             return zarr.storage.LocalStore(self.path, read_only=read_only)
-        import fsspec
+        return zarr.storage.FsspecStore(_zarr_filesystem(self), path=self.path, read_only=read_only)
 
-        # Zarr reads small objects (metadata, chunks): one GET each, as in read_many
-        fs = fsspec.filesystem(self.protocol, **{"asynchronous": True, **_CAT_OPTIONS.get(self.protocol, {}),
-                                                 **self.storage_options}) \
-            if fsspec.get_filesystem_class(self.protocol).async_impl else self.fs
-        if not fs.async_impl:
-            from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
 
-            fs = AsyncFileSystemWrapper(fs, asynchronous=True)
-        return zarr.storage.FsspecStore(fs, path=self.path, read_only=read_only)
+# Zarr's asynchronous file systems, one per protocol and options in this process.
+# fsspec caches instances per thread, and each new s3fs instance builds a client
+# (about 40 ms of CPU: botocore loads its endpoint tables) on first use; the loader
+# threads of every run are new threads. One instance serves them all: Zarr runs all
+# its I/O in its own single event loop thread, where the client's session lives.
+_ZARR_FS: dict[tuple, Any] = {}
+_ZARR_FS_LOCK = threading.Lock()
+
+
+def _zarr_filesystem(where: Location):
+    import fsspec
+    from fsspec.utils import tokenize
+
+    options = {**_CAT_OPTIONS.get(where.protocol, {}), **where.storage_options}
+    key = (os.getpid(), where.protocol, tokenize(sorted(options.items(), key=lambda kv: kv[0])))
+    with _ZARR_FS_LOCK:
+        fs = _ZARR_FS.get(key)
+        if fs is None:
+            if fsspec.get_filesystem_class(where.protocol).async_impl:
+                # Zarr reads small objects (metadata, chunks): one GET each, as in read_many
+                fs = fsspec.filesystem(where.protocol, asynchronous=True, skip_instance_cache=True,
+                                       **options)
+            else:
+                from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
+
+                fs = AsyncFileSystemWrapper(where.fs, asynchronous=True)
+            _ZARR_FS[key] = fs
+        return fs
 
 
 def location(path: str | os.PathLike | Location, storage_options: Mapping[str, Any] | None = None
