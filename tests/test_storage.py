@@ -90,6 +90,19 @@ def test_missing_protocol_package_is_named(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # no local folder named "gs:"
 
 
+def test_zarr_reads_share_one_file_system_across_threads(s3_server):
+    """Each loader thread used to build its own S3 client (fsspec caches instances per
+    thread); Zarr's file system is one per protocol and options in a process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    url = location("s3://bench/x", s3_server.options)
+    with ThreadPoolExecutor(3) as pool:
+        stores = list(pool.map(lambda _: url.zarr_store(read_only=True), range(3)))
+    assert len({id(st.fs) for st in stores}) == 1
+    other = location("s3://bench/x", {**s3_server.options, "anon": False})
+    assert other.zarr_store(read_only=True).fs is not stores[0].fs
+
+
 def test_parse_storage_options():
     assert parse_storage_options(None) is None
     assert parse_storage_options(["anon=true", "endpoint_url=http://h:9000", "client_kwargs.region_name=eu",
