@@ -93,12 +93,22 @@ def test_missing_protocol_package_is_named(tmp_path, monkeypatch):
 def test_zarr_reads_share_one_file_system_across_threads(s3_server):
     """Each loader thread used to build its own S3 client (fsspec caches instances per
     thread); Zarr's file system is one per protocol and options in a process."""
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
 
     url = location("s3://bench/x", s3_server.options)
-    with ThreadPoolExecutor(3) as pool:
-        stores = list(pool.map(lambda _: url.zarr_store(read_only=True), range(3)))
-    assert len({id(st.fs) for st in stores}) == 1
+    together = threading.Barrier(3)  # three live threads at once: three thread idents
+    stores = []
+
+    def open_one():
+        together.wait(timeout=30)
+        stores.append(url.zarr_store(read_only=True))
+
+    threads = [threading.Thread(target=open_one) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(stores) == 3 and len({id(st.fs) for st in stores}) == 1
     other = location("s3://bench/x", {**s3_server.options, "anon": False})
     assert other.zarr_store(read_only=True).fs is not stores[0].fs
 
