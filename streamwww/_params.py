@@ -45,7 +45,7 @@ def _choice(owner, name, value, options):
 
 def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay,
                  subproblem, random_state, device, verbose, inner_passes=1, eval_every=1,
-                 mix_shards=1, allow_C_list: bool = False) -> tuple[float, ...]:
+                 mix_shards=1, shrinking=True, allow_C_list: bool = False) -> tuple[float, ...]:
     """Validate training parameters; return ``C`` as a tuple of floats."""
     if allow_C_list and isinstance(C, (list, tuple, np.ndarray)):
         Cs = list(np.asarray(C, dtype=object).ravel())
@@ -66,6 +66,8 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
     _real(owner, "intercept_scaling", intercept_scaling, low=0.0)
     _real(owner, "gap_decay", gap_decay, low=0.0, high=1.0, allow_none=True)
     _choice(owner, "subproblem", subproblem, ("walrus", "shark"))
+    if not isinstance(shrinking, (bool, np.bool_)):
+        _fail(owner, "shrinking", "an instance of 'bool'", shrinking)
     _choice(owner, "device", device, ("auto", "cpu", "cuda"))
     _int(owner, "verbose", verbose, low=0)
     _int(owner, "inner_passes", inner_passes, low=1)

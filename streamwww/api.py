@@ -61,6 +61,7 @@ def _build_models(template, fit, source, n_features_in, feature_names=None) -> l
 
 def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept: bool = True,
           intercept_scaling: float = 1.0, gap_decay: float | None = None, subproblem: str = "walrus",
+          shrinking: bool = True,
           random_state=None, device: str = "auto", verbose: int = 0, checkpoint_dir=None,
           checkpoint_every: int = DEFAULTS["checkpoint_every"],
           checkpoint_interval: float = DEFAULTS["checkpoint_interval"], prefetch: int | str = DEFAULTS["prefetch"],
@@ -81,7 +82,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     C : float or list of float, default=1.0
         Regularization.  A list trains one model per value in the same passes
         over the data; each equals the model a single-``C`` run would give.
-    tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state, device, verbose
+    tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, shrinking, random_state, device, verbose
         As in :class:`~streamwww.WWClassifier`.
     checkpoint_dir : str or Path, optional
         Keep ``beta`` and crash-safe checkpoints here (a local directory, or a
@@ -166,6 +167,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     if cv is not None:
         return _train_cv(data, C=C, cv=cv, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
+                         shrinking=shrinking,
                          random_state=random_state, device=device, verbose=verbose, class_weight=class_weight,
                          sample_weight=sample_weight, model_out=model_out,
                          options=dict(checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
@@ -176,6 +178,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
                                       memory_budget=memory_budget))
     models, fit = _train(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                          intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
+                         shrinking=shrinking,
                          random_state=random_state, device=device, verbose=verbose,
                          checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
                          checkpoint_interval=checkpoint_interval, prefetch=prefetch,
@@ -188,7 +191,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     return models
 
 
-def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state,
+def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, shrinking, random_state,
            device, verbose, checkpoint_dir, checkpoint_every, prefetch, inner_passes, eval_every, mix_shards,
            model_out, callback, progress, class_weight=None, sample_weight=None, cluster=None,
            memory_budget=DEFAULTS["memory_budget"], checkpoint_interval=DEFAULTS["checkpoint_interval"]):
@@ -196,6 +199,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     ``cluster`` (:func:`~streamwww.engine.run.cluster_options`): on a Dask cluster."""
     Cs = check_params("train", C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                       intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
+                      shrinking=shrinking,
                       random_state=random_state, device=device, verbose=verbose,
                       inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
                       allow_C_list=True)
@@ -207,7 +211,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     check_interval(checkpoint_interval, "train")
     template = WWClassifier(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                             intercept_scaling=intercept_scaling, gap_decay=gap_decay,
-                            subproblem=subproblem, random_state=random_state, device=device,
+                            subproblem=subproblem, shrinking=shrinking, random_state=random_state, device=device,
                             verbose=verbose, class_weight=class_weight)
     source, n_features_in, feature_names = _source(data, template, class_weight, sample_weight)
     many = isinstance(C, (list, tuple, np.ndarray))
@@ -306,6 +310,7 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
     cfg, run = manifest["config"], manifest["run"]
     params = {k: v for k, v in manifest["estimator_params"].items() if k in WWClassifierCV._get_param_names()}
     params.update(random_state=int(cfg["seed"]), verbose=verbose)
+    params.setdefault("shrinking", False)  # a checkpoint from before shrinking: its runs did not shrink
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:
         params["max_iter"] = max_iter
@@ -426,6 +431,7 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
                           callback=callback, progress=progress, max_iter=max_iter, placement=placement,
                           storage_options=storage_options, memory_budget=memory_budget)
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
+    params.setdefault("shrinking", False)  # a checkpoint from before shrinking: its runs did not shrink
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:
         params["max_iter"] = max_iter

@@ -10,6 +10,8 @@ Layout of a checkpoint directory::
     manifest.json           the latest commit record, replaced atomically; written last
     manifest.prev.json      the commit before it, kept (with all it names) as a fallback
     W-000012.npy            weights of step 12, float64 (n_models, D, k)
+    Wsets-000012.npy        (a mid-epoch commit of a shrinking run) the weights whose
+                            objective pass chose the epoch's coordinates (engine.shrink)
     beta.zarr/s000003-v000007   Zarr v3 array: shard 3's beta, version 7, (n_models, rows, k-1)
 
 Every manifest carries a blake2b checksum of itself and of the ``W`` it names,
@@ -75,6 +77,12 @@ __all__ = ["MANIFEST", "PREVIOUS", "CheckpointDir", "CheckpointFallbackWarning",
            "array_digest", "FORMAT", "VERSION"]
 
 
+def weight_files(manifest: dict[str, Any]) -> list[str]:
+    """The weights files a manifest names: ``W``, and ``W_sets`` where it has one."""
+    sets = manifest.get("W_sets")
+    return [manifest["W"]] + ([sets["file"]] if sets else [])
+
+
 class CheckpointFallbackWarning(UserWarning):
     """The latest checkpoint was damaged; training resumed from the one before it."""
 
@@ -99,7 +107,7 @@ READS = (1, 2)
 MANIFEST = "manifest.json"  # the latest commit
 PREVIOUS = "manifest.prev.json"  # the one before it, kept as the fallback
 _BETA_NAME = re.compile(r"^s(\d{6})-v(\d{6})$")
-_W_NAME = re.compile(r"^W-(\d{6})\.npy$")
+_W_NAME = re.compile(r"^W(sets)?-(\d{6})\.npy$")  # the weights files of a commit
 LEASE_S = 120.0  # a remote LOCK whose heartbeat is older than this is stale
 
 
@@ -250,22 +258,34 @@ class CheckpointDir:
 
     def load_W(self, manifest: dict[str, Any]) -> np.ndarray:
         """The weights a manifest names, checked against its hash (its sum for version 1)."""
-        path = self.path / manifest["W"]
+        return self._load_weights(manifest["W"], manifest["W_shape"], manifest.get("W_blake2b"),
+                                  manifest.get("W_sum"))
+
+    def load_W_sets(self, manifest: dict[str, Any]) -> np.ndarray | None:
+        """The weights whose objective pass chose the current epoch's coordinates (a
+        mid-epoch commit of a shrinking run, :mod:`streamwww.engine.shrink`), or None."""
+        sets = manifest.get("W_sets")
+        if not sets:
+            return None
+        return self._load_weights(sets["file"], manifest["W_shape"], sets["blake2b"], None)
+
+    def _load_weights(self, name: str, shape, digest, total) -> np.ndarray:
+        path = self.path / name
         try:
-            W = np.load(io.BytesIO(self._read(manifest["W"])) if self.remote else path, allow_pickle=False)
+            W = np.load(io.BytesIO(self._read(name)) if self.remote else path, allow_pickle=False)
         except FileNotFoundError:
             raise CheckpointError(f"{path}: missing weights named by the manifest") from None
         except (ValueError, OSError, EOFError) as exc:
             if self.remote and is_storage_failure(exc):
                 raise
             raise CheckpointError(f"{path}: corrupt weights ({exc})") from None
-        if list(W.shape) != manifest["W_shape"] or W.dtype != np.float64:
+        if list(W.shape) != list(shape) or W.dtype != np.float64:
             raise CheckpointError(f"{path}: weights of shape {W.shape}/{W.dtype}, expected "
-                                  f"{tuple(manifest['W_shape'])}/float64")
-        if manifest.get("W_blake2b") is not None:
-            if array_digest(W) != manifest["W_blake2b"]:
+                                  f"{tuple(shape)}/float64")
+        if digest is not None:
+            if array_digest(W) != digest:
                 raise CheckpointError(f"{path}: the weights do not match their hash in the manifest (damaged)")
-        elif manifest.get("W_sum") is not None and float(W.sum()) != manifest["W_sum"]:
+        elif total is not None and float(W.sum()) != total:
             raise CheckpointError(f"{path}: weights do not match the checksum in the manifest")
         return W
 
@@ -301,6 +321,7 @@ class CheckpointDir:
             try:
                 manifest = self.load_manifest(name)
                 W = self.load_W(manifest)
+                self.load_W_sets(manifest)  # (checked here: damage falls back like W's)
                 if verify is not None:
                     verify(manifest)
             except CheckpointError as exc:
@@ -316,11 +337,11 @@ class CheckpointDir:
                 logger.warning("%s: checkpoint format version 1 carries no checksums for W and the manifest; "
                                "it resumes, and the next commit writes version %d", self.path, VERSION)
             self._latest = manifest
-            self._W_names = [manifest["W"]]
+            self._W_names = weight_files(manifest)
             if not damage and (self.path / PREVIOUS).exists():
                 try:
                     self._previous = self.load_manifest(PREVIOUS)
-                    self._W_names.append(self._previous["W"])
+                    self._W_names += weight_files(self._previous)
                 except CheckpointError:
                     self._previous = None
             if repair and self.locked:
@@ -364,7 +385,7 @@ class CheckpointDir:
 
     # -- writing ---------------------------------------------------------------
     def commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas", *,
-               wait: bool = False) -> None:
+               wait: bool = False, W_sets: np.ndarray | None = None) -> None:
         """Make ``(W, betas' current versions, state)`` the checkpoint, atomically.
 
         The arrays and state are captured now; the commit itself (waiting for
@@ -386,16 +407,21 @@ class CheckpointDir:
             For a run's last commit: return only when it is durable. It then
             also deletes everything the manifest does not name, so no ``beta``
             may be put while it runs.
+        W_sets : ndarray, optional
+            A mid-epoch commit of a shrinking run: the weights whose objective pass
+            chose the coordinates the epoch updates (copied; written beside ``W``).
         """
         self.wait()
         plan = betas.begin_commit()
         W = np.array(W, dtype=np.float64, order="C", copy=True)
+        if W_sets is not None:
+            W_sets = np.array(W_sets, dtype=np.float64, order="C", copy=True)
         state = json.loads(json.dumps(state))  # a deep copy of what the caller goes on mutating
         if self._committer is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._committer = ThreadPoolExecutor(1, thread_name_prefix="streamwww-commit")
-        self._inflight = self._committer.submit(self._commit, step, W, state, betas, plan, wait)
+        self._inflight = self._committer.submit(self._commit, step, W, state, betas, plan, wait, W_sets)
         if wait:
             self.wait()
 
@@ -406,10 +432,10 @@ class CheckpointDir:
             fut.result()
 
     def _commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas",
-                plan: "BetaCommit", final: bool) -> None:
+                plan: "BetaCommit", final: bool, W_sets: np.ndarray | None = None) -> None:
         self._doing = ""
         try:
-            self._write_commit(step, W, state, betas, plan, final)
+            self._write_commit(step, W, state, betas, plan, final, W_sets)
         except Exception as exc:  # a full disk, a lost mount, a store out of reach: the previous commit stands
             if not (isinstance(exc, OSError) or (self.remote and is_storage_failure(exc))):
                 raise
@@ -423,7 +449,7 @@ class CheckpointDir:
                                   f"({reason}); the previous checkpoint{last} stands") from None
 
     def _write_commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas",
-                      plan: "BetaCommit", final: bool) -> None:
+                      plan: "BetaCommit", final: bool, W_sets: np.ndarray | None = None) -> None:
         t0 = time.perf_counter()
         self._doing = "writing beta"
         beta = betas.end_commit(plan)
@@ -431,11 +457,16 @@ class CheckpointDir:
         manifest = {"format": FORMAT, "version": VERSION, "step": int(step), "W": wname,
                     "W_shape": list(W.shape), "W_blake2b": array_digest(W),
                     "beta": beta, "created": time.time(), **state}
+        arrays = {wname: W}
+        if W_sets is not None:  # (a key only where there is one: older readers' manifests stay as they were)
+            sname = f"Wsets-{step:06d}.npy"
+            manifest["W_sets"] = {"file": sname, "blake2b": array_digest(W_sets)}
+            arrays[sname] = W_sets
         manifest["checksum"] = manifest_checksum(manifest)
         if self.remote:
-            self._write_remote(wname, W, manifest, bool(plan.keys))
+            self._write_remote(arrays, manifest, bool(plan.keys))
         else:
-            self._write_local(wname, W, manifest, bool(plan.keys))
+            self._write_local(arrays, manifest, bool(plan.keys))
         self._latest = manifest
         self._doing = "deleting superseded objects"
         previous = self._previous
@@ -448,20 +479,23 @@ class CheckpointDir:
             self.collect_garbage(kept, keep_newer=not final)
             self._scanned = True
         else:
-            named = {m["W"] for m in kept}
+            named = {n for m in kept for n in weight_files(m)}
             self._remove_files([old for old in self._W_names if old not in named])
             betas.drop_superseded(plan)
         betas.mark_committed(plan)
-        self._W_names = [m["W"] for m in kept]
+        self._W_names = [n for m in kept for n in weight_files(m)]
         logger.debug("checkpoint step %d committed in %.3fs", step, time.perf_counter() - t0)
 
-    def _write_remote(self, wname: str, W: np.ndarray, manifest: dict[str, Any], rotate: bool) -> None:
-        """Object store: ``W`` under its new key (create-only), the lock checked, the
+    def _write_remote(self, arrays: dict[str, np.ndarray], manifest: dict[str, Any], rotate: bool) -> None:
+        """Object store: the weights under their new keys (create-only), the lock checked, the
         latest manifest's bytes copied to ``manifest.prev.json``, the new manifest last."""
-        buf = io.BytesIO()
-        np.save(buf, W, allow_pickle=False)
-        self._doing = f"writing {wname}"
-        write_once({self.location.child(wname): buf.getvalue()})
+        blobs = {}
+        for name, W in arrays.items():
+            buf = io.BytesIO()
+            np.save(buf, W, allow_pickle=False)
+            blobs[self.location.child(name)] = buf.getvalue()
+        self._doing = f"writing {', '.join(arrays)}"
+        write_once(blobs)
         data = json.dumps(manifest, indent=1, sort_keys=True).encode()
         if self._object_lock is not None:
             self._doing = "renewing LOCK"
@@ -479,16 +513,16 @@ class CheckpointDir:
         self.location.child(MANIFEST).write_bytes(data)
         self._latest_bytes = data
 
-    def _write_local(self, wname: str, W: np.ndarray, manifest: dict[str, Any], rotate: bool) -> None:
-        """Local disk: ``W`` and the manifest each written to a temporary name, fsynced
+    def _write_local(self, arrays: dict[str, np.ndarray], manifest: dict[str, Any], rotate: bool) -> None:
+        """Local disk: the weights and the manifest each written to a temporary name, fsynced
         and renamed, the old manifest moved to ``manifest.prev.json`` in between."""
-        wpath = self.path / wname
-        tmp = self.path / (wname + ".tmp")
-        with open(tmp, "wb") as f:
-            np.save(f, W, allow_pickle=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, wpath)
+        for wname, W in arrays.items():
+            tmp = self.path / (wname + ".tmp")
+            with open(tmp, "wb") as f:
+                np.save(f, W, allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.path / wname)
         mtmp = self.path / (MANIFEST + ".tmp")
         with open(mtmp, "w") as f:
             json.dump(manifest, f, indent=1, sort_keys=True)
@@ -523,7 +557,7 @@ class CheckpointDir:
         if self.remote:
             self._collect_remote(manifests, keep_newer)
             return
-        weights = {m["W"] for m in manifests}
+        weights = {n for m in manifests for n in weight_files(m)}
         for p in self.path.iterdir():
             if (_W_NAME.match(p.name) and p.name not in weights) or p.name.endswith(".tmp"):
                 p.unlink(missing_ok=True)
@@ -540,7 +574,7 @@ class CheckpointDir:
                     shutil.rmtree(p, ignore_errors=True)
 
     def _collect_remote(self, manifests: list[dict[str, Any]], keep_newer: bool) -> None:
-        weights = {m["W"] for m in manifests}
+        weights = {n for m in manifests for n in weight_files(m)}
         self._remove_files([n for n in self.location.listdir() if _W_NAME.match(n) and n not in weights])
         bdir = self.location.child("beta.zarr")
         named = [{int(s): int(v) for s, v in m["beta"]["versions"].items()} for m in manifests]

@@ -144,6 +144,9 @@ def register(sub) -> None:
     p.add_argument("--intercept-scaling", type=float, default=1.0, help="value of the constant feature")
     p.add_argument("--subproblem", choices=("walrus", "shark"), default="walrus",
                    help="block solver: exact Walrus, or Shark's iterative one (baseline); default walrus")
+    p.add_argument("--no-shrinking", action="store_true",
+                   help="pass over every dual coordinate each epoch (default: leave out those the last "
+                        "objective pass found settled; docs/TRAINING.md)")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="compute device; auto uses a GPU when one is usable (default auto)")
     p.add_argument("--checkpoint-every", type=int, default=DEFAULTS["checkpoint_every"],
@@ -449,7 +452,8 @@ def run_train(args) -> int:
         result = sw.train(args.store, C=C, tol=args.tol,
                           max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
                           fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
-                          subproblem=args.subproblem, device=args.device, checkpoint_dir=args.checkpoint_dir,
+                          subproblem=args.subproblem, shrinking=not args.no_shrinking, device=args.device,
+                          checkpoint_dir=args.checkpoint_dir,
                           checkpoint_every=args.checkpoint_every, checkpoint_interval=args.checkpoint_interval,
                           prefetch=args.prefetch,
                           inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,

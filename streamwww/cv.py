@@ -139,7 +139,7 @@ class WWClassifierCV(WWClassifier):
     refit : bool, default=True
         Keep the model of the best ``C`` trained on all rows (trained in the same
         passes) as this estimator's ``coef_``/``intercept_``.
-    tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, random_state, device, verbose, class_weight
+    tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, shrinking, random_state, device, verbose, class_weight
         As in :class:`~streamwww.WWClassifier`; ``random_state`` also seeds the folds.
 
     Attributes
@@ -162,8 +162,8 @@ class WWClassifierCV(WWClassifier):
     """
 
     def __init__(self, Cs=10, cv=5, scoring=None, refit=True, tol=1e-3, max_iter=1000, fit_intercept=True,
-                 intercept_scaling=1.0, gap_decay=None, subproblem="walrus", random_state=None, device="auto",
-                 verbose=0, class_weight=None):
+                 intercept_scaling=1.0, gap_decay=None, subproblem="walrus", shrinking=True, random_state=None,
+                 device="auto", verbose=0, class_weight=None):
         self.Cs = Cs
         self.cv = cv
         self.scoring = scoring
@@ -174,6 +174,7 @@ class WWClassifierCV(WWClassifier):
         self.intercept_scaling = intercept_scaling
         self.gap_decay = gap_decay
         self.subproblem = subproblem
+        self.shrinking = shrinking
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
@@ -182,7 +183,8 @@ class WWClassifierCV(WWClassifier):
     def _solver_params(self, seed: int) -> dict:
         return {"C": 1.0, "tol": self.tol, "max_iter": self.max_iter, "fit_intercept": self.fit_intercept,
                 "intercept_scaling": self.intercept_scaling, "gap_decay": self.gap_decay,
-                "subproblem": self.subproblem, "random_state": seed, "device": self.device,
+                "subproblem": self.subproblem, "shrinking": self.shrinking, "random_state": seed,
+                "device": self.device,
                 "verbose": self.verbose, "class_weight": self.class_weight, "warm_start": False}
 
     def fit(self, X, y=None, sample_weight=None, groups=None, **train_options):
@@ -211,7 +213,7 @@ class WWClassifierCV(WWClassifier):
         Cs = list(check_params(owner, C=Cs, tol=self.tol, max_iter=self.max_iter, fit_intercept=self.fit_intercept,
                      intercept_scaling=self.intercept_scaling, gap_decay=self.gap_decay,
                      subproblem=self.subproblem, random_state=self.random_state, device=self.device,
-                     verbose=self.verbose, allow_C_list=True))
+                     verbose=self.verbose, shrinking=self.shrinking, allow_C_list=True))
         seed = resolve_seed(self.random_state)
         store = as_store(X) if y is None else None
         if store is not None:

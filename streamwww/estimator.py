@@ -44,6 +44,12 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         ``tol=0`` to stop by this rule alone.
     subproblem : {'walrus', 'shark'}, default='walrus'
         Block solver: exact Walrus, or Shark's iterative solver (baseline).
+    shrinking : bool, default=True
+        Leave out of each epoch's passes the dual coordinates that the objective
+        pass before it found at 0 with their margin at least 1 (docs/TRAINING.md,
+        "Shrinking"). The stopping rule still uses the exact duality gap over every
+        row; the model is another point within the same certified gap.  CPU and
+        GPU, one process or a cluster; the Shark solver does not shrink.
     random_state : int, RandomState instance or None, default=None
         Seed of the shard and row orders.  Same seed, data and settings give a
         bitwise-identical model on the CPU.
@@ -108,8 +114,8 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, C=1.0, tol=1e-3, max_iter=1000, fit_intercept=True, intercept_scaling=1.0,
-                 gap_decay=None, subproblem="walrus", random_state=None, device="auto", verbose=0,
-                 class_weight=None, warm_start=False, client=None):
+                 gap_decay=None, subproblem="walrus", shrinking=True, random_state=None, device="auto",
+                 verbose=0, class_weight=None, warm_start=False, client=None):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -117,6 +123,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         self.intercept_scaling = intercept_scaling
         self.gap_decay = gap_decay
         self.subproblem = subproblem
+        self.shrinking = shrinking
         self.random_state = random_state
         self.device = device
         self.verbose = verbose
@@ -154,7 +161,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
                              f"'bool'. Got {self.warm_start!r} instead.")
         return check_params(type(self).__name__, C=self.C, tol=self.tol, max_iter=self.max_iter,
                             fit_intercept=self.fit_intercept, intercept_scaling=self.intercept_scaling,
-                            gap_decay=self.gap_decay, subproblem=self.subproblem,
+                            gap_decay=self.gap_decay, subproblem=self.subproblem, shrinking=self.shrinking,
                             random_state=self.random_state, device=self.device,
                             verbose=self.verbose, allow_C_list=allow_C_list)
 

@@ -107,6 +107,7 @@ def _check_commit(ckpt: CheckpointDir, name: str, verify_beta: bool,
         manifest = ckpt.load_manifest(name)
         out.update(step=manifest.get("step"), epoch=manifest["cursor"]["epoch"], pos=manifest["cursor"]["pos"])
         ckpt.load_W(manifest)
+        ckpt.load_W_sets(manifest)
         out["beta"] = (_check_beta(ckpt.path, manifest, storage_options) if verify_beta
                        else "not checked (--verify checks it)")
     except (CheckpointError, KeyError, ValueError, OSError) as exc:

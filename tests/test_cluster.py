@@ -89,6 +89,26 @@ def test_a_killed_worker_changes_nothing(client, store):
         assert np.array_equal(a.coef_, b.coef_)
 
 
+def test_a_failed_broadcast_sends_W_with_the_tasks(client, store, monkeypatch, caplog):
+    """A worker that dies while W is scattered to it fails (or stalls) the scatter: that
+    round's tasks then carry W themselves, and the model is the same."""
+    ref = sw.train(store, client=client, partitions=2, max_iter=4, **KW)
+    real, calls = client.scatter, []
+
+    def flaky(data, *args, **kwargs):
+        calls.append(1)
+        if kwargs.get("broadcast") and len(calls) % 2 == 1:
+            raise distributed.comm.core.CommClosedError("in <TCP (closed) ConnectionPool.scatter>: Stream is closed")
+        return real(data, *args, **kwargs)
+
+    monkeypatch.setattr(client, "scatter", flaky)
+    with caplog.at_level("WARNING", logger="streamwww.engine.cocoa"):
+        again = sw.train(store, client=client, partitions=2, max_iter=4, **KW)
+    assert "broadcasting W failed" in caplog.text and len(calls) >= 4
+    for a, b in zip(ref, again):
+        assert np.array_equal(a.coef_, b.coef_)
+
+
 def test_cluster_options_are_checked(store, tmp_path):
     with pytest.raises(ValueError, match="partitions applies to cluster runs"):
         sw.train(store, partitions=2, max_iter=1, **KW)

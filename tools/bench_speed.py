@@ -32,7 +32,10 @@ The C++ is built from ``--cpp-src`` (a checkout of ``YutongWangUMich/liblinear``
 checkout ea8db6c``) with its own Makefile in a temporary folder; its source defines
 ``TRACE_OPTIM_TRAJ``.
 
-Usage: python tools/bench_speed.py {tax,cli,all} [--before REV] [--cpp-src DIR]
+Section ``gap``: time to ``gap <= 0.0009 gap_1`` on the same four files, the C++ against
+ours with shrinking (the default) and without (``shrinking=False``), fit wall and solver time.
+
+Usage: python tools/bench_speed.py {tax,cli,gap,all} [--before REV] [--cpp-src DIR]
        [--repeats 3] [--out docs/benchmarks.md] [--quick]
 """
 
@@ -196,8 +199,10 @@ import streamwww as sw
 X, y = load_svmlight_file(sys.argv[1])
 sw.WWClassifier(C=1.0, max_iter=2, random_state=0).fit(X[:50], y[:50])  # kernels loaded
 t = time.perf_counter()
+shrinking = len(sys.argv) < 3 or sys.argv[2] == "1"  # (a tree from before shrinking ignores it)
+kw = {} if "shrinking" not in sw.WWClassifier().get_params() else {"shrinking": shrinking}
 m = sw.WWClassifier(C=1.0, fit_intercept=False, gap_decay=0.0009, tol=0.0, max_iter=100000,
-                    random_state=0).fit(X, y)
+                    random_state=0, **kw).fit(X, y)
 wall = time.perf_counter() - t
 print(json.dumps({"wall": wall, "solver": m.history_[-1]["time"], "epochs": int(m.n_iter_)}))
 '''
@@ -281,9 +286,56 @@ def run_cli(args, work: str, trees: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_gap(args, work: str, trees: dict) -> str:
+    """Time to ``gap <= 0.0009 gap_1``: the C++ against ours with and without shrinking."""
+    binary = _build_cpp(args.cpp_src, work) if args.cpp_src else None
+    files = FILES[:2] if args.quick else FILES
+    tree = next(iter(trees.values()))
+    rows = []
+    for name in files:
+        src = os.path.join(args.data_dir, name + ".xz")
+        data = os.path.join(work, name)
+        with open(data, "wb") as f:
+            subprocess.run(["xz", "-dc", src], stdout=f, check=True)
+        row = {"data": name.split(".")[0], "cpp": [], "on": [], "off": []}
+        for _ in range(args.repeats):  # interleaved: the three share the machine's moods
+            if binary:
+                row["cpp"].append(_cpp_run(binary, data, work))
+            for key, flag in (("on", "1"), ("off", "0")):
+                _, out = _run([sys.executable, "-c", OURS_CHILD, data, flag], env=_env(tree))
+                row[key].append(json.loads(out.strip().splitlines()[-1]))
+        rows.append(row)
+
+    def med(rs, key):
+        return median(r[key] for r in rs)
+
+    lines = [header("Time to a certified gap (issue 18, goal 2): shrinking, side by side with the authors' C++"),
+             "Ours: `WWClassifier(C=1, fit_intercept=False, gap_decay=0.0009, tol=0, random_state=0)` on the "
+             "`load_svmlight_file` matrices, with `shrinking=True` (the default) and `shrinking=False`, each in a "
+             "fresh process after a warm-up fit; *solver* = training passes (objective passes excluded, as the "
+             "C++ trace counts), *fit* = the `fit` call's wall time (objective passes, set-up included). C++: "
+             "`train -s 30 -c 1` of `YutongWangUMich/liblinear` at `ea8db6c` (its Makefile, `-O3`, "
+             "`TRACE_OPTIM_TRAJ`): solver time from its trace. All stop at the first epoch with "
+             f"`gap <= 0.0009 gap_1`. Medians of {args.repeats}, the runs interleaved.", ""]
+    head = ["data", "C++ epochs", "ours epochs (shrink / full)", "C++ solver s", "ours solver s (shrink / full)",
+            "ours fit s (shrink / full)", "ours fit / C++ solver (shrink / full)", "fit / solver (shrink)"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        on, off, cpp = row["on"], row["off"], row["cpp"]
+        c_solver = med(cpp, "solver") if cpp else float("nan")
+        cells = [row["data"], f"{med(cpp, 'epochs'):.0f}" if cpp else "",
+                 f"{med(on, 'epochs'):.0f} / {med(off, 'epochs'):.0f}", f"{c_solver:.3f}" if cpp else "",
+                 f"{med(on, 'solver'):.3f} / {med(off, 'solver'):.3f}",
+                 f"{med(on, 'wall'):.3f} / {med(off, 'wall'):.3f}",
+                 (f"{med(on, 'wall') / c_solver:.2f} / {med(off, 'wall') / c_solver:.2f}" if cpp else ""),
+                 f"{med(on, 'wall') / med(on, 'solver'):.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("section", choices=("tax", "cli", "all"))
+    p.add_argument("section", choices=("tax", "cli", "gap", "all"))
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--features", type=int, default=2_000)
     p.add_argument("--nnz", type=int, default=30)
@@ -306,7 +358,7 @@ def main(argv=None) -> int:
         if args.before:
             trees[args.before] = _worktree(args.before, work)
         _check_tree(trees)
-        for section, fn in (("tax", run_tax), ("cli", run_cli)):
+        for section, fn in (("tax", run_tax), ("cli", run_cli), ("gap", run_gap)):
             if args.section in (section, "all"):
                 text = fn(args, work, trees)
                 print(text, flush=True)

@@ -283,12 +283,18 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
 
     Launch as ``kernel[(n_blocks, len(models)), tpb, stream](W, data, indices, indptr, ncols, y,
     sqnorms, weights, trains, beta, Cs, splits, models, order, bias, solver, eps, scr_f, scr_i,
-    use_shared)``; dense rows pass ``X.ravel()`` as ``data`` and their width as ``ncols``, CSR rows
+    use_shared, near, shrink)``; dense rows pass ``X.ravel()`` as ``data`` and their width as ``ncols``, CSR rows
     their three arrays; ``weights``/``trains`` (empty: none) and ``splits`` as in
     :func:`.rowmath.row_weight`.
     ``scr_f[len(models) * n_blocks, 4, kk]`` / ``scr_i[len(models) * n_blocks, 2, kk]``
     (``kk >= max(k, next_pow2(k-1))``) hold the per-class vectors when ``use_shared`` is false,
     and Shark's gradient always; block ``b`` of model ``mi`` uses slot ``mi * n_blocks + b``.
+
+    Shrinking (``shrink``; ``near[M, n, m]`` the near-flags of the last objective pass, see
+    :mod:`streamwww.engine.shrink`): row ``i`` updates only the coordinates ``t`` with
+    ``near[mdl, i, t]`` set or ``beta_it != 0``, the others held at 0 -- they are left out of
+    the candidate list, which is the same restricted problem (``b_t = clip(v_t - gamma, 0, C)``
+    with ``b_t = 0`` where ``v_t`` is taken as ``-inf``); a row with none is skipped.
 
     ``parallel=False`` is the exact sequential pass: one block per model (``n_blocks = 1``)
     visits ``order`` in turn.  ``parallel=True`` is the row-parallel (PASSCoDe-style) pass:
@@ -305,7 +311,7 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
 
     @_jit_block(tpb)
     def kernel(W, data, indices, indptr, ncols, y, sqnorms, weights, trains, beta, Cs, splits, models,
-               order, bias, solver, eps, scr_f, scr_i, use_shared):
+               order, bias, solver, eps, scr_f, scr_i, use_shared, near, shrink):
         tid = cuda.threadIdx.x
         blk = cuda.blockIdx.x
         nblk = cuda.gridDim.x
@@ -363,6 +369,16 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
                     brow[t] = C
                 cuda.syncthreads()
                 continue
+            if shrink and C != 0.0:
+                # shrinking: skip a row none of whose coordinates is in play
+                ap = 0.0
+                for t in range(tid, m, TPB):
+                    if near[mdl, i, t] != 0 or brow[t] != 0.0:
+                        ap += 1.0
+                none_in_play = _block_sum(red, ap, tid, TPB) == 0.0
+                cuda.syncthreads()
+                if none_in_play:
+                    continue
             yi = y[i]
             lo, hi = row_range(indptr, ncols, i)
 
@@ -399,7 +415,7 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
                 vt = v_entry(sy, s[c_index(t, yi)], sq, brow[t], bsum)
                 v[t] = vt
                 bn[t] = 0.0
-                if vt > 0.0:
+                if vt > 0.0 and (not shrink or near[mdl, i, t] != 0 or brow[t] != 0.0):
                     cand[cuda.atomic.add(ist, 0, 1)] = t
             cuda.syncthreads()
             p = ist[0]
@@ -489,12 +505,15 @@ def hinge_kernel(dense: bool, tpb: int):
 
     One thread per row: ``s_y`` first, then ``sum_{j != y} max(0, 1 - (s_y - s_j))`` one class at
     a time (no per-row storage, any ``k``).  Deterministic: fixed tree per block, host sums blocks.
+    With ``record``, also the near-flags of shrinking: ``near[mdl, i, t] = 1`` where
+    ``1 - (s_y - s_c(t)) > -reach`` (0 for a row of weight 0), as the CPU kernel.
     """
     TPB = tpb
     row_range, score = _row_score(dense)
 
     @cuda.jit
-    def kernel(W, data, indices, indptr, ncols, y, weights, trains, splits, n, bias, models, out):
+    def kernel(W, data, indices, indptr, ncols, y, weights, trains, splits, n, bias, models, out, near, reach,
+               record):
         tid = cuda.threadIdx.x
         blk = cuda.blockIdx.x
         mi = cuda.blockIdx.y
@@ -510,8 +529,14 @@ def hinge_kernel(dense: bool, tpb: int):
             sy = score(W, mdl, data, indices, lo, hi, bias, yi)
             for j in range(k):
                 if j != yi:
-                    loss += hinge_term(sy, score(W, mdl, data, indices, lo, hi, bias, j))
+                    sj = score(W, mdl, data, indices, lo, hi, bias, j)
+                    loss += hinge_term(sy, sj)
+                    if record:  # t with c(t) = j
+                        near[mdl, i, j - 1 if j != 0 else yi - 1] = 1 if 1.0 - (sy - sj) > -reach else 0
             loss *= w
+        elif record and i < n:
+            for t in range(k - 1):
+                near[mdl, i, t] = 0
         total = _block_sum(red, loss, tid, TPB)
         if tid == 0:
             out[mi, blk] = total

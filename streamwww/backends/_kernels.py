@@ -199,6 +199,105 @@ def _few(n, k, ktag):
     return len(ktag) == 0 and 0 < n and 2 * n <= k
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _gather_some(s, Wm, f, a, y, cls, na):
+    """``s[j] += a * Wm[f, j]`` for ``j = y`` and the classes ``cls[:na]``."""
+    s[y] += a * Wm[f, y]
+    for q in range(na):
+        j = cls[q]
+        s[j] += a * Wm[f, j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scores_some_csr(Wm, data, indices, lo, hi, bias, s, y, cls, na):
+    """The scores of ``y`` and ``cls[:na]`` only: each is the same sum, in the same
+    order, as :func:`_scores_csr` forms (bitwise the same value)."""
+    s[y] = 0.0
+    for q in range(na):
+        s[cls[q]] = 0.0
+    for p in range(lo, hi):
+        _gather_some(s, Wm, indices[p], data[p], y, cls, na)
+    if bias != 0.0:
+        _gather_some(s, Wm, Wm.shape[0] - 1, bias, y, cls, na)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scores_some_dense(Wm, x, bias, s, y, cls, na):
+    s[y] = 0.0
+    for q in range(na):
+        s[cls[q]] = 0.0
+    for f in range(x.shape[0]):
+        if x[f] != 0.0:
+            _gather_some(s, Wm, f, x[f], y, cls, na)
+    if bias != 0.0:
+        _gather_some(s, Wm, Wm.shape[0] - 1, bias, y, cls, na)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _active_coords(near_row, brow, at):
+    """Shrinking: the coordinates ``t`` of ``beta_i`` this pass updates (into ``at``;
+    returns how many): those not at 0, and those whose margin was within reach of
+    the hinge (``near_row[t]``) at the last objective pass.  The others are at 0 and
+    were satisfied with room to spare; the row's step keeps them at 0."""
+    na = 0
+    for t in range(brow.shape[0]):
+        if near_row[t] != 0 or brow[t] != 0.0:
+            at[na] = t
+            na += 1
+    return na
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _row_step_some(s, y, sq, brow, C, at, na, v, bnew, dk, idx, cls):
+    """:func:`_row_step` (Walrus) on the coordinates ``at[:na]``, the others held at 0:
+    the exact minimizer of the row's subproblem restricted to them (the same problem
+    on fewer coordinates, since the held ones are 0).  ``cls[:na]`` must hold their
+    classes ``c(at[q])``; on return ``cls[:n]`` holds the changed classes as in
+    :func:`_row_step`, whose ``dk`` is set (the scatter must be the partial one)."""
+    sy = s[y]
+    bsum = 0.0
+    for t in range(brow.shape[0]):
+        bsum += brow[t]
+    for q in range(na):
+        t = at[q]
+        v[q] = v_entry(sy, s[c_index(t, y)], sq, brow[t], bsum)
+    walrus_kernel(v[:na], C, bnew[:na], idx[:na])
+    n = 0
+    total = 0.0
+    for q in range(na):
+        t = at[q]
+        d = bnew[q] - brow[t]
+        if d != 0.0:
+            c = c_index(t, y)
+            cls[n] = c
+            n += 1
+            dk[c] = -d
+            total += d
+            brow[t] = bnew[q]
+    dk[y] = total
+    if total != 0.0:
+        cls[n] = y
+        n += 1
+    return n
+
+
+def row_scores_some(Wm, X, i, bias, s, y, cls, na):
+    """The scores of class ``y`` and classes ``cls[:na]`` of row ``i`` (the others untouched)."""
+    raise NotImplementedError  # compiled only, through the overload below
+
+
+@overload(row_scores_some, inline="always")
+def _row_scores_some_impl(Wm, X, i, bias, s, y, cls, na):
+    if isinstance(X, types.BaseTuple):
+        def csr(Wm, X, i, bias, s, y, cls, na):
+            _scores_some_csr(Wm, X[0], X[1], X[2][i], X[2][i + 1], bias, s, y, cls, na)
+        return csr
+
+    def dense(Wm, X, i, bias, s, y, cls, na):
+        _scores_some_dense(Wm, X[i], bias, s, y, cls, na)
+    return dense
+
+
 def row_scores(Wm, X, i, bias, s, k):
     """``s = Wm^T x_i`` (plus the intercept); ``X`` a dense array or a CSR ``(data, indices, indptr)``."""
     raise NotImplementedError  # compiled only, through the overload below
@@ -242,16 +341,23 @@ def _at_zero(brow):
     return total == 0.0
 
 
-def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, bias, solver, eps, ktag):
+def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, near, bias, solver, eps,
+              ktag):
     """One exact BCD pass over the rows ``order`` of ``X`` (dense, or a CSR
     ``(data, indices, indptr)`` tuple) for each model in ``models``.
 
     Row ``i`` of model ``mdl`` has the box ``[0, Cs[mdl] * w]``, ``w`` its
     :func:`row_weight` for the model's split ``splits[mdl]``; a row whose box is
     ``{0}`` and whose ``beta_i`` is already 0 is skipped (cross-validation's held-out rows).
+
+    Shrinking (``near`` of shape ``(M, n, m)``; shape ``(0, 0, 0)``: none): row ``i``
+    of model ``mdl`` updates only the coordinates :func:`_active_coords` names from
+    ``near[mdl, i]``; a row with none is skipped, a row with all takes the full step.
+    Walrus only (the Shark solver ignores ``near``).
     """
     k = _n_classes(W, ktag)
     m = k - 1
+    shrink = near.shape[1] > 0 and solver == WALRUS
     for mi in prange(models.shape[0]):
         mdl = models[mi]
         Wm = W[mdl]
@@ -265,6 +371,7 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
         grad = np.empty(m)
         idx = np.empty(m, dtype=np.int64)
         cls = np.empty(k, dtype=np.int64)
+        at = np.empty(m, dtype=np.int64)
         for p in range(order.shape[0]):
             i = order[p]
             C = Cm * row_weight(weights, trains, split, i)
@@ -274,6 +381,18 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
             if sq == 0.0:
                 _zero_row(bm[i], C)
                 continue
+            if shrink and C != 0.0:
+                na = _active_coords(near[mdl, i], bm[i], at)
+                if na == 0:
+                    continue
+                if na < m:
+                    for q in range(na):
+                        cls[q] = c_index(at[q], y[i])
+                    row_scores_some(Wm, X, i, bias, s, y[i], cls, na)
+                    n = _row_step_some(s, y[i], sq, bm[i], C, at, na, v, bnew, dk, idx, cls)
+                    if n:
+                        row_scatter(Wm, X, i, bias, dk, cls, n, k, True)
+                    continue
             row_scores(Wm, X, i, bias, s, k)
             n = _row_step(s, y[i], sq, bm[i], C, solver, eps, v, bnew, dk, idx, grad, cls, k)
             if n:
@@ -297,10 +416,16 @@ def _row_hinge(s, y, k):
     return loss
 
 
-def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, ktag):
+def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach, ktag):
     """``out[mi] = sum_i w_i sum_{j != y_i} max(0, 1 - (s_y - s_j))`` for model ``models[mi]``
-    (``w_i`` the row's :func:`row_weight`; rows of weight 0 are not scored)."""
+    (``w_i`` the row's :func:`row_weight`; rows of weight 0 are not scored).
+
+    With ``near`` of shape ``(M, n, m)`` (else ``(0, 0, 0)``) it also records, for
+    shrinking, ``near[models[mi], i, t] = 1`` where ``1 - (s_y - s_c(t)) > -reach``:
+    the margin of class ``c(t)`` is below ``1 + reach`` (0 for unscored rows)."""
     k = _n_classes(W, ktag)
+    m = k - 1
+    record = near.shape[1] > 0
     for mi in prange(models.shape[0]):
         Wm = W[models[mi]]
         split = splits[models[mi]]
@@ -309,9 +434,16 @@ def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, ktag):
         for i in range(y.shape[0]):
             w = row_weight(weights, trains, split, i)
             if w == 0.0:
+                if record:
+                    for t in range(m):
+                        near[models[mi], i, t] = 0
                 continue
             row_scores(Wm, X, i, bias, s, k)
             total += w * _row_hinge(s, y[i], k)
+            if record:
+                sy = s[y[i]]
+                for t in range(m):
+                    near[models[mi], i, t] = 1 if 1.0 - (sy - s[c_index(t, y[i])]) > -reach else 0
         out[mi] = total
 
 

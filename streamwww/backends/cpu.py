@@ -32,21 +32,25 @@ class CPUBackend:
     def get_beta(self, beta: np.ndarray) -> np.ndarray:
         return beta
 
-    def bcd_pass(self, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None) -> None:
+    shrinks = True
+
+    def bcd_pass(self, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None,
+                 near=None) -> None:
         Cs = np.ascontiguousarray(Cs, dtype=np.float64)
         models = np.ascontiguousarray(models, dtype=np.int64)
         order = np.ascontiguousarray(order, dtype=np.int64)
         kernel = K.bcd_pass_serial if models.shape[0] == 1 else K.bcd_pass
         kernel(W, _rows(block), block.y, block.sqnorms, *_row_weights(block), beta, Cs,
-               model_splits(splits, W.shape[0]), models, order,
+               model_splits(splits, W.shape[0]), models, order, _NONE_U8 if near is None else near,
                float(bias), int(solver), float(eps), K.ktag(W.shape[2]))
 
-    def hinge_sums(self, W, block: Block, bias, models, splits=None) -> np.ndarray:
+    def hinge_sums(self, W, block: Block, bias, models, splits=None, near=None, reach=0.0) -> np.ndarray:
         models = np.ascontiguousarray(models, dtype=np.int64)
         out = np.zeros(models.shape[0], dtype=np.float64)
         kernel = K.hinge_sum_serial if models.shape[0] == 1 else K.hinge_sum
         kernel(W, _rows(block), block.y, *_row_weights(block), model_splits(splits, W.shape[0]),
-               float(bias), models, out, K.ktag(W.shape[2]))
+               float(bias), models, out, _NONE_U8 if near is None else near, float(reach),
+               K.ktag(W.shape[2]))
         return out
 
     def sq_frobenius(self, W) -> np.ndarray:
@@ -64,6 +68,7 @@ class CPUBackend:
 
 _NONE_F = np.zeros(0, dtype=np.float64)
 _NONE_I = np.zeros(0, dtype=np.int64)
+_NONE_U8 = np.zeros((0, 0, 0), dtype=np.uint8)
 
 
 def _row_weights(block: Block) -> tuple[np.ndarray, np.ndarray]:

@@ -643,9 +643,12 @@ class CUDABackend:
         return out
 
     # ------------------------------------------------------------------ training
+    shrinks = True  # bcd_pass and hinge_sums take near= (streamwww.engine.shrink)
+
     def bcd_pass(self, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
-                 splits=None) -> None:
-        """One exact sequential BCD pass over ``order`` for each model in ``models`` (asynchronous)."""
+                 splits=None, near=None) -> None:
+        """One exact sequential BCD pass over ``order`` for each model in ``models`` (asynchronous);
+        ``near`` (host ``uint8``, ``(M, n, k - 1)``): shrinking's near-flags (engine.shrink)."""
         models = np.ascontiguousarray(models, dtype=np.int64)
         splits = model_splits(splits, W.shape[0])
         order = np.ascontiguousarray(order, dtype=np.int64)
@@ -656,12 +659,20 @@ class CUDABackend:
             raise ValueError(f"W must have at least two classes. Got k={k}.")
         if tuple(beta.shape) != (M, block.n_rows, k - 1):
             raise ValueError(f"beta has shape {tuple(beta.shape)}, expected {(M, block.n_rows, k - 1)}.")
+        dnear = None if near is None or int(solver) != self._K.WALRUS else \
+            (self._cuda.to_device(np.ascontiguousarray(near, dtype=np.uint8), stream=self._stream), True)
         if self.parallel_blocks is not None and int(solver) == self._K.WALRUS:
-            self._parallel_pass(W, block, beta, Cs, models, order, bias, eps, splits)
+            self._parallel_pass(W, block, beta, Cs, models, order, bias, eps, splits, dnear)
             return
-        self._exact_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits)
+        self._exact_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, dnear)
 
-    def _exact_pass(self, W, block, beta, Cs, models, order, bias, solver, eps, splits):
+    def _no_near(self):
+        """The ``(near, shrink)`` kernel arguments of a pass that does not shrink."""
+        if getattr(self, "_empty_near", None) is None:
+            self._empty_near = self._cuda.to_device(np.zeros((1, 1, 1), dtype=np.uint8))
+        return self._empty_near, False
+
+    def _exact_pass(self, W, block, beta, Cs, models, order, bias, solver, eps, splits, near=None):
         k = W.shape[2]
         st = self._stream
         block.ready.wait(st)
@@ -674,7 +685,7 @@ class CUDABackend:
             W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, block.weights,
             block.trains, beta.array, self._small(Cs, np.float64), self._small(splits, np.int64),
             self._small(models, np.int64), self._small(order, np.int64),
-            float(bias), int(solver), float(eps), scr_f, scr_i, bool(use_shared))
+            float(bias), int(solver), float(eps), scr_f, scr_i, bool(use_shared), *(near or self._no_near()))
         self._release_small()
 
     # ------------------------------------------------------------------ parallel (opt-in) mode
@@ -682,7 +693,7 @@ class CUDABackend:
         """``(||W_m||^2, sum(beta_m))`` on the host for the listed models (device reductions)."""
         return self._sums(W, True)[models], self._sums(beta.array, False)[models]
 
-    def _parallel_pass(self, W, block, beta, Cs, models, order, bias, eps, splits):
+    def _parallel_pass(self, W, block, beta, Cs, models, order, bias, eps, splits, near=None):
         """Row-parallel pass with a safeguard: undo and redo exactly if the dual decreased."""
         cuda = self._cuda
         st = self._stream
@@ -690,7 +701,7 @@ class CUDABackend:
         beta.ready.wait(st)
         if np.unique(order).shape[0] != order.shape[0]:
             # a row visited twice could be solved by two blocks at once: not supported
-            self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps, splits)
+            self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps, splits, near)
             return
         wsq0, bs0 = self._dual_parts(W, beta, models)
         if self._backup is None or self._backup[0].shape != W.shape:
@@ -711,7 +722,7 @@ class CUDABackend:
             W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, block.weights,
             block.trains, beta.array, self._small(Cs, np.float64), self._small(splits, np.int64),
             self._small(models, np.int64), self._small(order, np.int64),
-            float(bias), int(self._K.WALRUS), 0.0, scr_f, scr_i, bool(use_shared))
+            float(bias), int(self._K.WALRUS), 0.0, scr_f, scr_i, bool(use_shared), *(near or self._no_near()))
         self._release_small()
         wsq1, bs1 = self._dual_parts(W, beta, models)
         d0 = bs0 - 0.5 * wsq0
@@ -727,16 +738,30 @@ class CUDABackend:
         self._pool.give([B0buf])
         self.fallbacks += 1
         self.parallel_blocks = None
-        self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps, splits)
+        self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps, splits, near)
 
     # ------------------------------------------------------------------ objective
-    def hinge_sums(self, W, block: DeviceBlock, bias, models, splits=None) -> np.ndarray:
-        """Per listed model, the block's weighted WW hinge loss (float64, host)."""
+    def hinge_sums(self, W, block: DeviceBlock, bias, models, splits=None, near=None, reach=0.0) -> np.ndarray:
+        """Per listed model, the block's weighted WW hinge loss (float64, host); with ``near``
+        (host ``uint8``, ``(M, n, k - 1)``), also shrinking's near-flags of the listed models
+        (engine.shrink), filled in place."""
         models = np.ascontiguousarray(models, dtype=np.int64)
         splits = model_splits(splits, W.shape[0])
         L = models.shape[0]
         if L == 0 or block.n_rows == 0:
             return np.zeros(L)
+        if near is not None:
+            dnear = self._cuda.device_array(near.shape, dtype=np.uint8, stream=self._stream)
+            tpb = 8 if self.simulator else 128
+            nblk = (block.n_rows + tpb - 1) // tpb
+            part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
+                                    np.float64, W, block, bias, models, with_y=True, splits=splits,
+                                    extra=(dnear, float(reach), True))
+            host = dnear.copy_to_host(stream=self._stream)
+            self._stream.synchronize()
+            for mdl in models:  # (the listed models' flags: the others' were not computed)
+                near[mdl] = host[mdl]
+            return part.sum(axis=1)
         if self._cupy is not None:
             try:
                 return self._hinge_cupy(W, block, float(bias), models, splits)
@@ -745,11 +770,12 @@ class CUDABackend:
         tpb = 8 if self.simulator else 128
         nblk = (block.n_rows + tpb - 1) // tpb
         part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
-                                np.float64, W, block, bias, models, with_y=True, splits=splits)
+                                np.float64, W, block, bias, models, with_y=True, splits=splits,
+                                extra=(self._no_near()[0], 0.0, False))
         return part.sum(axis=1)
 
     def _row_kernel(self, kernel, tpb, nblk, out_shape, dtype, W, block: DeviceBlock, bias, models,
-                    with_y: bool = False, splits=None) -> np.ndarray:
+                    with_y: bool = False, splits=None, extra=()) -> np.ndarray:
         """Launch a per-row kernel (grid ``(nblk, len(models))``) over ``block``; its output on the host."""
         st = self._stream
         block.ready.wait(st)
@@ -757,7 +783,8 @@ class CUDABackend:
         head = (W, block.data, block.indices, block.indptr, block.ncols) + ((block.y,) if with_y else ())
         if splits is not None:
             head += (block.weights, block.trains, self._small(splits, np.int64))
-        kernel[(nblk, len(models)), tpb, st](*head, block.n_rows, float(bias), self._small(models, np.int64), out)
+        kernel[(nblk, len(models)), tpb, st](*head, block.n_rows, float(bias), self._small(models, np.int64), out,
+                                             *extra)
         self._release_small()
         res = out.copy_to_host(stream=st)
         st.synchronize()

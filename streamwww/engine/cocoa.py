@@ -50,6 +50,7 @@ from streamwww.backends.select import get_backend
 from streamwww.engine import objective
 from streamwww.engine.config import ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
+from streamwww.engine.shrink import near_args, new_near, round_shrinks
 from streamwww.solvers import SOLVER_IDS
 from streamwww.stream.betas import DiskBetas, split_rows
 from streamwww.stream.sources import StoreData
@@ -163,7 +164,11 @@ class _Local:
         ``beta`` is the task's own array: it is scaled and trained in place."""
         backend, cfg = self.backend, self.cfg
         dblock = backend.put_block(block)
-        self.hinge += backend.hinge_sums(self.W0, dblock, cfg.bias, self.every, self.splits)
+        # shrinking: the certificate's sweep at W_t also flags the coordinates the passes update
+        near = new_near(len(cfg.Cs), block.n_rows, self.W.shape[2]) if \
+            self.train and round_shrinks(cfg, backend, t) else None
+        self.hinge += backend.hinge_sums(self.W0, dblock, cfg.bias, self.every, self.splits,
+                                         **near_args(near))
         self.beta_sum += beta.sum(axis=(1, 2))
         if not self.train:
             return None
@@ -173,7 +178,7 @@ class _Local:
         for p in range(cfg.inner_passes):
             order = row_order(cfg.seed, t, first_shard, p, block.n_rows)
             backend.bcd_pass(self.Wl, dblock, dbeta, self.Cs, active, order, cfg.bias, self.solver,
-                             cfg.shark_eps, self.splits)
+                             cfg.shark_eps, self.splits, **({} if near is None else {"near": near}))
         new = backend.get_beta(dbeta)
         if self.sigma != 1.0:
             new /= self.sigma
@@ -327,7 +332,7 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
     prefix = f"streamwww-round-{id(parts):x}-{time.time_ns():x}"
     while active.size:
         train = t < cfg.max_iter
-        Wf = client.scatter(W, broadcast=True, hash=False)
+        Wf = _broadcast(client, W)
         outs = client.gather(parts.submit(client, Wf, t, active, train, prefix))
         del Wf
         parts.device = outs[0]["device"]  # where the tasks ran (Fit.device)
@@ -356,6 +361,21 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
         if r.status == "running":
             r.status = "max_iter"
     return results
+
+
+def _broadcast(client, W):
+    """``W`` for the round's tasks: scattered to every worker, or, when that fails (a worker
+    died while receiving its copy, or the scatter did not finish in time), ``W`` itself,
+    which then travels inside each task (through the scheduler, once per partition), so
+    that the scheduler can run a task again anywhere: a SIGKILLed worker costs a slower
+    round, never the run or a hang."""
+    timeout = 30.0 + W.nbytes / (10 << 20)  # generous: 10 MiB/s to the slowest worker
+    try:
+        return client.scatter(W, broadcast=True, hash=False, timeout=timeout)
+    except (OSError, TimeoutError) as exc:  # distributed's CommClosedError is an OSError
+        logger.warning("broadcasting W failed (%s: %s); this round's tasks carry W themselves",
+                       type(exc).__name__, exc)
+        return W
 
 
 def _ksum(deltas):

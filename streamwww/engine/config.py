@@ -33,6 +33,7 @@ class SolverConfig:
     shark_eps: float = SHARK_EPS
     mix_shards: int = UNMIXED
     splits: tuple[int, ...] | None = None  # per model, the cross-validation split it trains on (-1: all rows)
+    shrinking: bool = False  # engine.shrink (False: what runs before shrinking existed did)
 
     @property
     def bias(self) -> float:
@@ -67,6 +68,8 @@ class SolverConfig:
             del out["splits"]  # as before cross-validation existed: old checkpoints stay comparable
         else:
             out["splits"] = list(self.splits)
+        if not self.shrinking:
+            del out["shrinking"]  # as before shrinking existed: old checkpoints stay comparable
         return out
 
 

@@ -35,6 +35,7 @@ from streamwww.backends.base import Backend, model_splits, row_range
 from streamwww.engine import objective
 from streamwww.engine.config import Cursor, ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
+from streamwww.engine.shrink import NearSets, near_args, shrinking_applies
 from streamwww.solvers import SOLVER_IDS
 from streamwww.stream.betas import split_rows
 from streamwww.stream.feed import SyncFeed
@@ -81,8 +82,13 @@ class Hooks:
         return self.checkpoint is not None and \
             time.monotonic() - self._last_commit >= self.checkpoint_interval
 
-    def commit(self, W_host, cur: Cursor, results: list[ModelResult]) -> None:
-        self.checkpoint(W_host, cur, results)
+    def commit(self, W_host, cur: Cursor, results: list[ModelResult], W_sets=None) -> None:
+        """Call the checkpoint hook (``W_sets``: the weights that chose a shrinking epoch's
+        coordinates, for a mid-epoch commit; engine.shrink)."""
+        if W_sets is None:
+            self.checkpoint(W_host, cur, results)
+        else:
+            self.checkpoint(W_host, cur, results, W_sets=W_sets)
         self._last_commit = time.monotonic()
 
     def check_interrupt(self) -> None:
@@ -105,7 +111,7 @@ def late_allowed(n_models: int, splits, checkpoint_every: int) -> bool:
 
 def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=None,
             cursor: Cursor | None = None, results: list[ModelResult] | None = None,
-            hooks: Hooks | None = None, late: bool = False) -> list[ModelResult]:
+            hooks: Hooks | None = None, late: bool = False, W_sets=None) -> list[ModelResult]:
     """Train one model per ``cfg.Cs`` by exact dual BCD over ``data``'s shards.
 
     Parameters
@@ -126,6 +132,9 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         Certify ``W_t`` from the rows of epoch ``t + 1`` (one read per epoch; see the
         module docstring); only where :func:`late_allowed` (``betas`` must have
         ``hold``/``rewind``).
+    W_sets : ndarray, optional
+        Resuming a mid-epoch checkpoint of a shrinking run: the weights whose
+        objective pass chose the epoch's coordinates (:mod:`streamwww.engine.shrink`).
 
     Returns
     -------
@@ -147,16 +156,35 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     wall0 = time.perf_counter() - cur.train_time
     if late and not late_allowed(len(cfg.Cs), cfg.splits, hooks.checkpoint_every):
         raise ValueError("late objectives need one model, no splits and checkpoints at epoch ends only")
+    # shrinking: coordinates settled at W_t's objective pass sit out epoch t + 1 (engine.shrink)
+    near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows,
+                    spill=not late and not getattr(betas, "resident", True)  # (InMemoryBetas: in memory)
+                    ) if shrinking_applies(cfg, backend) else None
+    # a mid-epoch commit holds the W that chose its epoch's sets (host copy, kept only if needed)
+    keep_sets_W = near is not None and not late and hooks.checkpoint is not None and hooks.checkpoint_every > 0
+    sets_W = None
+    if near is not None:
+        logger.info("shrinking: settled coordinates of beta sit out the epoch after each objective pass")
     pending = None  # late: the certificate of W_{epoch} summed while this epoch trains
-    if active.size and cur.pos == 0 and 0 < cur.epoch and cfg.evaluates(cur.epoch) and \
+    at_evaluated_end = active.size and cur.pos == 0 and 0 < cur.epoch and cfg.evaluates(cur.epoch)
+    if at_evaluated_end and \
             all(not results[i].history or results[i].history[-1]["epoch"] < cur.epoch for i in active):
         # resumed where W_{epoch} is not certified yet (a late run's, or a cluster run's, checkpoint)
         if late and cur.epoch < cfg.max_iter:
-            pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0)
+            pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0, near=near)
         else:
             active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
                                wall=time.perf_counter() - wall0, rows=0, epoch_time=0.0,
-                               then=plan.next_groups(cur.epoch))
+                               then=plan.next_groups(cur.epoch), near=near)
+    elif at_evaluated_end and near is not None and cur.epoch < cfg.max_iter:
+        # resumed after a certified W_{epoch}: the sets its objective pass made, made again
+        _near_pass(data, cfg, backend, feed, W, active, near, then=plan.next_groups(cur.epoch))
+        sets_W = np.array(backend.to_host(W)) if keep_sets_W else None
+    elif active.size and cur.pos > 0 and near is not None and W_sets is not None:
+        # resumed within an epoch: its sets, made again from the W that made them
+        _near_pass(data, cfg, backend, feed, backend.put_W(W_sets), active, near,
+                   then=plan.groups(cur.epoch, cur.pos))
+        sets_W = W_sets if keep_sets_W else None
 
     while cur.epoch < cfg.max_iter and active.size:
         t0 = time.perf_counter()
@@ -167,9 +195,12 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         for group, block, beta, host_block, host_beta in _on_device(backend, stream):
             if pending is not None:
                 pending.add(group, block, host_block, host_beta)
+            shrunk = {} if near is None else {"near": near.take(group)}
             for p in range(cfg.inner_passes):  # exact block minimization over the group's rows
                 order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows)
-                backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits)
+                backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits,
+                                 **shrunk)
+            shrunk = None
             n_rows = block.n_rows
             # Drop the group's rows and hand its beta over before the loop asks for
             # the next group: the write then queues ahead of that load, and the
@@ -184,7 +215,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                 hooks.progress(cur.epoch + 1, cur.pos, data.n_shards, n_rows)
             if hooks.checkpoint_due(before, cur.pos, data.n_shards):
                 cur.train_time += time.perf_counter() - t0  # the commit's capture is not training
-                hooks.commit(backend.to_host(W), cur, results)
+                hooks.commit(backend.to_host(W), cur, results, W_sets=sets_W)
                 t0 = time.perf_counter()
         epoch_time = time.perf_counter() - t0 - (pending.seconds if pending is not None else 0.0)
         cur.train_time += epoch_time
@@ -208,14 +239,19 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         if cfg.evaluates(cur.epoch):
             if late and cur.epoch < cfg.max_iter:
                 pending = _Certificate(backend, W, cur, data, cfg, active, rows=rows, epoch_time=epoch_time,
-                                       wall=time.perf_counter() - wall0)
+                                       wall=time.perf_counter() - wall0, near=near)
             else:
                 active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
                                    wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
-                                   then=plan.next_groups(cur.epoch))
+                                   then=plan.next_groups(cur.epoch), near=near)
+                sets_W = np.array(backend.to_host(W)) if keep_sets_W and active.size else None
+        else:
+            sets_W = None  # the next epoch passes over every coordinate
         if active.size and cur.epoch < cfg.max_iter and hooks.commit_due():  # (the caller commits the end)
             hooks.commit(backend.to_host(W), cur, results)
 
+    if near is not None:
+        near.close()
     Wh = backend.to_host(W)
     for i, res in enumerate(results):
         res.W = Wh[i]
@@ -238,8 +274,9 @@ class _Certificate:
     as :func:`_evaluate` adds them."""
 
     def __init__(self, backend: Backend, W, cur: Cursor, data, cfg: SolverConfig, active: np.ndarray, *,
-                 rows: int, epoch_time: float, wall: float = 0.0):
+                 rows: int, epoch_time: float, wall: float = 0.0, near: NearSets | None = None):
         self.backend, self.bias, self.shard_rows = backend, cfg.bias, data.shard_rows
+        self.near = near  # shrinking: the sets of the shards this epoch trains next, made here
         self.splits = model_splits(cfg.splits, len(cfg.Cs))
         self.W = backend.put_W(backend.to_host(W))  # W_t, kept while W_{t+1} is trained
         self.cursor = Cursor(cur.epoch, 0, cur.train_time)
@@ -258,7 +295,10 @@ class _Certificate:
         for s, part in zip(group, split_rows(host_beta, self.shard_rows[list(group)])):
             r1 = r0 + int(self.shard_rows[s])
             rows = block if len(group) == 1 else self.backend.put_block(row_range(host_block, r0, r1))
-            self._hinge[s] = self.backend.hinge_sums(self.W, rows, self.bias, self.active, self.splits)
+            self._hinge[s] = self.backend.hinge_sums(self.W, rows, self.bias, self.active, self.splits,
+                                                     **_near_args(self.near, s))
+            if self.near is not None:
+                self.near.filled(s)
             self._beta[s] = part.sum(axis=(1, 2))[self.active]
             r0 = r1
         self.seconds += time.perf_counter() - t
@@ -278,17 +318,35 @@ def _in_order(parts, n: int) -> np.ndarray:
 
 
 def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active, results, cur: Cursor,
-              hooks: Hooks, *, wall: float, rows: int, epoch_time: float, then=()) -> np.ndarray:
-    """Primal, dual and gap of every active model (one streaming pass); who stops."""
+              hooks: Hooks, *, wall: float, rows: int, epoch_time: float, then=(),
+              near: NearSets | None = None) -> np.ndarray:
+    """Primal, dual and gap of every active model (one streaming pass); who stops.
+    With ``near``, the pass also makes the shrinking sets of the next epoch."""
     hinge = np.zeros(active.shape[0])
     beta_sum = np.zeros(active.shape[0])
     splits = model_splits(cfg.splits, len(cfg.Cs))
     for (s,), block in feed.eval_stream(then):
-        hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits)
+        hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits, **_near_args(near, s))
+        if near is not None:
+            near.filled(s)
         beta_sum += betas.sums(s, active)
         hooks.check_interrupt()
     return _decide(cfg, backend, W, hinge, beta_sum, active, results, cur, hooks, wall=wall, rows=rows,
                    epoch_time=epoch_time, n_features=data.n_features)
+
+
+def _near_args(near: NearSets | None, shard: int) -> dict:
+    """``hinge_sums``'s keyword arguments that fill ``shard``'s shrinking set (none without)."""
+    return near_args(None if near is None else near.buffer(shard))
+
+
+def _near_pass(data, cfg: SolverConfig, backend: Backend, feed, W, active, near: NearSets, then=()) -> None:
+    """The shrinking sets of ``W`` alone (a resumed run's; the objective pass that made them
+    ran before the checkpoint): the objective pass's kernel, its sums unused."""
+    splits = model_splits(cfg.splits, len(cfg.Cs))
+    for (s,), block in feed.eval_stream(then):
+        backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits, **_near_args(near, s))
+        near.filled(s)
 
 
 def _decide(cfg: SolverConfig, backend: Backend, W, hinge, beta_sum, active, results, cur: Cursor, hooks: Hooks,

@@ -69,7 +69,8 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         subproblem=params["subproblem"], seed=int(seed),
                         inner_passes=int(inner_passes), eval_every=int(eval_every),
                         mix_shards=int(mix_shards),
-                        splits=None if splits is None else tuple(int(s) for s in splits))
+                        splits=None if splits is None else tuple(int(s) for s in splits),
+                        shrinking=bool(params.get("shrinking", False)))
 
 
 def check_manifest(path, manifest: dict, data) -> None:
@@ -318,17 +319,18 @@ def _resume_state(ckpt, manifest, W0, cfg: SolverConfig, data) -> tuple[Cursor, 
     if any(r.status == "running" for r in results):
         manifest["finished"] = False
     logger.info("resuming %s at epoch %d, shard %d of %d", ckpt.path, cursor.epoch + 1, cursor.pos, data.n_shards)
-    return cursor, {"W0": W0, "results": results}
+    W_sets = ckpt.load_W_sets(manifest)  # a mid-epoch commit of a shrinking run (engine.shrink)
+    return cursor, {"W0": W0, "results": results, **({} if W_sets is None else {"W_sets": W_sets})}
 
 
 def _committer(ckpt, betas, header: dict, step: int):
     """The driver's checkpoint hook: commit ``W``, the beta versions and the run state."""
     steps = [step]
 
-    def commit(W, cur: Cursor, results: list[ModelResult], finished: bool = False) -> None:
+    def commit(W, cur: Cursor, results: list[ModelResult], finished: bool = False, W_sets=None) -> None:
         steps[0] += 1
         ckpt.commit(steps[0], W, {**header, "finished": finished, "cursor": cur.to_json(),
-                                  "results": results_to_json(results)}, betas, wait=finished)
+                                  "results": results_to_json(results)}, betas, wait=finished, W_sets=W_sets)
 
     return commit
 

@@ -206,3 +206,32 @@ def test_store_with_late_objectives_cuda_matches_cpu(tmp_path):
     np.testing.assert_allclose(gpu.coef_, cpu.coef_, **TOL)
     for hg, hc in zip(gpu.history_, cpu.history_):
         assert hg["gap"] == pytest.approx(hc["gap"], rel=1e-8, abs=1e-10)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_shrinking_flags_and_shrunk_pass_match_cpu(sparse):
+    """engine.shrink on the device: the objective pass's near-flags are the CPU's, and a pass
+    with them (rows skipped, coordinates held at 0) gives the CPU's W and beta."""
+    rng = np.random.default_rng(11)
+    k, bias = 5, 1.0
+    X, y = tiny(rng, n=20, d=4, k=k, sparse=sparse)
+    block = make_block(X, y, bias)
+    cpu, gpu = CPUBackend(), CUDABackend(threads_per_block=8)
+    W = rng.normal(size=(2, 5, k)) * 0.8
+    beta = np.where(rng.random((2, 20, k - 1)) < 0.2, 0.3, 0.0)
+    models = np.arange(2)
+    near_c = np.empty((2, 20, k - 1), dtype=np.uint8)
+    near_g = np.full((2, 20, k - 1), 7, dtype=np.uint8)
+    h_c = cpu.hinge_sums(W, block, bias, models, near=near_c, reach=0.0)
+    h_g = gpu.hinge_sums(gpu.put_W(W), gpu.put_block(block), bias, models, near=near_g, reach=0.0)
+    np.testing.assert_allclose(h_g, h_c, **TOL)
+    assert np.array_equal(near_g, near_c) and 0 < near_c.mean() < 1  # some in play, some not
+    Cs, order = np.array([0.5, 2.0]), rng.permutation(20)
+    Wc, bc = W.copy(), beta.copy()
+    cpu.bcd_pass(Wc, block, bc, Cs, models, order, bias, 0, 1e-4, near=near_c)
+    Wg, bg = gpu.put_W(W), gpu.put_beta(beta)
+    gpu.bcd_pass(Wg, gpu.put_block(block), bg, Cs, models, order, bias, 0, 1e-4, near=near_g)
+    np.testing.assert_allclose(gpu.to_host(Wg), Wc, **TOL)
+    np.testing.assert_allclose(gpu.get_beta(bg), bc, **TOL)
+    assert np.all(bc[(near_c == 0) & (beta == 0)] == 0)  # left out: still 0
+    assert not np.array_equal(bc, beta)

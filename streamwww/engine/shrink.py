@@ -1,0 +1,132 @@
+"""Shrinking: the coordinates of ``beta`` an epoch's passes leave out, decided by the
+objective pass before it.
+
+Near the optimum most coordinates ``beta_it`` of the Weston-Watkins dual sit at 0
+with the margin of their class ``c(t)`` well above 1: on dna 92 % of the rows have
+every margin above 1 at the optimum, and on sector (k = 105) a row has a handful of
+classes within reach of the hinge.  A pass spends most of its time gathering
+scores (``nnz(x_i) * k`` multiply-adds per row) for coordinates whose step would
+leave them at 0.
+
+The objective pass after epoch ``t`` computes every row's scores at ``W_t`` anyway.
+It records, per model, row and coordinate, whether the margin of ``c(t)`` is below
+``1 + REACH`` (:meth:`CPUBackend.hinge_sums` with ``near=``).  Epoch ``t + 1`` then
+updates coordinate ``t`` of row ``i`` only if it was near or ``beta_it != 0``; the
+row's step is the exact Walrus minimizer of its subproblem over those coordinates
+with the others held at 0 (a block-coordinate step on a sub-block: the dual still
+rises monotonically), and a row with none is skipped without touching ``W``.  A
+left-out coordinate satisfied its KKT condition at ``W_t`` (``beta = 0``, margin
+``>= 1``): one that ``W``'s later moves make violated is near at the next objective
+pass and comes back in the epoch after, so only satisfied coordinates stay out,
+and a fixed point is the optimum.  Nothing about the certificate changes: the
+duality gap is computed over every row at every evaluation, exactly, so a stop is
+decided on the true gap whatever was left out.
+
+What decides the sets is the state at an evaluated epoch end (``W_t``), which an
+epoch-end checkpoint holds; a mid-epoch checkpoint also holds ``W_t`` (as
+``W_sets``, :class:`~streamwww.checkpoint.CheckpointDir`).  A resumed run
+recomputes the sets with one pass over the data
+(:func:`streamwww.engine.driver.run_bcd`) and continues bitwise, so the model does
+not depend on when checkpoints are taken.  The sets wait for the next epoch in
+memory (1/8 of ``beta``, ``uint8``) where ``beta`` is in memory, on a local
+temporary directory where ``beta`` is on disk, and not at all with the late
+objectives or on a cluster, which make each group's sets right before it trains.
+Shrinking needs Walrus and a backend that implements it (the CPU's and the CUDA
+backend's).  Epochs that follow an epoch without objectives (``eval_every > 1``)
+pass over every coordinate, as does the first epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+
+__all__ = ["REACH", "NearSets", "near_args", "new_near", "round_shrinks", "shrinking_applies"]
+
+# The margin, above 1, within which a coordinate at 0 stays in the next epoch.
+# 0 keeps exactly the coordinates the KKT conditions at W_t do not settle.
+REACH = 0.0
+
+
+def shrinking_applies(cfg, backend) -> bool:
+    """Whether a run with these settings on ``backend`` shrinks (see the module docstring)."""
+    return (bool(getattr(cfg, "shrinking", False)) and cfg.subproblem == "walrus"
+            and bool(getattr(backend, "shrinks", False)))
+
+
+def round_shrinks(cfg, backend, t: int) -> bool:
+    """Whether round ``t`` of a cluster run shrinks (:mod:`streamwww.engine.cocoa`).
+
+    A round's task sweeps its rows at ``W_t`` for the certificate before its local
+    passes, so it makes the sets right before it uses them, as the late objectives
+    do: no checkpoint or memory limit applies.  As in one process, the first epoch
+    and an epoch after one without objectives (``eval_every > 1``) pass over every
+    coordinate, so one partition trains the sequential run's epochs, bitwise."""
+    return shrinking_applies(cfg, backend) and int(t) > 0 and cfg.evaluates(int(t))
+
+
+def new_near(n_models: int, n_rows: int, n_classes: int) -> np.ndarray:
+    """An unfilled ``(n_models, n_rows, n_classes - 1)`` array of near-flags."""
+    return np.empty((int(n_models), int(n_rows), int(n_classes) - 1), dtype=np.uint8)
+
+
+def near_args(near: np.ndarray | None) -> dict:
+    """The keyword arguments of ``hinge_sums`` that fill ``near`` (none without)."""
+    return {} if near is None else {"near": near, "reach": REACH}
+
+
+class NearSets:
+    """Per shard, the ``(n_models, rows, k - 1)`` ``uint8`` near-flags of the last
+    objective pass, held until the shard's group trains in the next epoch.
+
+    With ``spill`` (a run whose ``beta`` is on disk: the sets, 1/8 of it, would not
+    stay within the memory budget either) each shard's flags go to a local
+    temporary directory once filled and come back when its group trains."""
+
+    def __init__(self, n_models: int, n_classes: int, shard_rows, spill: bool = False):
+        self._shape = (int(n_models), int(n_classes) - 1)
+        self._rows = np.asarray(shard_rows)
+        self._sets: dict[int, np.ndarray] = {}
+        self._dir = tempfile.TemporaryDirectory(prefix="streamwww-near-") if spill else None
+        self._spilled: set[int] = set()
+
+    def buffer(self, shard: int) -> np.ndarray:
+        """The array the objective pass of ``shard`` fills (then :meth:`filled`)."""
+        out = new_near(self._shape[0], int(self._rows[shard]), self._shape[1] + 1)
+        self._sets[int(shard)] = out
+        self._spilled.discard(int(shard))
+        return out
+
+    def filled(self, shard: int) -> None:
+        """``shard``'s flags are complete: kept until its group trains (spilled to disk with ``spill``)."""
+        if self._dir is not None:
+            np.save(self._path(shard), self._sets.pop(int(shard)), allow_pickle=False)
+            self._spilled.add(int(shard))
+
+    def _path(self, shard: int) -> str:
+        return os.path.join(self._dir.name, f"{int(shard)}.npy")
+
+    def _pop(self, shard: int) -> np.ndarray | None:
+        if int(shard) in self._spilled:
+            self._spilled.discard(int(shard))
+            out = np.load(self._path(shard), allow_pickle=False)
+            os.remove(self._path(shard))
+            return out
+        return self._sets.pop(int(shard), None)
+
+    def take(self, group) -> np.ndarray | None:
+        """The flags of ``group``'s rows (its shards' rows in group order), or ``None``
+        (a full pass) when a shard of it has none; either way they are used up."""
+        parts = [self._pop(s) for s in group]
+        if any(p is None for p in parts):
+            return None
+        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+    def close(self) -> None:
+        """Drop every set (and the temporary directory)."""
+        self._sets.clear()
+        self._spilled.clear()
+        if self._dir is not None:
+            self._dir.cleanup()

@@ -1,0 +1,180 @@
+"""Shrinking (streamwww.engine.shrink): what a pass leaves out, the step on the rest,
+the optimum, and bitwise resume."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import streamwww as sw
+from streamwww.backends.base import make_block
+from streamwww.backends.cpu import CPUBackend
+from streamwww.io import write_store
+from streamwww.solvers import SOLVER_IDS
+
+from .conftest import make_classification
+
+
+def _pass(W, X, y, beta, C, near=None, seed=0):
+    block = make_block(X, y, 0.0)
+    order = np.random.default_rng(seed).permutation(len(y)).astype(np.int64)
+    CPUBackend().bcd_pass(W, block, beta, np.array([C]), np.array([0]), order, 0.0,
+                          SOLVER_IDS["walrus"], 1e-4, near=near)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_near_flags_decide_what_a_pass_updates(sparse, rng):
+    X, y = make_classification(rng, n=80, d=6, k=5, sparse=sparse)
+    W0 = rng.normal(size=(1, 6, 5)) * 0.3
+    # every coordinate near: exactly the full pass
+    W1, b1 = W0.copy(), np.zeros((1, 80, 4))
+    W2, b2 = W0.copy(), np.zeros((1, 80, 4))
+    _pass(W1, X, y, b1, 1.0)
+    _pass(W2, X, y, b2, 1.0, near=np.ones((1, 80, 4), dtype=np.uint8))
+    assert np.array_equal(W1, W2) and np.array_equal(b1, b2)
+    # nothing near and beta at 0: every row is skipped
+    W3, b3 = W0.copy(), np.zeros((1, 80, 4))
+    _pass(W3, X, y, b3, 1.0, near=np.zeros((1, 80, 4), dtype=np.uint8))
+    assert np.array_equal(W3, W0) and not b3.any()
+    # a coordinate off 0 is updated whatever its flag (here: all rows at C / 2)
+    W4, b4 = W0.copy(), np.full((1, 80, 4), 0.5)
+    _pass(W4, X, y, b4, 1.0, near=np.zeros((1, 80, 4), dtype=np.uint8))
+    assert not np.array_equal(b4, np.full((1, 80, 4), 0.5))
+
+
+def test_a_shrunk_step_is_the_exact_minimizer_over_its_coordinates(rng):
+    """One row at a time (order of one row): the new beta satisfies the KKT conditions of
+    the row's subproblem restricted to the near coordinates, the others stay 0."""
+    X, y = make_classification(rng, n=200, d=5, k=7)
+    C = 0.7
+    for i in range(200):
+        W = rng.normal(size=(1, 5, 7))
+        beta = np.zeros((1, 200, 6))
+        beta[0, i] = np.where(rng.random(6) < 0.3, rng.uniform(0, C, 6), 0.0)
+        near = (rng.random((1, 200, 6)) < 0.4).astype(np.uint8)
+        act = (near[0, i] != 0) | (beta[0, i] != 0)
+        s = X[i] @ W[0]
+        sq = float(X[i] @ X[i])
+        yi = int(y[i])
+        cls = np.array([t + 1 if t + 1 != yi else 0 for t in range(6)])
+        old = beta[0, i].copy()
+        block = make_block(X, y, 0.0)
+        CPUBackend().bcd_pass(W, block, beta, np.array([C]), np.array([0]), np.array([i]), 0.0,
+                              SOLVER_IDS["walrus"], 1e-4, near=near)
+        b = beta[0, i]
+        assert np.all(b[~act] == 0.0)
+        if not act.any():
+            continue
+        v = (1.0 - (s[yi] - s[cls])) / sq + old + old.sum()  # v_t of the step, before it
+        target = np.clip(v - b.sum(), 0.0, C)  # b_t = clip(v_t - sum(b), 0, C) on the active set
+        assert np.allclose(b[act], target[act], atol=1e-10)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("intercept", [False, True])
+def test_shrinking_reaches_the_same_optimum(sparse, intercept, rng):
+    X, y = make_classification(rng, n=300, d=12, k=6, sparse=sparse)
+    kw = dict(C=0.5, tol=1e-9, max_iter=20_000, random_state=1, fit_intercept=intercept)
+    shrunk = sw.WWClassifier(**kw).fit(X, y)
+    full = sw.WWClassifier(shrinking=False, **kw).fit(X, y)
+    assert shrunk.converged_ and full.converged_
+    assert shrunk.history_[-1]["primal"] == pytest.approx(full.history_[-1]["primal"], rel=1e-8)
+    assert not np.array_equal(shrunk.coef_, full.coef_)  # shrinking did change the path
+    dual = [e["dual"] for e in shrunk.history_]
+    assert all(b >= a - 1e-9 * abs(a) for a, b in zip(dual, dual[1:]))  # the dual still rises
+
+
+def test_several_C_each_equal_their_own_shrunk_run(rng):
+    X, y = make_classification(rng, n=200, d=8, k=4, sparse=True)
+    many = sw.train((X, y), C=[0.1, 2.0], tol=1e-4, random_state=2)
+    for m in many:
+        one = sw.train((X, y), C=m.C, tol=1e-4, random_state=2)
+        assert np.array_equal(m.coef_, one.coef_) and m.n_iter_ == one.n_iter_
+
+
+@pytest.mark.parametrize("budget", ["auto", 0])  # beta in memory / objectives one epoch late
+def test_a_shrunk_store_run_resumes_bitwise(budget, tmp_path, rng):
+    X, y = make_classification(rng, n=600, d=10, k=5, sparse=True)
+    store = write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    kw = dict(C=0.5, tol=0, random_state=3, memory_budget=budget, checkpoint_interval=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = sw.train(store, max_iter=12, checkpoint_dir=tmp_path / "a", **kw)
+        sw.train(store, max_iter=5, checkpoint_dir=tmp_path / "b", **kw)
+        resumed = sw.resume(tmp_path / "b", max_iter=12)
+        full = sw.train(store, max_iter=12, shrinking=False, **kw)
+    assert np.array_equal(whole.coef_, resumed.coef_)
+    assert [e["primal"] for e in whole.history_] == [e["primal"] for e in resumed.history_]
+    assert not np.array_equal(whole.coef_, full.coef_)  # the store run did shrink
+
+
+def test_shrinking_is_a_recorded_setting(tmp_path, rng):
+    X, y = make_classification(rng, n=200, d=6, k=3)
+    store = write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    m = sw.train(store, C=1.0, tol=1e-3, random_state=0, shrinking=False, checkpoint_dir=tmp_path / "c",
+                 model_out=tmp_path / "m.npz")
+    assert sw.load_model(tmp_path / "m.npz").get_params()["shrinking"] is False
+    again = sw.resume(tmp_path / "c")  # a finished run: the same model, without shrinking
+    assert np.array_equal(again.coef_, m.coef_)
+    with pytest.raises(ValueError, match="shrinking"):
+        sw.WWClassifier(shrinking="yes").fit(X, y)
+
+
+def test_sets_spilled_to_disk_give_the_model_of_sets_in_memory(tmp_path, rng):
+    """Several models on a store whose beta stays on disk (memory_budget=0): the objectives
+    follow the epoch and the sets wait in a temporary directory; the model is the one of
+    beta (and sets) in memory, bitwise, and it did shrink."""
+    X, y = make_classification(rng, n=500, d=10, k=5, sparse=True)
+    store = write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    kw = dict(C=[0.3, 3.0], tol=0, max_iter=8, random_state=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        disk = sw.train(store, memory_budget=0, **kw)
+        memory = sw.train(store, memory_budget="auto", **kw)
+        full = sw.train(store, memory_budget=0, shrinking=False, **kw)
+    for a, b, c in zip(disk, memory, full):
+        assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+        assert not np.array_equal(a.coef_, c.coef_)
+
+
+def test_a_mid_epoch_checkpoint_holds_the_W_of_its_sets_and_resumes_bitwise(tmp_path, rng):
+    """Killed between two shards of an epoch that shrinks: the commit names Wsets-<step>.npy
+    (the W whose objective pass chose the epoch's coordinates) and the resumed run ends with
+    the uninterrupted model, bitwise; a damaged Wsets falls back to the previous commit."""
+    import json
+
+    X, y = make_classification(rng, n=600, d=10, k=4, sparse=True)
+    store = write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    kw = dict(C=0.5, tol=0, max_iter=7, random_state=6, mix_shards=1, checkpoint_every=1, checkpoint_interval=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = sw.train(store, **kw)
+
+        def stop_mid_epoch(epoch, done, n_shards, rows):
+            if epoch == 4 and done == 4:
+                raise KeyboardInterrupt
+
+        ck = tmp_path / "ck"
+        with pytest.raises(KeyboardInterrupt):
+            sw.train(store, checkpoint_dir=ck, progress=stop_mid_epoch, **kw)
+        man = json.loads((ck / "manifest.json").read_text())
+        assert man["cursor"]["epoch"] == 3 and 0 < man["cursor"]["pos"] < 6
+        assert man["W_sets"]["file"].startswith("Wsets-") and (ck / man["W_sets"]["file"]).exists()
+        resumed = sw.resume(ck)
+    assert np.array_equal(resumed.coef_, whole.coef_) and resumed.n_iter_ == whole.n_iter_
+
+    # the same interruption, then the latest Wsets flipped: the previous commit is used, same model
+    ck2 = tmp_path / "ck2"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(KeyboardInterrupt):
+            sw.train(store, checkpoint_dir=ck2, progress=stop_mid_epoch, **kw)
+        sets = ck2 / json.loads((ck2 / "manifest.json").read_text())["W_sets"]["file"]
+        raw = bytearray(sets.read_bytes())
+        raw[-3] ^= 0xFF
+        sets.write_bytes(bytes(raw))
+        with pytest.warns(UserWarning, match="damaged"):
+            again = sw.resume(ck2)
+    assert np.array_equal(again.coef_, whole.coef_)
