@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 import pytest
 
 import streamwww as sw
@@ -211,3 +212,29 @@ def test_a_late_run_stopped_and_resumed_either_way_gives_the_same_model(tmp_path
     (ck / "manifest.json").write_text(json.dumps(man))
     resumed = sw.train(store, memory_budget=0, checkpoint_dir=ck, checkpoint_interval=0, **kw)
     assert resumed.coef_.tobytes() == reference.coef_.tobytes()
+
+
+@pytest.mark.parametrize("shrinking", [True, False])
+@pytest.mark.parametrize("rule", range(len(RULES)))
+def test_objectives_overlapped_with_the_first_pass_give_the_default_model(monkeypatch, rule, shrinking):
+    """In memory, one model: W_t's objective terms (and sets) are computed on a second thread,
+    chunk by chunk of epoch t + 1's row order, while the pass trains the chunks already
+    scored; model, history and epochs are those of a pass of its own after every epoch."""
+    from streamwww.backends import cpu as cpu_backend
+
+    monkeypatch.setattr(cpu_backend, "CHUNK_WORK", 200)  # many chunks even for these few rows
+    monkeypatch.setattr(cpu_backend, "_cores", lambda: 2)
+    chunks = []
+    real = cpu_backend._chunks
+    monkeypatch.setattr(cpu_backend, "_chunks", lambda block, k: chunks.append(real(block, k)) or chunks[-1])
+    rng = np.random.default_rng(3)
+    X = sp.random(500, 30, density=0.2, random_state=3, format="csr", dtype=np.float32)
+    y = rng.integers(0, 5, size=500)
+    kw = dict(C=0.5, random_state=2, shrinking=shrinking, **RULES[rule])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        late = sw.train((X, y), **kw)
+        assert chunks and min(chunks) > 4  # the overlapped path ran
+        after = sw.train((X, y), checkpoint_every=1, **kw)  # (not one-model-late: a pass of its own)
+    assert late.coef_.tobytes() == after.coef_.tobytes() and late.intercept_.tobytes() == after.intercept_.tobytes()
+    assert late.n_iter_ == after.n_iter_ and _history(late) == _history(after)

@@ -506,14 +506,15 @@ def hinge_kernel(dense: bool, tpb: int):
     One thread per row: ``s_y`` first, then ``sum_{j != y} max(0, 1 - (s_y - s_j))`` one class at
     a time (no per-row storage, any ``k``).  Deterministic: fixed tree per block, host sums blocks.
     With ``record``, also the near-flags of shrinking: ``near[mdl, i, t] = 1`` where
-    ``1 - (s_y - s_c(t)) > -reach`` (0 for a row of weight 0), as the CPU kernel.
+    ``1 - (s_y - s_c(t)) > -reach`` (0 for a row of weight 0), as the CPU kernel; with
+    ``keep_rows``, each row's weighted loss in ``h[mi, i]`` as well.
     """
     TPB = tpb
     row_range, score = _row_score(dense)
 
     @cuda.jit
-    def kernel(W, data, indices, indptr, ncols, y, weights, trains, splits, n, bias, models, out, near, reach,
-               record):
+    def kernel(W, data, indices, indptr, ncols, y, weights, trains, splits, n, bias, models, out, h, near, reach,
+               record, keep_rows):
         tid = cuda.threadIdx.x
         blk = cuda.blockIdx.x
         mi = cuda.blockIdx.y
@@ -537,6 +538,8 @@ def hinge_kernel(dense: bool, tpb: int):
         elif record and i < n:
             for t in range(k - 1):
                 near[mdl, i, t] = 0
+        if keep_rows and i < n:
+            h[mi, i] = loss
         total = _block_sum(red, loss, tid, TPB)
         if tid == 0:
             out[mi, blk] = total

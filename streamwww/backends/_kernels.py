@@ -416,41 +416,79 @@ def _row_hinge(s, y, k):
     return loss
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _objective_row(Wm, X, y, weights, trains, split, bias, i, s, near, mdl, reach, k, record):
+    """Row ``i``'s weighted hinge loss at ``Wm`` (0.0 and ``False`` for a row of weight 0,
+    which is not scored); with ``record``, its near-flags ``near[mdl, i, t]``: 1 where the
+    margin of class ``c(t)`` is below ``1 + reach`` (0 for an unscored row)."""
+    m = k - 1
+    w = row_weight(weights, trains, split, i)
+    if w == 0.0:
+        if record:
+            for t in range(m):
+                near[mdl, i, t] = 0
+        return 0.0, False
+    row_scores(Wm, X, i, bias, s, k)
+    if record:
+        sy = s[y[i]]
+        for t in range(m):
+            near[mdl, i, t] = 1 if 1.0 - (sy - s[c_index(t, y[i])]) > -reach else 0
+    return w * _row_hinge(s, y[i], k), True
+
+
 def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach, ktag):
     """``out[mi] = sum_i w_i sum_{j != y_i} max(0, 1 - (s_y - s_j))`` for model ``models[mi]``
-    (``w_i`` the row's :func:`row_weight`; rows of weight 0 are not scored).
+    (``w_i`` the row's :func:`row_weight`; rows of weight 0 are not scored), the rows added
+    in storage order.
 
     With ``near`` of shape ``(M, n, m)`` (else ``(0, 0, 0)``) it also records, for
     shrinking, ``near[models[mi], i, t] = 1`` where ``1 - (s_y - s_c(t)) > -reach``:
     the margin of class ``c(t)`` is below ``1 + reach`` (0 for unscored rows)."""
     k = _n_classes(W, ktag)
-    m = k - 1
     record = near.shape[1] > 0
     for mi in prange(models.shape[0]):
-        Wm = W[models[mi]]
-        split = splits[models[mi]]
+        mdl = models[mi]
         s = np.empty(k)
         total = 0.0
         for i in range(y.shape[0]):
-            w = row_weight(weights, trains, split, i)
-            if w == 0.0:
-                if record:
-                    for t in range(m):
-                        near[models[mi], i, t] = 0
-                continue
-            row_scores(Wm, X, i, bias, s, k)
-            total += w * _row_hinge(s, y[i], k)
-            if record:
-                sy = s[y[i]]
-                for t in range(m):
-                    near[models[mi], i, t] = 1 if 1.0 - (sy - s[c_index(t, y[i])]) > -reach else 0
+            loss, scored = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
+                                          reach, k, record)
+            if scored:
+                total += loss
         out[mi] = total
+
+
+def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, reach, ktag):
+    """:func:`_hinge_sum`'s terms, row by row: ``h[mi, i]`` for the rows ``rows`` (0.0 for an
+    unscored row), and their near-flags.  Added in storage order (:func:`ordered_sum`) they
+    are :func:`_hinge_sum`'s total, bitwise (adding 0.0 changes no sum)."""
+    k = _n_classes(W, ktag)
+    record = near.shape[1] > 0
+    for mi in prange(models.shape[0]):
+        mdl = models[mi]
+        s = np.empty(k)
+        for q in range(rows.shape[0]):
+            i = rows[q]
+            h[mi, i] = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
+                                      reach, k, record)[0]
 
 
 # As for the passes: models in parallel, and a serial build for one model (a
 # thread-pool region per shard cost ~10x the evaluation on a busy 2-core machine).
 hinge_sum = njit(cache=True, parallel=True)(_hinge_sum)
 hinge_sum_serial = njit(cache=True, nogil=True)(_hinge_sum)
+hinge_rows = njit(cache=True, parallel=True)(_hinge_rows)
+hinge_rows_serial = njit(cache=True, nogil=True)(_hinge_rows)
+
+
+@njit(cache=True, nogil=True)
+def ordered_sums(h, lo, hi, out):
+    """``out[mi] = h[mi, lo] + h[mi, lo + 1] + ... + h[mi, hi - 1]``, added left to right."""
+    for mi in range(h.shape[0]):
+        total = 0.0
+        for i in range(lo, hi):
+            total += h[mi, i]
+        out[mi] = total
 
 
 # Serial and GIL-free: shards are prepared on loader threads while a pass runs.

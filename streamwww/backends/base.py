@@ -17,7 +17,7 @@ import scipy.sparse as sp
 
 from streamwww.backends import _kernels as K
 
-__all__ = ["Block", "Backend", "make_block", "model_splits", "row_range"]
+__all__ = ["Block", "Backend", "make_block", "model_splits", "ordered_row_sums", "row_range"]
 
 
 @dataclass
@@ -117,6 +117,13 @@ def make_block(X, y, bias: float, weights=None, trains=None) -> Block:
     return Block(X=X, y=y, sqnorms=sq, weights=weights, trains=trains)
 
 
+def ordered_row_sums(h: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """``h[:, lo:hi]`` summed along rows, left to right (:meth:`Backend.hinge_sums`'s order)."""
+    out = np.empty(h.shape[0], dtype=np.float64)
+    K.ordered_sums(h, int(lo), int(hi), out)
+    return out
+
+
 class Backend(Protocol):
     """Operations the driver needs; CPU and CUDA implement the same signatures."""
 
@@ -128,6 +135,9 @@ class Backend(Protocol):
     def put_W(self, W: np.ndarray) -> Any:
         """Copy host weights (e.g. from a checkpoint) to the device."""
 
+    def copy_W(self, W: Any) -> Any:
+        """A copy of device weights, on the device."""
+
     def put_block(self, block: Block) -> Any:
         """Make a shard resident on the device for the coming passes."""
 
@@ -137,18 +147,40 @@ class Backend(Protocol):
     def get_beta(self, beta: Any) -> np.ndarray:
         """Copy a shard's ``beta`` back to the host."""
 
+    shrinks: bool
+    """Whether :meth:`bcd_pass` and :meth:`hinge_sums` take ``near`` (shrinking)."""
+
     def bcd_pass(self, W: Any, block: Any, beta: Any, Cs: np.ndarray, models: np.ndarray,
                  order: np.ndarray, bias: float, solver: int, eps: float,
-                 splits: np.ndarray | None = None) -> None:
+                 splits: np.ndarray | None = None, near: np.ndarray | None = None) -> None:
         """One exact sequential BCD pass over ``order`` for each listed model, in place.
 
         Row ``i``'s box is ``[0, Cs[mdl] * w_i]`` with ``w_i`` the block's row weight,
-        0 when ``splits[mdl] >= 0`` and the row does not train in that split."""
+        0 when ``splits[mdl] >= 0`` and the row does not train in that split.  With
+        ``near`` (host ``uint8``, ``(M, n, k - 1)``; Walrus only) row ``i`` updates only the
+        coordinates ``t`` with ``near[mdl, i, t]`` or ``beta_it != 0``
+        (:mod:`streamwww.engine.shrink`)."""
 
     def hinge_sums(self, W: Any, block: Any, bias: float, models: np.ndarray,
-                   splits: np.ndarray | None = None) -> np.ndarray:
+                   splits: np.ndarray | None = None, near: np.ndarray | None = None,
+                   reach: float = 0.0) -> np.ndarray:
         """Per model, the block's WW hinge loss, each row weighted as in :meth:`bcd_pass`
-        (float64, host)."""
+        (float64, host); with ``near``, also fills the listed models' near-flags: 1 where
+        ``1 - (s_y - s_c(t)) > -reach``."""
+
+    def certify_pass(self, W_cert: Any, W: Any, block: Any, beta: Any, Cs: np.ndarray, models: np.ndarray,
+                     order: np.ndarray, bias: float, solver: int, eps: float,
+                     splits: np.ndarray | None = None, near: np.ndarray | None = None,
+                     reach: float = 0.0) -> tuple[np.ndarray, float]:
+        """The objective terms of ``W_cert`` row by row (``h[len(models), n]``, host; added in
+        storage order by :func:`ordered_row_sums` they are :meth:`hinge_sums`), filling
+        ``near``, and :meth:`bcd_pass` of ``W`` over ``order`` (a permutation of the rows)
+        with those flags.  Returns ``(h, seconds)``, ``seconds`` the wall time the
+        objective added to the pass (the CPU overlaps the two on two cores)."""
+
+    def overlap_pays(self, work: int) -> bool:
+        """Whether :meth:`certify_pass` is faster than an objective pass of its own followed
+        by the training pass, for epochs of ``work`` multiply-adds (nonzeros times classes)."""
 
     def sq_frobenius(self, W: Any) -> np.ndarray:
         """``||W_m||_F^2`` per model (float64, host)."""

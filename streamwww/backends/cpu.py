@@ -1,6 +1,19 @@
-"""CPU backend: NumPy arrays in RAM and the Numba kernels of :mod:`._kernels`."""
+"""CPU backend: NumPy arrays in RAM and the Numba kernels of :mod:`._kernels`.
+
+:meth:`CPUBackend.certify_pass` overlaps the objective pass of ``W_t`` with the
+training pass from it on a second core: the kernels release the GIL, and the
+pass walks its row order in chunks, each trained once the objective thread has
+scored it (its near-flags decide what the chunk's rows update).  A thread and
+events, not Dask: the hand-off is per chunk, a few per millisecond of work, where
+a task graph's overhead would be the whole gain.
+"""
 
 from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -23,6 +36,9 @@ class CPUBackend:
     def put_W(self, W: np.ndarray) -> np.ndarray:
         return np.array(W, dtype=np.float64, order="C", copy=True)
 
+    def copy_W(self, W: np.ndarray) -> np.ndarray:
+        return np.array(W, copy=True)
+
     def put_block(self, block: Block) -> Block:
         return block
 
@@ -44,6 +60,63 @@ class CPUBackend:
                model_splits(splits, W.shape[0]), models, order, _NONE_U8 if near is None else near,
                float(bias), int(solver), float(eps), K.ktag(W.shape[2]))
 
+    def certify_pass(self, W_cert, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None,
+                     near=None, reach=0.0) -> tuple[np.ndarray, float]:
+        """The objective terms of ``W_cert`` row by row (``h[len(models), n]``) with the
+        near-flags ``near`` filled, and :meth:`bcd_pass` over ``order`` (a permutation of the
+        block's rows) with those flags: the objective thread scores each chunk of
+        ``order`` while the pass trains the one before.  Returns ``(h, seconds)``:
+        ``seconds`` is the wall time the objective added (waiting for it)."""
+        models = np.ascontiguousarray(models, dtype=np.int64)
+        order = np.ascontiguousarray(order, dtype=np.int64)
+        h = np.zeros((models.shape[0], block.n_rows), dtype=np.float64)
+        # (a parallel kernel from two threads at once is not safe with every Numba threading layer)
+        chunks = _chunks(block, W.shape[2]) if models.shape[0] == 1 and _cores() > 1 else 1
+        cuts = np.linspace(0, order.shape[0], chunks + 1).astype(np.int64)
+        score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, order[lo:hi], h, splits, near, reach)  # noqa: E731
+        train = lambda lo, hi: self.bcd_pass(W, block, beta, Cs, models, order[lo:hi], bias, solver, eps,  # noqa: E731
+                                             splits, near=near)
+        t0 = time.perf_counter()
+        if chunks == 1:
+            score(0, order.shape[0])
+            waited = time.perf_counter() - t0
+            train(0, order.shape[0])
+            return h, waited
+        scored = [threading.Event() for _ in range(chunks)]
+
+        def objective():
+            try:
+                for c in range(chunks):
+                    score(cuts[c], cuts[c + 1])
+                    scored[c].set()
+            finally:
+                for e in scored:  # a failure must not leave the pass waiting
+                    e.set()
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="streamwww-objective")
+        job = self._pool.submit(objective)
+        waited = 0.0
+        for c in range(chunks):
+            t = time.perf_counter()
+            scored[c].wait()
+            waited += time.perf_counter() - t
+            if job.done():
+                job.result()  # re-raise the objective thread's failure
+            train(cuts[c], cuts[c + 1])
+        job.result()
+        return h, waited
+
+    def overlap_pays(self, work: int) -> bool:
+        """Whether :meth:`certify_pass` gains by overlapping: a second core, and epochs of at
+        least ``work`` multiply-adds (nonzeros times classes) that make several chunks."""
+        return _cores() > 1 and int(work) >= MIN_CHUNKS * CHUNK_WORK
+
+    def _hinge_rows(self, W, block: Block, bias, models, rows, h, splits, near, reach) -> None:
+        kernel = K.hinge_rows_serial if models.shape[0] == 1 else K.hinge_rows
+        kernel(W, _rows(block), block.y, *_row_weights(block), model_splits(splits, W.shape[0]), float(bias),
+               models, rows, h, _NONE_U8 if near is None else near, float(reach), K.ktag(W.shape[2]))
+
     def hinge_sums(self, W, block: Block, bias, models, splits=None, near=None, reach=0.0) -> np.ndarray:
         models = np.ascontiguousarray(models, dtype=np.int64)
         out = np.zeros(models.shape[0], dtype=np.float64)
@@ -62,13 +135,37 @@ class CPUBackend:
     def synchronize(self) -> None:
         """Nothing queued: CPU kernels finish before they return."""
 
+    _pool: ThreadPoolExecutor | None = None  # certify_pass's objective thread, made at first use
+
     def close(self) -> None:
-        """Nothing to release: the CPU backend holds no resources."""
+        """Stop :meth:`certify_pass`'s objective thread, if one was started."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 _NONE_F = np.zeros(0, dtype=np.float64)
 _NONE_I = np.zeros(0, dtype=np.int64)
 _NONE_U8 = np.zeros((0, 0, 0), dtype=np.uint8)
+
+
+# certify_pass's chunks: about this many multiply-adds of the gather each (~0.3 ms), and
+# at most MAX_CHUNKS; a smaller block is scored, then trained (no hand-off would pay).
+CHUNK_WORK = 400_000
+MAX_CHUNKS = 32
+MIN_CHUNKS = 4  # fewer: the hand-offs and copies cost what the overlap gains (dna, satimage)
+
+
+def _chunks(block: Block, k: int) -> int:
+    nnz = block.X.nnz if block.is_sparse else block.X.size
+    return int(min(MAX_CHUNKS, max(1, (int(nnz) * int(k)) // CHUNK_WORK)))
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _row_weights(block: Block) -> tuple[np.ndarray, np.ndarray]:

@@ -40,6 +40,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -525,6 +526,16 @@ class CUDABackend:
         self._stream.synchronize()
         return dW
 
+    def overlap_pays(self, work: int) -> bool:
+        """No: :meth:`certify_pass` runs its two parts one after the other on the stream."""
+        return False
+
+    def copy_W(self, W):
+        """A device copy of device weights (the certificate's ``W_t``)."""
+        out = self._cuda.device_array(W.shape, dtype=np.float64, stream=self._stream)
+        out.copy_to_device(W, stream=self._stream)
+        return out
+
     def to_host(self, W) -> np.ndarray:
         out = W.copy_to_host(stream=self._stream)
         self._stream.synchronize()
@@ -751,17 +762,7 @@ class CUDABackend:
         if L == 0 or block.n_rows == 0:
             return np.zeros(L)
         if near is not None:
-            dnear = self._cuda.device_array(near.shape, dtype=np.uint8, stream=self._stream)
-            tpb = 8 if self.simulator else 128
-            nblk = (block.n_rows + tpb - 1) // tpb
-            part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
-                                    np.float64, W, block, bias, models, with_y=True, splits=splits,
-                                    extra=(dnear, float(reach), True))
-            host = dnear.copy_to_host(stream=self._stream)
-            self._stream.synchronize()
-            for mdl in models:  # (the listed models' flags: the others' were not computed)
-                near[mdl] = host[mdl]
-            return part.sum(axis=1)
+            return self._objective_rows(W, block, bias, models, splits, near, reach)[0].sum(axis=1)
         if self._cupy is not None:
             try:
                 return self._hinge_cupy(W, block, float(bias), models, splits)
@@ -771,8 +772,49 @@ class CUDABackend:
         nblk = (block.n_rows + tpb - 1) // tpb
         part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
                                 np.float64, W, block, bias, models, with_y=True, splits=splits,
-                                extra=(self._no_near()[0], 0.0, False))
+                                extra=(self._no_rows(), self._no_near()[0], 0.0, False, False))
         return part.sum(axis=1)
+
+    def _no_rows(self):
+        if getattr(self, "_empty_rows", None) is None:
+            self._empty_rows = self._cuda.to_device(np.zeros((1, 1), dtype=np.float64))
+        return self._empty_rows
+
+    def _objective_rows(self, W, block, bias, models, splits, near, reach, keep_rows: bool = False):
+        """The hinge kernel with shrinking's near-flags (``near``, host, filled for the listed
+        models) and, with ``keep_rows``, each row's loss: ``(block partial sums, h or None)``."""
+        L = models.shape[0]
+        st = self._stream
+        dnear = self._no_near()[0] if near is None else self._cuda.device_array(near.shape, dtype=np.uint8,
+                                                                                  stream=st)
+        dh = self._cuda.device_array((L, block.n_rows), dtype=np.float64, stream=st) if keep_rows else \
+            self._no_rows()
+        tpb = 8 if self.simulator else 128
+        nblk = (block.n_rows + tpb - 1) // tpb
+        part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
+                                np.float64, W, block, bias, models, with_y=True, splits=splits,
+                                extra=(dh, dnear, float(reach), near is not None, bool(keep_rows)))
+        h = dh.copy_to_host(stream=st) if keep_rows else None
+        if near is not None:
+            host = dnear.copy_to_host(stream=st)
+            st.synchronize()
+            for mdl in models:  # (the listed models' flags: the others' were not computed)
+                near[mdl] = host[mdl]
+        st.synchronize()
+        return part, h
+
+    def certify_pass(self, W_cert, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
+                     splits=None, near=None, reach=0.0) -> tuple[np.ndarray, float]:
+        """The objective terms of ``W_cert`` row by row, with the near-flags ``near``, then
+        :meth:`bcd_pass` with them (one after the other on the device's stream); as
+        :meth:`CPUBackend.certify_pass <streamwww.backends.cpu.CPUBackend.certify_pass>`."""
+        models = np.ascontiguousarray(models, dtype=np.int64)
+        t0 = time.perf_counter()
+        _, h = self._objective_rows(W_cert, block, bias, models, model_splits(splits, W.shape[0]), near, reach,
+                                    keep_rows=True)
+        waited = time.perf_counter() - t0
+        self.bcd_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near=near)
+        return h, waited
 
     def _row_kernel(self, kernel, tpb, nblk, out_shape, dtype, W, block: DeviceBlock, bias, models,
                     with_y: bool = False, splits=None, extra=()) -> np.ndarray:

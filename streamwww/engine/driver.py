@@ -12,13 +12,14 @@ evaluated and stopped exactly as it would be alone, so a model trained in a
 group equals its own single-``C`` run.
 
 The objectives of ``W_t`` need a pass over every row.  By default it follows
-epoch ``t`` (a second read of each shard).  With ``late=True`` (a store that does
-not stay in memory) they are summed from the rows epoch ``t + 1`` loads for
-training, before it trains them, against a copy of ``W_t``: one read per epoch.
+epoch ``t`` (a second read of each shard).  With ``late=True`` (one model) they are
+summed from the rows epoch ``t + 1`` loads for training, against a copy of
+``W_t``, by the backend's ``certify_pass``, which the CPU overlaps with the
+group's first training pass on a second core; a store is read once per epoch.
 The stop decision then comes one epoch late, and a model that stops is rewound
 to the certified ``W_t`` and the ``beta`` it came with, so the model, its history
 and the checkpoint it ends with are bitwise those of the default order (the
-per-shard sums are added in storage order either way).
+terms are added in storage order either way).
 """
 
 from __future__ import annotations
@@ -31,11 +32,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streamwww.backends.base import Backend, model_splits, row_range
+from streamwww.backends.base import Backend, model_splits, ordered_row_sums
 from streamwww.engine import objective
 from streamwww.engine.config import Cursor, ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
-from streamwww.engine.shrink import NearSets, near_args, shrinking_applies
+from streamwww.engine.shrink import REACH, NearSets, near_args, new_near, shrinking_applies
 from streamwww.solvers import SOLVER_IDS
 from streamwww.stream.betas import split_rows
 from streamwww.stream.feed import SyncFeed
@@ -156,14 +157,15 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     wall0 = time.perf_counter() - cur.train_time
     if late and not late_allowed(len(cfg.Cs), cfg.splits, hooks.checkpoint_every):
         raise ValueError("late objectives need one model, no splits and checkpoints at epoch ends only")
-    # shrinking: coordinates settled at W_t's objective pass sit out epoch t + 1 (engine.shrink)
+    # shrinking: coordinates settled at W_t's objective pass sit out epoch t + 1 (engine.shrink);
+    # late, the certificate of W_t makes each group's sets right before the group trains
+    shrink = shrinking_applies(cfg, backend)
     near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows,
-                    spill=not late and not getattr(betas, "resident", True)  # (InMemoryBetas: in memory)
-                    ) if shrinking_applies(cfg, backend) else None
+                    spill=not getattr(betas, "resident", True)) if shrink and not late else None
     # a mid-epoch commit holds the W that chose its epoch's sets (host copy, kept only if needed)
     keep_sets_W = near is not None and not late and hooks.checkpoint is not None and hooks.checkpoint_every > 0
     sets_W = None
-    if near is not None:
+    if shrink:
         logger.info("shrinking: settled coordinates of beta sit out the epoch after each objective pass")
     pending = None  # late: the certificate of W_{epoch} summed while this epoch trains
     at_evaluated_end = active.size and cur.pos == 0 and 0 < cur.epoch and cfg.evaluates(cur.epoch)
@@ -171,15 +173,19 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             all(not results[i].history or results[i].history[-1]["epoch"] < cur.epoch for i in active):
         # resumed where W_{epoch} is not certified yet (a late run's, or a cluster run's, checkpoint)
         if late and cur.epoch < cfg.max_iter:
-            pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0, near=near)
+            pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0, shrink=shrink)
         else:
             active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
                                wall=time.perf_counter() - wall0, rows=0, epoch_time=0.0,
                                then=plan.next_groups(cur.epoch), near=near)
-    elif at_evaluated_end and near is not None and cur.epoch < cfg.max_iter:
+    elif at_evaluated_end and shrink and cur.epoch < cfg.max_iter:
         # resumed after a certified W_{epoch}: the sets its objective pass made, made again
-        _near_pass(data, cfg, backend, feed, W, active, near, then=plan.next_groups(cur.epoch))
-        sets_W = np.array(backend.to_host(W)) if keep_sets_W else None
+        if late:
+            pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0, shrink=shrink,
+                                   sets_only=True)
+        else:
+            _near_pass(data, cfg, backend, feed, W, active, near, then=plan.next_groups(cur.epoch))
+            sets_W = np.array(backend.to_host(W)) if keep_sets_W else None
     elif active.size and cur.pos > 0 and near is not None and W_sets is not None:
         # resumed within an epoch: its sets, made again from the W that made them
         _near_pass(data, cfg, backend, feed, backend.put_W(W_sets), active, near,
@@ -193,13 +199,14 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             betas.hold()  # W_{epoch}'s beta: a stop decided after this epoch returns to it
         stream = feed.train_stream(plan.groups(cur.epoch, cur.pos), *plan.after_training(cur.epoch, late))
         for group, block, beta, host_block, host_beta in _on_device(backend, stream):
-            if pending is not None:
-                pending.add(group, block, host_block, host_beta)
             shrunk = {} if near is None else {"near": near.take(group)}
             for p in range(cfg.inner_passes):  # exact block minimization over the group's rows
                 order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows)
-                backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits,
-                                 **shrunk)
+                if p == 0 and pending is not None:  # with W_t's objectives (and the group's sets)
+                    shrunk = pending.certify_pass(group, block, host_beta, W, beta, Cs, order, solver)
+                else:
+                    backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits,
+                                     **shrunk)
             shrunk = None
             n_rows = block.n_rows
             # Drop the group's rows and hand its beta over before the loop asks for
@@ -223,6 +230,8 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         for i in active:
             results[i].n_iter = cur.epoch
 
+        if pending is not None and pending.sets_only:  # (W_t was certified before a resume)
+            pending = None
         if pending is not None:  # the certificate of the epoch before, now complete
             certified, pending = pending, None
             active = _decide(cfg, backend, certified.W, certified.hinge(), certified.beta_sum(),
@@ -239,7 +248,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         if cfg.evaluates(cur.epoch):
             if late and cur.epoch < cfg.max_iter:
                 pending = _Certificate(backend, W, cur, data, cfg, active, rows=rows, epoch_time=epoch_time,
-                                       wall=time.perf_counter() - wall0, near=near)
+                                       wall=time.perf_counter() - wall0, shrink=shrink)
             else:
                 active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
                                    wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
@@ -270,38 +279,45 @@ def _on_device(backend: Backend, stream):
 
 class _Certificate:
     """The objectives of ``W_t``, summed shard by shard from the rows epoch ``t + 1`` loads
-    (before it trains them) against a copy of ``W_t``; added in storage order at the end,
-    as :func:`_evaluate` adds them."""
+    against a copy of ``W_t`` (by ``certify_pass``, with each group's first training pass);
+    added in storage order at the end, as :func:`_evaluate` adds them.  With ``shrink`` the
+    same sweep makes each group's sets; ``sets_only``: for the sets alone (``W_t`` was
+    certified before a resume)."""
 
     def __init__(self, backend: Backend, W, cur: Cursor, data, cfg: SolverConfig, active: np.ndarray, *,
-                 rows: int, epoch_time: float, wall: float = 0.0, near: NearSets | None = None):
+                 rows: int, epoch_time: float, wall: float = 0.0, shrink: bool = False, sets_only: bool = False):
         self.backend, self.bias, self.shard_rows = backend, cfg.bias, data.shard_rows
-        self.near = near  # shrinking: the sets of the shards this epoch trains next, made here
+        self.shrink, self.sets_only = shrink, sets_only
+        self.shape = (len(cfg.Cs), int(data.n_classes))
+        self.eps = cfg.shark_eps
         self.splits = model_splits(cfg.splits, len(cfg.Cs))
-        self.W = backend.put_W(backend.to_host(W))  # W_t, kept while W_{t+1} is trained
+        self.W = backend.copy_W(W)  # W_t, kept while W_{t+1} is trained
         self.cursor = Cursor(cur.epoch, 0, cur.train_time)
         self.active = active.copy()
         self.rows, self.epoch_time, self.wall = rows, epoch_time, wall
         self._hinge: list = [None] * data.n_shards
         self._beta: list = [None] * data.n_shards
-        self.seconds = 0.0  # summing time, taken off the epoch's training time
+        self.seconds = 0.0  # the time the certificate added, taken off the epoch's training time
 
-    def add(self, group, block, host_block, host_beta) -> None:
-        """The sums of ``group``'s shards: ``block`` on the device (one shard: summed as
-        it is) and on the host (several: each shard's rows as a block), ``host_beta``
-        before training."""
+    def certify_pass(self, group, block, host_beta, W, beta, Cs, order, solver) -> dict:
+        """The sums of ``group``'s shards (``host_beta`` before training) and the group's first
+        pass over ``order``, with the group's sets when shrinking; returns the passes'
+        keyword arguments for the sets (for ``inner_passes > 1``)."""
+        t = time.perf_counter()
+        rows = [int(self.shard_rows[s]) for s in group]
+        for s, part in zip(group, split_rows(host_beta, rows)):  # (the CPU trains beta in place)
+            self._beta[s] = part.sum(axis=(1, 2))[self.active]
+        near = new_near(self.shape[0], block.n_rows, self.shape[1]) if self.shrink else None
+        setup = time.perf_counter() - t
+        h, waited = self.backend.certify_pass(self.W, W, block, beta, Cs, self.active, order, self.bias, solver,
+                                              self.eps, self.splits, **near_args(near))
         t = time.perf_counter()
         r0 = 0
-        for s, part in zip(group, split_rows(host_beta, self.shard_rows[list(group)])):
-            r1 = r0 + int(self.shard_rows[s])
-            rows = block if len(group) == 1 else self.backend.put_block(row_range(host_block, r0, r1))
-            self._hinge[s] = self.backend.hinge_sums(self.W, rows, self.bias, self.active, self.splits,
-                                                     **_near_args(self.near, s))
-            if self.near is not None:
-                self.near.filled(s)
-            self._beta[s] = part.sum(axis=(1, 2))[self.active]
-            r0 = r1
-        self.seconds += time.perf_counter() - t
+        for s, n in zip(group, rows):
+            self._hinge[s] = ordered_row_sums(h, r0, r0 + n)
+            r0 += n
+        self.seconds += setup + waited + time.perf_counter() - t
+        return {} if near is None else {"near": near}
 
     def hinge(self) -> np.ndarray:
         return _in_order(self._hinge, self.active.shape[0])

@@ -77,6 +77,18 @@ class InMemoryBetas:
         """``sum(beta)`` of shard ``i`` for each listed model."""
         return self._arrays[i].sum(axis=(1, 2))[models]  # no copy of beta
 
+    resident = True
+
+    def hold(self) -> None:
+        """Keep a copy of every shard's ``beta``: :meth:`rewind` returns to it (the start of an
+        epoch whose predecessor's certificate is still to come; the passes train in place)."""
+        self._held = [a.copy() for a in self._arrays]
+
+    def rewind(self) -> None:
+        """Make the held copies the current ``beta`` again."""
+        self._arrays = self._held
+        self._held = [a.copy() for a in self._arrays]
+
 
 class DiskBetas:
     """Per-shard dual variables in Zarr v3 arrays under ``<checkpoint>/beta.zarr``.
