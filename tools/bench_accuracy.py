@@ -331,7 +331,7 @@ def plot(results: dict[str, dict[str, Trace]], facts: dict[str, str], path: str)
     import matplotlib.pyplot as plt
 
     n = len(results)
-    fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 4.4), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=(6.2 * n, 5.4), squeeze=False)
     colors = dict(zip(METHODS, plt.get_cmap("tab10").colors))
     for ax, (name, traces) in zip(axes.flat, results.items()):
         best = max(tr.final_acc for tr in traces.values())
@@ -349,7 +349,8 @@ def plot(results: dict[str, dict[str, Trace]], facts: dict[str, str], path: str)
         ax.grid(alpha=0.3, which="both")
         accs = [p[1] for tr in traces.values() for p in tr.points]
         ax.set_ylim(max(min(accs), best - 25) - 1, best + 1.5)
-        ax.legend(fontsize=7, loc="lower right", title="★ own stopping rule; dotted: best final", title_fontsize=7)
+    axes.flat[0].legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.16), ncol=1, frameon=False,
+                        title="★ own stopping rule; dotted line: the best final accuracy", title_fontsize=7)
     save_figure(fig, path)
 
 
