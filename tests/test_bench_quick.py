@@ -90,5 +90,6 @@ def test_bench_accuracy_quick_writes_its_section(tmp_path):
         rows[label] = acc
     best = max(rows.values())
     assert f"best final accuracy {best:.2f} %" in body
+    assert re.search(r"^- \*\*generated\*\*: to the best final accuracy", body, re.M)  # the ranked reading
     png = re.search(r"!\[[^\]]*\]\(([^)]+\.png)\)", body)
     assert png and (report.parent / png.group(1)).stat().st_size > 10_000

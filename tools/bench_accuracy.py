@@ -95,12 +95,15 @@ class Trace:
         Time to the method's own stopping rule.
     extra : dict
         Method-specific facts (epochs, BCD time, problem build time).
+    gaps : list of float
+        Ours: the relative duality gap at each point (empty for the grids).
     """
 
     points: list[tuple[float, float]]
     final_acc: float
     fit_s: float
     extra: dict = field(default_factory=dict)
+    gaps: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -113,8 +116,8 @@ class Dataset:
     Xt: sp.csr_matrix
     yt: np.ndarray
 
-    def facts(self) -> str:
-        return (f"{self.name}: {self.X.shape[0]:,} training rows, {self.Xt.shape[0]:,} test rows, "
+    def facts(self, sep: str = ", ") -> str:
+        return (f"{self.name}: {self.X.shape[0]:,} training rows, {self.Xt.shape[0]:,} test rows{sep}"
                 f"{self.X.shape[1]:,} features, {len(np.unique(self.y))} classes, "
                 f"{self.X.nnz:,} non-zeros in training")
 
@@ -177,6 +180,7 @@ def run_ours(ds: Dataset, warm: bool = False) -> Trace:
     classes = np.unique(ds.y)
     points: list[tuple[float, float]] = []
     bcd: list[float] = []
+    gaps: list[float] = []
     eval_s = 0.0
 
     def callback(info: dict) -> None:
@@ -186,6 +190,7 @@ def run_ours(ds: Dataset, warm: bool = False) -> Trace:
         acc = _accuracy(classes[np.argmax(np.asarray(ds.Xt @ coef.T) + intercept, axis=1)], ds.yt)
         points.append((c0 - t0 - eval_s, acc))
         bcd.append(float(info["time"]))
+        gaps.append(float(info["rel_gap"][0]))
         eval_s += time.perf_counter() - c0
 
     gc.collect()
@@ -198,7 +203,7 @@ def run_ours(ds: Dataset, warm: bool = False) -> Trace:
     if abs(final - points[-1][1]) > 1e-9:
         raise RuntimeError(f"the last callback's accuracy {points[-1][1]} is not the model's {final}")
     return Trace(points, final, fit_s, {"epochs": int(model.n_iter_), "bcd_s": bcd[-1], "eval_s": eval_s,
-                                        "converged": bool(model.converged_)})
+                                        "converged": bool(model.converged_)}, gaps)
 
 
 def run_liblinear(ds: Dataset, warm: bool = False) -> Trace:
@@ -256,14 +261,16 @@ def median_trace(traces: list[Trace]) -> Trace:
     Returns
     -------
     Trace
-        ``extra`` holds the medians of the numeric extras and ``fit_all`` (every repeat's fit time).
+        ``extra`` holds the medians of the numeric extras and ``fit_all`` (every repeat's fit time);
+        ``gaps`` are the first repeat's (a seeded run gives the same in every repeat).
     """
     n = min(len(t.points) for t in traces)
     points = [(median(t.points[i][0] for t in traces), median(t.points[i][1] for t in traces)) for i in range(n)]
     extra = {key: median(float(t.extra[key]) for t in traces) for key in traces[0].extra}
     extra.update(fit_all=[t.fit_s for t in traces], final_all=[t.final_acc for t in traces],
                  lengths=sorted({len(t.points) for t in traces}))
-    return Trace(points, median(t.final_acc for t in traces), median(t.fit_s for t in traces), extra)
+    return Trace(points, median(t.final_acc for t in traces), median(t.fit_s for t in traces), extra,
+                 traces[0].gaps[:n])
 
 
 def first_reach(points: list[tuple[float, float]], target: float) -> float | None:
@@ -288,7 +295,7 @@ def first_reach(points: list[tuple[float, float]], target: float) -> float | Non
 def _secs(x: float | None) -> str:
     if x is None:
         return "–"
-    return f"{x:.3g} s" if x >= 0.01 else f"{x * 1e3:.2g} ms"
+    return f"{x:.3g} s" if x >= 0.1 else f"{x * 1e3:.2g} ms"
 
 
 def _notes(method: str, tr: Trace) -> str:
@@ -323,6 +330,43 @@ def table(name: str, traces: dict[str, Trace]) -> list[str]:
     return lines + [""]
 
 
+def _fastest(traces: dict[str, Trace], when: Callable[[str, Trace], float | None]) -> str:
+    """``label time`` of each method, fastest first (those that never get there last)."""
+    times = {m: when(m, tr) for m, tr in traces.items()}
+    order = sorted(times, key=lambda m: (times[m] is None, times[m] or 0.0))
+    return ", ".join(f"{METHODS[m][0]} {_secs(times[m]) if times[m] is not None else 'never'}" for m in order)
+
+
+def loose_stop(tr: Trace, tol: float) -> tuple[int, float, float] | None:
+    """Ours' epoch, time and accuracy at the first point with relative gap <= ``tol`` (None: none)."""
+    for i, g in enumerate(tr.gaps):
+        if g <= tol:
+            return i + 1, tr.points[i][0], tr.points[i][1]
+    return None
+
+
+def reading(name: str, traces: dict[str, Trace]) -> list[str]:
+    """Generated bullet points: who gets to which accuracy first (the numbers of the table, ranked)."""
+    best = max(tr.final_acc for tr in traces.values())
+    out = [f"- **{name}**: to the best final accuracy − 0.5 (≥ {best - 0.5:.2f} %): "
+           + _fastest(traces, lambda m, tr: first_reach(tr.points, best - 0.5))
+           + "; to its own final − 0.5: " + _fastest(traces, lambda m, tr: first_reach(tr.points, tr.final_acc - 0.5))
+           + "; the whole fit to its own stopping rule: " + _fastest(traces, lambda m, tr: tr.fit_s) + "."]
+    ours = traces.get("ours")
+    if ours is not None and ours.points:
+        t01 = first_reach(ours.points, ours.final_acc - 0.1)
+        if t01 is not None:
+            out[-1] += (f" streamwww is within 0.1 points of its final accuracy after {_secs(t01)}, "
+                        f"{100 * t01 / ours.fit_s:.0f} % of its fit")
+        for tol in (1e-2,):
+            hit = loose_stop(ours, tol)
+            if hit is not None:
+                out[-1] += (f"; with `tol={tol:g}` it would have stopped after {hit[0]} epochs, "
+                            f"{_secs(hit[1])}, at {hit[2]:.2f} %")
+        out[-1] += "."
+    return out
+
+
 def plot(results: dict[str, dict[str, Trace]], facts: dict[str, str], path: str) -> None:
     """Test accuracy vs seconds (log axis), one panel per data set, one line per method."""
     import matplotlib
@@ -343,7 +387,7 @@ def plot(results: dict[str, dict[str, Trace]], facts: dict[str, str], path: str)
             ax.plot([tr.fit_s], [tr.final_acc], marker="*", ms=12, color=colors[m], ls="none")
         ax.axhline(best, color="grey", lw=0.8, ls=":")
         ax.set_xscale("log")
-        ax.set_title(facts[name], fontsize=8)
+        ax.set_title(facts[name], fontsize=9)
         ax.set_xlabel("training time (s)")
         ax.set_ylabel("test accuracy (%)")
         ax.grid(alpha=0.3, which="both")
@@ -372,6 +416,16 @@ def measure(datasets: list[Dataset], repeats: int, log=print) -> dict[str, dict[
                 log(f"[bench_accuracy] repeat {r + 1}/{repeats} {ds.name} {m}: {time.perf_counter() - t:.1f} s, "
                     f"load {os.getloadavg()[0]:.2f}")
     return {ds.name: {m: median_trace(runs[(ds.name, m)]) for m in RUNNERS} for ds in datasets}
+
+
+def dump(results: dict[str, dict[str, Trace]], path: str) -> None:
+    """The median traces as JSON (for a look at the curves beyond the table)."""
+    import json
+    from dataclasses import asdict
+
+    with open(path, "w") as f:
+        json.dump({name: {m: asdict(tr) for m, tr in traces.items()} for name, traces in results.items()}, f)
+    print(f"[bench_accuracy] curves in {path}", file=sys.stderr)
 
 
 def _uptime() -> str:
@@ -422,6 +476,10 @@ def report(ctx: BenchContext, results: dict[str, dict[str, Trace]], facts: dict[
         ""]
     for name, traces in results.items():
         lines += table(name, traces)
+    lines += ["Ranked (generated from the table):", ""]
+    for name, traces in results.items():
+        lines += reading(name, traces)
+    lines += [""]
     if plotted:
         lines += [ctx.plot_link(PLOT), "",
                   "Test accuracy vs training time (log axis). Solid: streamwww, one run, a point per epoch; "
@@ -449,8 +507,9 @@ def main(argv: list[str] | None = None) -> int:
     datasets = [generated_dataset()] if args.quick else [load_dataset(ctx, n) for n in args.data]
     results = measure(datasets, repeats, log=lambda s: print(s, file=sys.stderr, flush=True))
     facts = {ds.name: ds.facts() for ds in datasets}
+    dump(results, os.path.join(args.workdir, "bench-accuracy-results.json"))
     try:
-        plot(results, facts, os.path.join(plots_dir, PLOT))
+        plot(results, {ds.name: ds.facts(sep="\n") for ds in datasets}, os.path.join(plots_dir, PLOT))
         plotted = True
     except ImportError as e:  # matplotlib missing: the tables still stand
         print(f"[bench_accuracy] no plot: {e}", file=sys.stderr)
