@@ -39,7 +39,10 @@ minus 0.5 and 0.1 percentage points, and the best final accuracy of all methods 
 data set minus 0.5 and 0.1 points ("–": not reached). For a grid the time is the time of
 the cheapest run that reaches it.
 
-``--quick`` runs a tiny generated data set with two repeats (a smoke test of this tool).
+The section replaces the ``<!-- bench-time-to-accuracy -->`` block of ``--out`` (the plot,
+``bench-time-to-accuracy.png``, goes beside it); the median curves are also written as JSON to
+``--workdir``/bench-accuracy-results.json. ``--quick`` runs a tiny generated data set with two
+repeats (a smoke test of this tool).
 """
 
 from __future__ import annotations
@@ -401,7 +404,8 @@ def plot(results: dict[str, dict[str, Trace]], facts: dict[str, str], path: str)
 # ----------------------------------------------------------------------------- run and report
 
 
-def measure(datasets: list[Dataset], repeats: int, log=print) -> dict[str, dict[str, Trace]]:
+def measure(datasets: list[Dataset], repeats: int,
+            log: Callable[[str], None] = print) -> dict[str, dict[str, Trace]]:
     """Warm every method up, then ``repeats`` interleaved rounds; the median traces."""
     for ds in datasets:
         for m, fn in RUNNERS.items():
