@@ -238,3 +238,32 @@ def test_objectives_overlapped_with_the_first_pass_give_the_default_model(monkey
         after = sw.train((X, y), checkpoint_every=1, **kw)  # (not one-model-late: a pass of its own)
     assert late.coef_.tobytes() == after.coef_.tobytes() and late.intercept_.tobytes() == after.intercept_.tobytes()
     assert late.n_iter_ == after.n_iter_ and _history(late) == _history(after)
+
+
+@pytest.mark.parametrize("mix", [1, 2])
+def test_a_store_that_fits_is_prepared_once_when_it_trains_shard_by_shard(tmp_path, monkeypatch, mix):
+    """Kept in memory and trained one shard at a time (one shard, or mix_shards=1), each
+    shard is read, checked and prepared once for the whole run, and the loads hand no
+    work to the loader threads; the model is the one of a store read every time."""
+    from streamwww.stream.sources import StoreData
+
+    rng = np.random.default_rng(5)
+    X = sp.random(400, 20, density=0.3, random_state=5, format="csr", dtype=np.float32)
+    y = rng.integers(0, 4, size=400)
+    path = write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    made = []
+    real = StoreData._make_block
+    monkeypatch.setattr(StoreData, "_make_block", lambda self, ids, bias: made.append(tuple(ids)) or real(self, ids, bias))
+    kw = dict(C=0.5, tol=0, max_iter=6, random_state=1, mix_shards=mix)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kept = sw.train(path, **kw)
+        n_kept = len(made)
+        made.clear()
+        read = sw.train(path, memory_budget=0, **kw)
+    assert kept.coef_.tobytes() == read.coef_.tobytes()
+    if mix == 1:
+        assert n_kept == 4  # each of the 4 shards once
+    else:
+        assert n_kept > 4 * 6  # mixed pairs differ per epoch: made each time (from memory)
+    assert sum(len(u) for u in made) >= 4 * 6  # memory_budget=0: every shard read every epoch

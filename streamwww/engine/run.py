@@ -170,6 +170,10 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         late = late_allowed(len(Cs), splits, checkpoint_every)
         resident = _resident_betas(source, len(Cs), budget, copies=3 if late else 2)
         kept = _keep_store(stack, source, budget - _beta_bytes(data, len(Cs)) if resident else budget)
+        if kept and source.streamed and (data.n_shards == 1 or int(mix_shards) == UNMIXED):
+            data.keep_blocks(True)  # the shards' prepared blocks are kept for the run ...
+            stack.callback(data.keep_blocks, False)
+            source.store.keep_decoded(0)  # ... in place of their decoded arrays (not both)
         late = late and (not kept or backend.overlap_pays(_epoch_work(source)))
         if late:
             logger.info("objectives late: W_t certified with the first pass of epoch t + 1")

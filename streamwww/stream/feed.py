@@ -138,6 +138,10 @@ class PrefetchFeed(SyncFeed):
     def _submit(self, unit: tuple[int, ...], with_block: bool, with_beta: bool):
         # The versions are fixed now, on the calling thread, after the puts so far.
         versions = tuple(self.betas.version(s) for s in unit) if with_beta else None
+        if getattr(self.data, "has_block", None) and self.data.has_block(unit, self.bias) and \
+                (versions is None or getattr(self.betas, "resident", False)):
+            # all in memory: handing the load to a thread would cost more than the load
+            return _Done(self._load(unit, with_block, versions))
         return self.executor.submit(self._load, unit, with_block, versions)
 
     def _window(self, unit_len: int) -> int:

@@ -82,10 +82,24 @@ class StoreData:
         self.n_features = int(store.n_features)
         self.n_classes = int(len(store.classes))
         self.class_weights = class_weights  # per class index, or None
+        self._blocks: dict | None = None  # keep_blocks: (shard, bias) -> its prepared Block
 
     @property
     def n_rows(self) -> int:
         return int(self.shard_rows.sum())
+
+    def keep_blocks(self, keep: bool) -> None:
+        """Keep each shard's prepared block once made (``False``: drop them).
+
+        For a store that fits in memory and trains shard by shard (one shard, or
+        ``mix_shards=1``): an epoch after the first then reads, copies, checks and
+        prepares nothing, which on a small store was most of an epoch's time (dna:
+        about 1 ms of work per load against 0.25 ms of training)."""
+        self._blocks = {} if keep else None
+
+    def has_block(self, shards, bias: float) -> bool:
+        """Is ``shards``' block kept (:meth:`keep_blocks`)?"""
+        return self._blocks is not None and (tuple(int(i) for i in shards), float(bias)) in self._blocks
 
     def block(self, i: int, bias: float) -> Block:
         return self.block_of((i,), bias)
@@ -93,6 +107,15 @@ class StoreData:
     def block_of(self, shards, bias: float) -> Block:
         """The rows of ``shards``, stacked in this order, as one prepared block."""
         ids = [int(i) for i in shards]
+        key = (tuple(ids), float(bias))
+        if self._blocks is not None and key in self._blocks:
+            return self._blocks[key]
+        block = self._make_block(ids, bias)
+        if self._blocks is not None and len(ids) == 1:
+            self._blocks[key] = block
+        return block
+
+    def _make_block(self, ids: list[int], bias: float) -> Block:
         if self.store.has_weights:
             X, y, w = self.store.read_shards(ids, weights=True)
         else:
