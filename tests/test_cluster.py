@@ -89,22 +89,30 @@ def test_a_killed_worker_changes_nothing(client, store):
         assert np.array_equal(a.coef_, b.coef_)
 
 
-def test_a_failed_broadcast_sends_W_with_the_tasks(client, store, monkeypatch, caplog):
-    """A worker that dies while W is scattered to it fails (or stalls) the scatter: that
-    round's tasks then carry W themselves, and the model is the same."""
+def test_a_large_W_scattered_and_lost_runs_the_round_again_with_W_in_its_tasks(client, store, monkeypatch,
+                                                                                caplog):
+    """A W above EMBED_BYTES is scattered to one worker; when the scatter fails, or the
+    scattered W is lost with its worker, the round's tasks carry W themselves: same model."""
+    from streamwww.engine import cocoa
+
     ref = sw.train(store, client=client, partitions=2, max_iter=4, **KW)
+    monkeypatch.setattr(cocoa, "EMBED_BYTES", 0)
     real, calls = client.scatter, []
 
     def flaky(data, *args, **kwargs):
         calls.append(1)
-        if kwargs.get("broadcast") and len(calls) % 2 == 1:
+        if len(calls) == 2:
             raise distributed.comm.core.CommClosedError("in <TCP (closed) ConnectionPool.scatter>: Stream is closed")
-        return real(data, *args, **kwargs)
+        fut = real(data, *args, **kwargs)
+        if len(calls) == 3:  # its worker dies: the scattered W is gone
+            client.cancel(fut)
+        return fut
 
     monkeypatch.setattr(client, "scatter", flaky)
     with caplog.at_level("WARNING", logger="streamwww.engine.cocoa"):
         again = sw.train(store, client=client, partitions=2, max_iter=4, **KW)
-    assert "broadcasting W failed" in caplog.text and len(calls) >= 4
+    assert "scattering W failed" in caplog.text and "running it again with W inside" in caplog.text
+    assert len(calls) >= 4
     for a, b in zip(ref, again):
         assert np.array_equal(a.coef_, b.coef_)
 
@@ -152,6 +160,46 @@ def test_checkpoint_resume_after_killing_the_driver_is_bitwise(client, store, tm
     assert files == ["m-C0.5.npz", "m-C2.npz"]  # resume writes the model files train was given
     again = sw.resume(ck, client=client)  # finished: nothing trains, same models
     assert all(np.array_equal(a.coef_, b.coef_) for a, b in zip(ref, again))
+
+
+def test_the_line_search_step_maximizes_the_dual_on_the_segment():
+    from streamwww.engine.cocoa import line_search
+
+    rng = np.random.default_rng(7)
+    W, delta = rng.normal(size=(3, 5, 4)), rng.normal(size=(3, 5, 4))
+    beta_sum, local_sum = rng.uniform(0, 5, 3), rng.uniform(0, 5, 3)
+    local_sum[2] = beta_sum[2] + 1e3  # a step that would go past 1: clipped
+    gamma = line_search(W, delta, beta_sum, local_sum, np.array([0, 1, 2]))
+    grid = np.linspace(0.0, 1.0, 2001)
+    for m in range(3):
+        gain = grid * (local_sum[m] - beta_sum[m] - (W[m] * delta[m]).sum()) - grid ** 2 * (delta[m] ** 2).sum() / 2
+        best = grid[np.argmax(gain)]
+        assert 0.0 <= gamma[m] <= 1.0 and abs(gamma[m] - best) <= 1e-3
+    assert gamma[2] == 1.0
+    assert line_search(W, delta, beta_sum, local_sum, np.array([1]))[[0, 2]].tolist() == [1.0, 1.0]  # not trained
+
+
+def test_scaled_rounds_resume_bitwise(client, store, tmp_path, caplog):
+    """K = 2: a round whose step the line search scaled (gamma < 1) leaves beta_{t+1} unwritten
+    (the next round's tasks mix and write it), so the checkpoint stays at the last state
+    written (W_t and beta_t); a run stopped after such a round resumes from there to the
+    undisturbed model, bitwise."""
+    kw = dict(client=client, partitions=2, max_iter=8, **KW)
+    with caplog.at_level("DEBUG", logger="streamwww.engine.cocoa"):
+        ref = sw.train(store, **kw)
+    steps = [float(v) for r in caplog.records if ": steps [" in r.getMessage()
+             for v in r.getMessage().split("[")[1].rstrip("]").split()]
+    assert steps and all(0.0 <= g <= 1.0 for g in steps) and min(steps) < 1.0
+    behind = 0
+    for stop in range(2, 8):
+        ck = tmp_path / f"ck{stop}"
+        _train_stopped_at_round(stop, store, checkpoint_dir=ck, **kw)
+        man = __import__("json").loads((ck / "manifest.json").read_text())
+        behind += man["cursor"]["epoch"] < stop  # the round before the stop was scaled
+        resumed = sw.resume(ck, client=client)
+        for a, b in zip(ref, resumed):
+            assert np.array_equal(a.coef_, b.coef_) and a.n_iter_ == b.n_iter_
+    assert behind >= 1
 
 
 def test_cluster_checkpoint_continues_in_one_process_and_vice_versa(client, store, tmp_path):

@@ -1,39 +1,48 @@
-r"""Training on a Dask cluster: CoCoA+ rounds with the exact Walrus local solver.
+r"""Training on a Dask cluster: CoCoA rounds with the exact Walrus local solver and a
+line search on their sum.
 
 The shards are split into ``K`` partitions (:func:`partition_shards`, a pure
 function of the shard sizes and the seed).  Round ``t``:
 
 1. the driver broadcasts ``W_t``;
-2. the task of partition ``k`` (:func:`round_task`, on any worker) reads the
-   current version ``v_s`` of its shards' ``beta`` (``t`` in a run that started
-   on the cluster; a resumed sequential run's versions may differ by shard), sums the hinge loss of its rows at ``W_t`` and
-   their ``beta`` (the certificate of ``W_t``, taken from the rows it has just
-   loaded: no extra read), runs exact BCD passes over its rows on the CoCoA+
-   local subproblem, writes version ``v_s + 1`` of its ``beta`` and returns
-   ``Delta W_k`` (and the sums of the new versions, for the checkpoint);
-3. the driver sets ``W_{t+1} = W_t + sum_k Delta W_k`` (in ``k`` order).
+2. the task of partition ``k`` (:func:`round_task`, on any worker) makes its shards'
+   ``beta_t`` (read; or, after a round whose step was scaled, mixed from the two
+   versions it combines and written as a version of its own), sums the hinge loss of
+   its rows at ``W_t`` and their ``beta_t`` (the certificate of ``W_t``, taken from the
+   rows it has just loaded: no extra read), runs exact BCD passes over its rows from
+   ``W_t`` as if they were the only rows that move (the local problem with
+   ``sigma' = 1``), writes the result ``beta'`` as a new version and returns
+   ``Delta W_k`` and the sums of ``beta_t`` and ``beta'``;
+3. the driver takes the step ``gamma`` in ``[0, 1]`` (per model) that maximizes the dual
+   along ``sum_k (beta' - beta_t)``: ``D`` is a concave quadratic on that segment,
+   ``D(gamma) = D_t + gamma (sum(beta' - beta_t) - <W_t, Delta W>) - gamma^2 ||Delta W||^2 / 2``
+   with ``Delta W = sum_k Delta W_k`` (in ``k`` order), so ``gamma`` is its clipped
+   vertex; then ``W_{t+1} = W_t + gamma Delta W`` and
+   ``beta_{t+1} = beta_t + gamma (beta' - beta_t)``.
 
-The local subproblem (Ma et al. 2015; Smith et al. 2018, "adding" with
-``sigma' = K``) has the row curvature ``sigma' ||x_i||^2`` and scores from the
-working copy ``W_t + sigma' Delta W_k``.  It is solved by the unchanged kernels:
-the WW block problem scales (if ``b`` solves ``(v, C)``, ``sigma' b`` solves
-``(sigma' v, sigma' C)``), so a pass over ``beta' = sigma' beta`` with the box
-``[0, sigma' C w_i]`` on the working copy *is* the local pass, and
-``beta = beta' / sigma'``, ``Delta W_k = (W_work - W_t) / sigma'``.  With
-``K = 1`` every scale is 1 and ``W_work`` is ``W_{t+1}``: the rounds are the
-sequential epochs, bitwise.
+``beta_t + gamma (beta' - beta_t)`` is in the box for any ``gamma`` in ``[0, 1]``
+and ``gamma`` maximizes the dual on the segment, so the dual never decreases and
+every round gains at least what CoCoA's averaging (``gamma = 1 / K``, Ma et al.
+2015) gains, which converges.  It replaced CoCoA+'s adding with ``sigma' = K``
+(whose rounds the line search reaches at least as fast): measured in
+docs/DISTRIBUTED.md, ``K = 4`` needs about half the rounds of ``sigma' = K``.  With
+``K = 1`` the step is 1 by definition and the working copy is ``W_{t+1}``: the
+rounds are the sequential epochs, bitwise.  ``gamma = 1`` for a model leaves its
+``beta'`` as it is (no arithmetic), so a round whose steps are all 1 leaves one
+version per shard, as before.
 
-Tasks are pure and idempotent: task ``(t, k)`` reads versions ``v_s`` and writes
-versions ``v_s + 1`` under its own names, so a task that Dask runs again after its
-worker died rewrites the same values, and the run ends with the same model.
-The stop decision for ``W_t`` comes with round ``t + 1``'s results (one round
-late); the model returned is the certified ``W_t``.  The driver never holds
-rows or ``beta``.
+Tasks are pure and idempotent: task ``(t, k)`` reads the versions it is given and
+writes versions numbered from them under their own names, so a task that Dask runs
+again after its worker died rewrites the same values, and the run ends with the same
+model.  The stop decision for ``W_t`` comes with round ``t``'s results (the
+certificate of the broadcast ``W``); the model returned is the certified ``W_t``.
+The driver never holds rows or ``beta`` of a store.
 
-A checkpoint after round ``t`` is ``W_{t+1}`` with the versions the round wrote
-(:class:`~streamwww.checkpoint.CheckpointDir`, the sequential format with
-cursor ``(t + 1, 0)``); ``W_{t+1} = W(beta_{t+1})`` up to rounding, so either
-engine, with any ``K``, continues from it.
+A checkpoint after round ``t`` is ``W_{t+1}`` with the versions the round wrote, or,
+when a step was scaled (``beta_{t+1}`` is not written until round ``t + 1`` mixes
+it), ``W_t`` with the ``beta_t`` round ``t`` read or wrote
+(:class:`~streamwww.checkpoint.CheckpointDir`, the sequential format); either engine,
+with any ``K``, continues from it.
 """
 
 from __future__ import annotations
@@ -146,22 +155,23 @@ class _Local:
     def __init__(self, cfg: SolverConfig, device: str, n_partitions: int, W: np.ndarray, train: bool):
         self.cfg, self.train = cfg, train
         self.backend = get_backend(device)
-        self.sigma = float(n_partitions)
+        self.alone = int(n_partitions) == 1  # the working copy is W_{t+1} itself
         M = len(cfg.Cs)
         self.every = np.arange(M, dtype=np.int64)
         self.splits = None if cfg.splits is None else np.asarray(cfg.splits, dtype=np.int64)
-        self.Cs = np.asarray(cfg.Cs, dtype=np.float64) * self.sigma
+        self.Cs = np.asarray(cfg.Cs, dtype=np.float64)
         self.solver = SOLVER_IDS[cfg.subproblem]
         self.W = W
         self.W0 = self.backend.put_W(W)  # W_t, for the certificate
-        self.Wl = self.backend.put_W(W) if train else None  # the working copy W_t + sigma' Delta W_k
+        self.Wl = self.backend.put_W(W) if train else None  # the working copy W_t + Delta W_k
         self.hinge = np.zeros(M)
         self.beta_sum = np.zeros(M)
+        self.local_sum = np.zeros(M)  # sum of the local passes' beta', for the line search
 
     def step(self, block, beta: np.ndarray, t: int, first_shard: int, active: np.ndarray) -> np.ndarray | None:
         """Certificate sums of ``block`` at ``W_t`` and ``beta``; with ``train``, the local
         passes (row orders of ``(seed, t, first_shard, pass)``) and the block's new ``beta``.
-        ``beta`` is the task's own array: it is scaled and trained in place."""
+        ``beta`` is the task's own array: it is trained in place."""
         backend, cfg = self.backend, self.cfg
         dblock = backend.put_block(block)
         # shrinking: the certificate's sweep at W_t also flags the coordinates the passes update
@@ -172,39 +182,52 @@ class _Local:
         self.beta_sum += beta.sum(axis=(1, 2))
         if not self.train:
             return None
-        if self.sigma != 1.0:
-            beta *= self.sigma
         dbeta = backend.put_beta(beta)
         for p in range(cfg.inner_passes):
             order = row_order(cfg.seed, t, first_shard, p, block.n_rows)
             backend.bcd_pass(self.Wl, dblock, dbeta, self.Cs, active, order, cfg.bias, self.solver,
                              cfg.shark_eps, self.splits, **({} if near is None else {"near": near}))
         new = backend.get_beta(dbeta)
-        if self.sigma != 1.0:
-            new /= self.sigma
+        self.local_sum += new.sum(axis=(1, 2))
         return new
 
     def result(self) -> dict:
-        out = {"hinge": self.hinge, "beta_sum": self.beta_sum, "device": self.backend.name}
+        out = {"hinge": self.hinge, "beta_sum": self.beta_sum, "local_sum": self.local_sum,
+               "device": self.backend.name}
         if self.train:
             Wh = self.backend.to_host(self.Wl)
-            out["delta"] = Wh if self.sigma == 1.0 else (Wh - self.W) / self.sigma
+            out["delta"] = Wh if self.alone else Wh - self.W
         return out
 
     def close(self) -> None:
         self.backend.close()
 
 
+def mix(base: np.ndarray, local: np.ndarray, gamma) -> np.ndarray:
+    """``beta_t + gamma (beta' - beta_t)`` per model (axis 0); a model whose ``gamma`` is 1
+    takes ``beta'`` as it is (``b + (l - b)`` need not be ``l`` in floating point)."""
+    out = np.array(local, dtype=np.float64, copy=True)
+    for m, g in enumerate(np.asarray(gamma, dtype=np.float64)):
+        if g != 1.0:
+            out[m] = base[m] + g * (local[m] - base[m])
+    return out
+
+
 def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, train: bool = True,
-               versions: tuple[int, ...] | None = None) -> dict:
+               versions: tuple[int, ...] | None = None, pending: tuple[int, ...] | None = None,
+               gamma=None) -> dict:
     """Round ``t`` on one partition of a store: the certificate parts of ``W_t`` and
     (``train``) ``Delta W_k``.
 
-    ``versions`` are the current ``beta`` versions of ``spec.shards`` (default: all ``t``).
+    ``versions`` are the ``beta`` versions of ``spec.shards`` (default: all ``t``); with
+    ``pending`` (the round before scaled its step by ``gamma``, per model), ``beta_t`` is
+    :func:`mix` of versions ``versions`` and ``pending``, written first as version
+    ``max(v, p) + 1``.  The local result goes to the version after ``beta_t``'s.
     Returns a dict: ``hinge`` and ``beta_sum`` (per model, of this partition's rows at
-    ``W_t`` and those versions) and, when training, ``delta`` (``Delta W_k``, or
+    ``W_t`` and ``beta_t``), ``made`` (``{shard: (version, per-model sum)}`` of ``beta_t``:
+    the version read, or the mixed one written) and, when training, ``delta`` (``Delta W_k``, or
     ``W_{t+1}`` itself when ``K = 1``) and ``sums`` (``{shard: per-model sum}`` of the
-    new versions) after writing versions ``v_s + 1``.
+    local versions).
     """
     cfg = spec.cfg
     store = _open(spec)
@@ -213,19 +236,31 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
     betas = DiskBetas(spec.beta_root, len(cfg.Cs), data.shard_rows, data.n_classes)
     shards = spec.shards
     version = dict(zip(shards, versions if versions is not None else [t] * len(shards)))
-    new_sums = {}
+    mixed = dict(zip(shards, pending)) if pending is not None else None
+    new_sums, made = {}, {}
     local = _Local(cfg, spec.device, spec.n_partitions, W, train)
     try:
         for ids in EpochPlan(cfg, len(shards)).groups(t):
             group = tuple(shards[i] for i in ids)
+            rows = [int(data.shard_rows[s]) for s in group]
+            beta = betas.read_group(group, [version[s] for s in group])
+            if mixed is not None:
+                beta = mix(beta, betas.read_group(group, [mixed[s] for s in group]), gamma)
+            for s, b in zip(group, split_rows(beta, rows)):
+                if mixed is not None:
+                    v = max(version[s], mixed[s]) + 1
+                    betas.write_version(s, v, b)
+                    made[s] = (v, b.sum(axis=(1, 2)))
+                else:
+                    made[s] = (version[s], b.sum(axis=(1, 2)))
             block = data.block_of(group, cfg.bias)
-            new = local.step(block, betas.read_group(group, [version[s] for s in group]), t, group[0], active)
+            new = local.step(block, beta, t, group[0], active)
             if new is None:
                 continue
-            for s, b in zip(group, split_rows(new, [int(data.shard_rows[s]) for s in group])):
-                betas.write_version(s, version[s] + 1, b)
+            for s, b in zip(group, split_rows(new, rows)):
+                betas.write_version(s, made[s][0] + 1, b)
                 new_sums[s] = b.sum(axis=(1, 2))
-        return {**local.result(), "sums": new_sums}
+        return {**local.result(), "sums": new_sums, "made": made}
     finally:
         local.close()
 
@@ -268,20 +303,47 @@ def partition_rows(n_rows: int, n_partitions: int, seed: int) -> list[np.ndarray
 
 
 class StoreParts:
-    """The partitions of a store: one :func:`round_task` per spec; ``beta`` versions on shared storage."""
+    """The partitions of a store: one :func:`round_task` per spec; ``beta`` versions on shared storage.
+
+    Per shard, ``versions`` names ``beta_t``, or, while ``pending`` is set (the last round's
+    step was scaled by ``gamma``), the ``beta_{t-1}`` that round read, and ``pending`` its
+    local result: ``beta_t`` is their :func:`mix`, which the next round's task writes."""
 
     device = "cpu"  # the tasks' backend, once a round has run
 
     def __init__(self, specs: list[PartitionSpec], versions: dict[int, int]):
         self.specs, self.versions = specs, dict(versions)
+        self.pending: dict[int, int] | None = None
+        self.gamma = None
 
     def submit(self, client, Wf, t, active, train, prefix):
         return [client.submit(round_task, spec, Wf, t, active, train, tuple(self.versions[s] for s in spec.shards),
-                              key=f"{prefix}-{t}-{k}", pure=False, retries=3) for k, spec in enumerate(self.specs)]
+                              None if self.pending is None else tuple(self.pending[s] for s in spec.shards),
+                              self.gamma, key=f"{prefix}-{t}-{k}", pure=False, retries=3)
+                for k, spec in enumerate(self.specs)]
 
-    def advance(self, outs) -> None:
-        """A training round is complete: its new versions are the current ones."""
-        self.versions = {s: v + 1 for s, v in self.versions.items()}
+    def read(self, outs) -> tuple[dict[int, int], dict]:
+        """The versions (and their per-model sums, where the round wrote them) that hold
+        ``beta_t`` of the round that gave ``outs``."""
+        made = {s: vs for o in outs for s, vs in o["made"].items()}
+        return {s: made[s][0] for s in self.versions}, {s: made[s][1] for s in self.versions}
+
+    def advance(self, outs, gamma) -> list[tuple[int, int]]:
+        """A training round is complete and its steps are ``gamma``: the versions that hold
+        ``beta_{t+1}`` become current.  Returns the versions no longer needed."""
+        before = {(s, v) for s, v in self.versions.items()} | set((self.pending or {}).items())
+        self.versions = self.read(outs)[0]
+        local = {s: v + 1 for s, v in self.versions.items()}
+        if np.all(np.asarray(gamma) == 1.0):
+            self.versions, self.pending, self.gamma = local, None, None
+        else:
+            self.pending, self.gamma = local, np.asarray(gamma, dtype=np.float64)
+        now = set(self.versions.items()) | set((self.pending or {}).items())
+        return sorted(before - now)
+
+    def settle(self, outs) -> None:
+        """The round that gave ``outs`` wrote the mixed ``beta_t``: those versions are current."""
+        self.versions, self.pending, self.gamma = self.read(outs)[0], None, None
 
     def sums(self, outs) -> dict:
         return {s: v for o in outs for s, v in o["sums"].items()}
@@ -289,20 +351,22 @@ class StoreParts:
 
 class ArrayParts:
     """The partitions of in-memory arrays: scattered blocks; ``beta`` kept by the driver
-    and sent with each task (a task is pure: it returns the next ``beta``)."""
+    and sent with each task (a task is pure: it returns its local ``beta'``)."""
 
     device = "cpu"  # the tasks' backend, once a round has run
 
     def __init__(self, specs: list[ArraySpec], blocks: list, betas: list[np.ndarray]):
         self.specs, self.blocks, self.betas = specs, blocks, betas
+        self.pending = None
 
     def submit(self, client, Wf, t, active, train, prefix):
         return [client.submit(array_round_task, spec, block, beta, Wf, t, active, train, key=f"{prefix}-{t}-{k}",
                               pure=False, retries=3)
                 for k, (spec, block, beta) in enumerate(zip(self.specs, self.blocks, self.betas))]
 
-    def advance(self, outs) -> None:
-        self.betas = [o["beta"] for o in outs]
+    def advance(self, outs, gamma) -> list:
+        self.betas = [mix(b, o["beta"], gamma) for b, o in zip(self.betas, outs)]
+        return []
 
 
 @dataclass
@@ -317,44 +381,76 @@ class RoundsStart:
 
 def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: int,
                callback=None, progress=None, superseded=None, checkpoint=None) -> list[ModelResult]:
-    """Train by CoCoA+ rounds on ``client`` (a ``distributed.Client``); one task per partition
-    of ``parts`` (:class:`StoreParts` or :class:`ArrayParts`).
+    """Train by CoCoA rounds (module docstring) on ``client`` (a ``distributed.Client``); one
+    task per partition of ``parts`` (:class:`StoreParts` or :class:`ArrayParts`).
 
-    ``superseded(versions)`` is called once a round is complete with the store versions it
-    read (no task reads them any more); ``checkpoint(t, W, versions, sums, wall)`` after
-    round ``t - 1`` with ``W_t`` (finished models' rows: their certified ``W``) and the
-    versions the round wrote.  The history and stopping rule are the sequential driver's;
-    ``time`` in the history is the rounds' wall time.
+    ``superseded(keys)`` is called once a round is complete with the store versions
+    ``(shard, version)`` no task reads any more; ``checkpoint(t, W, versions, sums, wall)``
+    after each training round with ``W_t`` (finished models' rows: their certified ``W``)
+    and the versions that hold its ``beta`` (module docstring: ``t`` is the round's own
+    when its step was scaled, the next one otherwise).  The history and stopping rule are
+    the sequential driver's; ``time`` in the history is the rounds' wall time.
     """
     results, W, t = start.results, start.W, start.t
     active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
     t0 = time.perf_counter() - start.wall
     prefix = f"streamwww-round-{id(parts):x}-{time.time_ns():x}"
+
+    committed = [None]  # the round of the last commit
+
+    def commit(t, W, versions, sums):
+        if committed[0] == t:  # (W_t, beta_t) is the checkpoint already
+            return
+        committed[0] = t
+        done = [i for i, r in enumerate(results) if r.W is not None]
+        Wc = W.copy() if done else W
+        for i in done:
+            Wc[i] = results[i].W
+        checkpoint(t, Wc, versions, sums, time.perf_counter() - t0)
+
     while active.size:
         train = t < cfg.max_iter
-        Wf = _broadcast(client, W)
-        outs = client.gather(parts.submit(client, Wf, t, active, train, prefix))
+        Wf = _round_W(client, W)
+        try:
+            outs = client.gather(parts.submit(client, Wf, t, active, train, prefix))
+        except Exception as exc:  # noqa: BLE001 - the scattered W lost with its worker, or a task's own failure
+            if Wf is W:
+                raise
+            logger.warning("round %d failed (%s: %s); running it again with W inside its tasks",
+                           t, type(exc).__name__, exc)
+            outs = client.gather(parts.submit(client, W, t, active, train, prefix + "-again"))
         del Wf
         parts.device = outs[0]["device"]  # where the tasks ran (Fit.device)
-        if t > 0 and cfg.evaluates(t) or not train:
+        if (t > 0 and cfg.evaluates(t) or not train) and not _certified(results, active, t):
             active = _certify(W, outs, cfg, results, active, t, time.perf_counter() - t0, callback)
         if progress is not None:
             progress(t + 1, n_shards, n_shards, 0)
         if not train or active.size == 0:  # the last round's passes are not needed: W_t is the model
+            if getattr(parts, "pending", None) is not None:  # its tasks wrote the mixed beta_t: name it
+                parts.settle(outs)
+                if checkpoint is not None:
+                    commit(t, W, parts.versions, parts.read(outs)[1])
             break
+        if len(outs) == 1:  # K = 1: the sequential epoch, its working copy W_{t+1} itself
+            gamma, W_next = np.ones(W.shape[0]), outs[0]["delta"]
+        else:
+            delta = _ksum([o["delta"] for o in outs])
+            gamma = line_search(W, delta, _ksum([o["beta_sum"] for o in outs]),
+                                _ksum([o["local_sum"] for o in outs]), active)
+            W_next = W + delta if np.all(gamma == 1.0) else W + gamma[:, None, None] * delta
+        scaled = not np.all(gamma == 1.0)
+        logger.debug("round %d: steps %s", t, np.array2string(gamma, precision=4))
+        if checkpoint is not None and scaled:  # beta_{t+1} is not written yet: W_t and beta_t
+            commit(t, W, *parts.read(outs))
+        obsolete = parts.advance(outs, gamma)
         if superseded is not None:
-            superseded(parts.versions)
-        W = outs[0]["delta"] if len(outs) == 1 else W + _ksum([o["delta"] for o in outs])
-        parts.advance(outs)
+            superseded(obsolete)
+        W = W_next
         t += 1
         for i in active:
             results[i].n_iter = t
-        if checkpoint is not None:
-            done = [i for i, r in enumerate(results) if r.W is not None]
-            Wc = W.copy() if done else W
-            for i in done:
-                Wc[i] = results[i].W
-            checkpoint(t, Wc, parts.versions, parts.sums(outs), time.perf_counter() - t0)
+        if checkpoint is not None and not scaled:
+            commit(t, W, parts.versions, parts.sums(outs))
     for i, r in enumerate(results):
         if r.W is None:
             r.W = W[i].copy()
@@ -363,17 +459,44 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
     return results
 
 
-def _broadcast(client, W):
-    """``W`` for the round's tasks: scattered to every worker, or, when that fails (a worker
-    died while receiving its copy, or the scatter did not finish in time), ``W`` itself,
-    which then travels inside each task (through the scheduler, once per partition), so
-    that the scheduler can run a task again anywhere: a SIGKILLed worker costs a slower
-    round, never the run or a hang."""
-    timeout = 30.0 + W.nbytes / (10 << 20)  # generous: 10 MiB/s to the slowest worker
+def line_search(W: np.ndarray, delta: np.ndarray, beta_sum: np.ndarray, local_sum: np.ndarray,
+                active: np.ndarray) -> np.ndarray:
+    """Per model, the step ``gamma`` in ``[0, 1]`` that maximizes the dual along the round's
+    direction: ``D(gamma) - D_t = gamma a - gamma^2 b / 2`` with
+    ``a = sum(beta') - sum(beta_t) - <W_t, Delta W>`` and ``b = ||Delta W||^2``, so
+    ``gamma = clip(a / b, 0, 1)`` (1 for a model that did not move or does not train).
+    Sums by NumPy's pairwise reduction, never BLAS: the same bits on every machine."""
+    gamma = np.ones(W.shape[0])
+    for m in active:
+        b = float((delta[m] * delta[m]).sum())
+        if b > 0.0:
+            a = float(local_sum[m] - beta_sum[m]) - float((W[m] * delta[m]).sum())
+            gamma[m] = min(1.0, max(0.0, a / b))
+    return gamma
+
+
+def _certified(results, active, t: int) -> bool:
+    """Is ``W_t`` certified already (a checkpoint taken after round ``t`` that scaled its step)?"""
+    return all(results[i].history and results[i].history[-1]["epoch"] >= t for i in active)
+
+
+# W up to this size travels inside each round's tasks; a larger one is scattered.
+EMBED_BYTES = 16 << 20
+
+
+def _round_W(client, W):
+    """``W`` as a round's tasks get it.  Up to :data:`EMBED_BYTES` inside each task: the
+    scheduler then holds it with the task and can run the task again on any worker,
+    whatever worker dies (a broadcast scatter can hang for good when a worker dies
+    during it: dask/distributed#5704).  A larger ``W`` is scattered to one worker, which
+    the others fetch it from; if that worker dies, the round runs again with ``W``
+    inside its tasks (:func:`run_rounds`)."""
+    if W.nbytes <= EMBED_BYTES:
+        return W
     try:
-        return client.scatter(W, broadcast=True, hash=False, timeout=timeout)
+        return client.scatter(W, hash=False)
     except (OSError, TimeoutError) as exc:  # distributed's CommClosedError is an OSError
-        logger.warning("broadcasting W failed (%s: %s); this round's tasks carry W themselves",
+        logger.warning("scattering W failed (%s: %s); this round's tasks carry W themselves",
                        type(exc).__name__, exc)
         return W
 

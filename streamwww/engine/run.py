@@ -420,11 +420,12 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
             commit = _committer(ckpt, betas, header, step=int(manifest["step"]) if manifest else 0)
 
             def checkpoint(t, W, versions, sums, wall):
+                ckpt.wait()  # the commit before must have settled its beta sums before these are adopted
                 betas.adopt(versions, sums)
                 commit(W, Cursor(t, 0, wall), start.results)
         else:
-            def superseded(versions):
-                for s, v in versions.items():
+            def superseded(keys):
+                for s, v in keys:
                     betas.drop_version(s, v)
 
         cw = getattr(source, "class_weights", None)
