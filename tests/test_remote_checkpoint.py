@@ -432,8 +432,10 @@ def test_cluster_tasks_write_beta_to_an_s3_checkpoint(s3_server, s3_store):
     for a, b in zip(plain, checkpointed):
         assert a.coef_.tobytes() == b.coef_.tobytes()
     man = json.loads(ck.child(MANIFEST).read_bytes())
-    assert man["finished"] and man["beta"]["versions"] == {"0": 3, "1": 3, "2": 3}
-    assert {f"s00000{s}-v000003" for s in range(3)} <= set(ck.child("beta.zarr").listdir())
+    # 3 rounds: version 3, or later where a round's step was scaled (its mix is written by the next)
+    versions = {int(s): int(v) for s, v in man["beta"]["versions"].items()}
+    assert man["finished"] and set(versions) == {0, 1, 2} and min(versions.values()) >= 3
+    assert {f"s00000{s}-v{v:06d}" for s, v in versions.items()} <= set(ck.child("beta.zarr").listdir())
 
 
 def test_a_rerun_task_finds_its_beta_on_s3_identical(s3_server):
