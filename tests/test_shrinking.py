@@ -178,3 +178,29 @@ def test_a_mid_epoch_checkpoint_holds_the_W_of_its_sets_and_resumes_bitwise(tmp_
         with pytest.warns(UserWarning, match="damaged"):
             again = sw.resume(ck2)
     assert np.array_equal(again.coef_, whole.coef_)
+
+
+def test_a_mid_epoch_checkpoint_continued_with_late_objectives_keeps_its_sets(tmp_path, rng):
+    """A run with mid-epoch commits, stopped inside an epoch and continued by ``train`` with
+    commits at epoch ends on a store read every epoch (the objectives then come late): the
+    rest of that epoch still leaves out the coordinates its sets name; the model is the
+    uninterrupted one."""
+    import json
+
+    X, y = make_classification(rng, n=600, d=10, k=4, sparse=True)
+    store = write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    kw = dict(C=0.5, tol=0, max_iter=6, random_state=8, mix_shards=1, checkpoint_interval=0, memory_budget=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = sw.train(store, checkpoint_every=1, **kw)
+
+        def stop_mid_epoch(epoch, done, n_shards, rows):
+            if epoch == 3 and done == 3:
+                raise KeyboardInterrupt
+
+        ck = tmp_path / "ck"
+        with pytest.raises(KeyboardInterrupt):
+            sw.train(store, checkpoint_dir=ck, checkpoint_every=1, progress=stop_mid_epoch, **kw)
+        assert json.loads((ck / "manifest.json").read_text())["cursor"]["pos"] > 0
+        go_on = sw.train(store, checkpoint_dir=ck, checkpoint_every=0, **kw)
+    assert np.array_equal(go_on.coef_, whole.coef_) and go_on.n_iter_ == whole.n_iter_

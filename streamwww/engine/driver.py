@@ -160,8 +160,9 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     # shrinking: coordinates settled at W_t's objective pass sit out epoch t + 1 (engine.shrink);
     # late, the certificate of W_t makes each group's sets right before the group trains
     shrink = shrinking_applies(cfg, backend)
-    near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows,
-                    spill=not getattr(betas, "resident", True)) if shrink and not late else None
+    # (late, and resumed within an epoch: the rest of that epoch takes its sets from W_sets)
+    near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows, spill=not getattr(betas, "resident", True)
+                    ) if shrink and (not late or (cur.pos > 0 and W_sets is not None)) else None
     # a mid-epoch commit holds the W that chose its epoch's sets (host copy, kept only if needed)
     keep_sets_W = near is not None and not late and hooks.checkpoint is not None and hooks.checkpoint_every > 0
     sets_W = None
