@@ -14,7 +14,7 @@ quote them):
 3. The bytes each round moves: ``W`` to every partition and ``Delta W`` back.
 
 Usage: python tools/bench_cluster.py [--rows 400000] [--features 2000] [--classes 20]
-       [--nnz 30] [--shard-rows 25000] [--tol 1e-2] [--C 0.1] [--max-workers 2]
+       [--nnz 30] [--shard-rows 25000] [--tol 1e-2] [--C 0.1] [--max-workers 2] [--ks 1,2,4]
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def to_gap(tmp: str, args) -> None:
     t_seq = time.perf_counter() - t
     print(f"{0:3d} {'-':>7} {seq.n_iter_:6d} {t_seq:8.2f} {t_seq / seq.n_iter_:8.3f} "
           f"{seq.history_[-1]['primal']:14.6g} {1.0:7.2f}")
-    for K in (1, 2, 4):
+    for K in (int(k) for k in args.ks.split(",")):
         w = min(K, args.max_workers)
         cluster, client, startup = _client(w)
         try:
@@ -140,6 +140,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=30, help="rounds of the fixed-cost measurement")
     ap.add_argument("--skip-gap", action="store_true", help="only the fixed cost per round")
     ap.add_argument("--inner-passes", type=int, default=1, help="local passes per round (and per epoch)")
+    ap.add_argument("--ks", default="1,2,4", help="partition counts K to run, comma-separated")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     import dask
