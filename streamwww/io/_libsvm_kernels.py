@@ -10,6 +10,15 @@ multiplication or division (Clinger's fast path), which covers practically all
 LIBSVM files. Any other token (more than 18 significant digits, a large
 exponent) is reported back as *slow* and re-parsed by Python's ``float``, so the
 result always equals ``float(token)``, like ``sklearn.datasets.load_svmlight_file``.
+
+Most ``index:value`` pairs take a fast path (:func:`_fast_pair`): one scan over
+the pair's bytes that parses the index up to the ``:`` and the value up to the
+token's end, accepting only what it can finish there (plain decimal index,
+at most 18 digits of value, exponent within Clinger's range); anything else,
+including every error, is parsed again from the token's start by the general
+code, so results and error messages do not depend on the fast path. Hand-written
+code because this is the conversion's hot loop (``numpy.fromstring``-style
+parsers neither locate errors by line nor keep ``float(token)`` exactness).
 """
 
 from __future__ import annotations
@@ -187,6 +196,104 @@ def _ends_token(c):
     return c == 32 or (9 <= c and c <= 13) or c == 35
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _digit(c):
+    """The value of the ASCII digit ``c``, or -1."""
+    d = np.int64(c) - 48
+    return d if 0 <= d <= 9 else -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _fast_pair(buf, p, n, zero_based, max_col):
+    """Parse the ``index:value`` pair at ``buf[p]`` in one scan, if it is plain.
+
+    Returns ``(end, col, value)``: ``end`` is the position after the value
+    (a token end), or -1 when the pair is not plain -- then nothing is taken
+    and the general code parses the pair again, errors included. Plain: an
+    index of at most 10 decimal digits ending at ``:``, within ``max_col``
+    (and not 0 unless ``zero_based``); a value of an optional sign, at most 18
+    digits with at most one ``.``, an optional exponent of at most 4 digits,
+    and nothing else up to the token's end; ``m <= 2**53`` and a decimal
+    exponent within [-22, 22], so that the value is Clinger's exact product or
+    quotient, as in :func:`_parse_number` (and finite in float32 too:
+    below 2**53 * 1e22).
+    """
+    q = p
+    idx = 0
+    while q < n:
+        d = _digit(buf[q])
+        if d < 0:
+            break
+        idx = idx * 10 + d
+        q += 1
+    if q == p or q - p > 10 or q >= n or buf[q] != 58:
+        return -1, 0, 0.0
+    if zero_based:
+        col = idx
+    else:
+        if idx == 0:
+            return -1, 0, 0.0
+        col = idx - 1
+    if col > max_col:
+        return -1, 0, 0.0
+    r = q + 1
+    neg = False
+    if r < n and (buf[r] == 45 or buf[r] == 43):  # - +
+        neg = buf[r] == 45
+        r += 1
+    m = 0
+    s = r
+    while r < n:
+        d = _digit(buf[r])
+        if d < 0:
+            break
+        m = m * 10 + d
+        r += 1
+    ndig = r - s
+    e10 = 0
+    if r < n and buf[r] == 46:  # .
+        r += 1
+        s = r
+        while r < n:
+            d = _digit(buf[r])
+            if d < 0:
+                break
+            m = m * 10 + d
+            r += 1
+        e10 = s - r
+        ndig += r - s
+    if ndig == 0 or ndig > 18:  # no digit, or m may not fit: the general code decides
+        return -1, 0, 0.0
+    if r < n and (buf[r] == 101 or buf[r] == 69):  # e E
+        r += 1
+        eneg = False
+        if r < n and (buf[r] == 45 or buf[r] == 43):
+            eneg = buf[r] == 45
+            r += 1
+        s = r
+        ex = 0
+        while r < n:
+            d = _digit(buf[r])
+            if d < 0:
+                break
+            ex = ex * 10 + d
+            r += 1
+        if r == s or r - s > 4:
+            return -1, 0, 0.0
+        e10 += -ex if eneg else ex
+    if r < n and not _ends_token(buf[r]):
+        return -1, 0, 0.0
+    if m == 0:
+        return r, col, -0.0 if neg else 0.0
+    if m > _TWO53 or e10 > 22 or e10 < -22:
+        return -1, 0, 0.0
+    if e10 >= 0:
+        v = float(m) * _POW10[e10]
+    else:
+        v = float(m) / _POW10[-e10]
+    return r, col, -v if neg else v
+
+
 @njit(cache=True, nogil=True)
 def _line_end(buf, p, n):
     while p < n and buf[p] != 10:
@@ -235,6 +342,8 @@ def _parse_line(buf, s, n, zero_based, max_col, row, nnz, line,
         n_slow += 1
     labels[row] = v
     k = nnz
+    prev = -1
+    ordered = True  # columns strictly increasing so far: nothing to sort or check
     while True:
         while p < n and _is_space(buf[p]):
             p += 1
@@ -243,6 +352,16 @@ def _parse_line(buf, s, n, zero_based, max_col, row, nnz, line,
         if buf[p] == 35:
             p = _line_end(buf, p, n)
             break
+        end, col, v = _fast_pair(buf, p, n, zero_based, max_col)
+        if end >= 0:
+            indices[k] = col
+            values[k] = v
+            if col <= prev:
+                ordered = False
+            prev = col
+            k += 1
+            p = end
+            continue
         ts = p
         colon = -1
         while p < n and not _ends_token(buf[p]):
@@ -293,8 +412,13 @@ def _parse_line(buf, s, n, zero_based, max_col, row, nnz, line,
         values[k] = v
         if st == _NUM_OK and not np.isfinite(values[k]):  # finite float64, too large for float32
             return E_VALUE_RANGE, nnz, slow0, ts, te, 0, -1
+        if col <= prev:
+            ordered = False
+        prev = col
         k += 1
     line_end = p
+    if ordered:
+        return OK, k, n_slow, 0, 0, 0, line_end
     # Sort the row by column if needed (LIBSVM asks for sorted indices; many
     # writers do not), keeping the slow-token targets pointing at their values.
     is_sorted = True
