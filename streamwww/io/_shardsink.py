@@ -49,6 +49,7 @@ from streamwww.io._format import (
     format_version_for,
     weight_hash_prefix,
 )
+from streamwww.io._zarrwriter import LocalZarrSink, append_rows
 
 __all__ = ["BufferedSink", "ZarrStreamSink", "open_sink"]
 
@@ -230,29 +231,7 @@ class ZarrStreamSink:
     def append(self, X, y: np.ndarray, weight: np.ndarray | None = None) -> None:
         """Add rows (CSR or dense, ``n_features`` columns), their class indices
         and (a sink for a store with weights) their float64 weights."""
-        n = X.shape[0]
-        if self.layout == "sparse":
-            if not sp.issparse(X):
-                X = sp.csr_matrix(X)
-            if not X.has_sorted_indices:
-                X = X.copy()
-                X.sort_indices()
-            a, b = int(X.indptr[0]), int(X.indptr[-1])
-            ptr = X.indptr[1:].astype(np.int64) + (self.nnz - a)
-            self.arrays["indptr"].append(ptr)
-            self.arrays["indices"].append(X.indices[a:b])
-            self.arrays["data"].append(X.data[a:b])  # cast on the way into the chunk buffer
-            self.nnz += b - a
-        else:
-            step = max(1, 2**22 // max(1, self.n_features))  # bounded dense pieces
-            for s in range(0, n, step):
-                part = X[s:s + step]
-                self.arrays["X"].append(part.toarray() if sp.issparse(part) else part)
-            self.nnz += n * self.n_features
-        self.arrays["y"].append(y)
-        if self.weighted:
-            self.arrays[WEIGHT_ARRAY].append(weight)
-        self.rows += n
+        append_rows(self, X, y, weight)
 
     def close(self) -> tuple[int, int, str, dict]:
         """Finish the arrays; return ``(rows, nnz, content_hash, checksums)`` (the hash as
@@ -285,7 +264,12 @@ class ZarrStreamSink:
         return self.rows, self.nnz, h.hexdigest(), record
 
 
-def open_sink(root, backend, i: int, **kwargs):
-    """The sink for shard ``i``: streamed for Zarr, buffered otherwise."""
+def open_sink(root, backend, i: int, *, writer=None, codec=None, **kwargs):
+    """The sink for shard ``i``: for Zarr on a local disk, written by ``writer`` (a
+    :class:`~streamwww.io._zarrwriter.WriterThread`, with ``codec`` from
+    :func:`~streamwww.io._zarrwriter.local_codec`); otherwise streamed through
+    Zarr, or buffered (other formats)."""
+    if writer is not None and codec is not None:
+        return LocalZarrSink(root, backend, i, writer=writer, codec=codec, **kwargs)
     cls = ZarrStreamSink if backend.name == "zarr" else BufferedSink
     return cls(root, backend, i, **kwargs)

@@ -240,21 +240,22 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         layout = resolve_layout(layout, stats.n_rows, n_features, stats.nnz, who)
 
         # ---- pass 2: staged rows -> class indices -> shards
-        writer = ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
-                              n_classes=len(classes), shard_rows=rows_per_shard,
-                              shard_bytes=shard_bytes, progress=progress,
-                              total_rows=stats.n_rows, weighted=weighted, scratch=tx.scratch)
         if scatter is None:
             blocks = ordered.records()
         else:
             blocks = shuffled_blocks(scatter.buckets, perm_rng, 2 * target_bytes)
-        for rows in blocks:
-            y = np.searchsorted(classes, rows.labels).astype(np.int32)
-            X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
-                              shape=(len(rows.labels), n_features))
-            X.has_sorted_indices = True
-            writer.push(X, y, rows.weights)
-        writer.finish()
+        with ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
+                         n_classes=len(classes), shard_rows=rows_per_shard,
+                         shard_bytes=shard_bytes, progress=progress,
+                         total_rows=stats.n_rows, weighted=weighted,
+                         scratch=tx.scratch) as writer:
+            for rows in blocks:
+                y = np.searchsorted(classes, rows.labels).astype(np.int32)
+                X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
+                                  shape=(len(rows.labels), n_features))
+                X.has_sorted_indices = True
+                writer.push(X, y, rows.weights)
+            writer.finish()
         shutil.rmtree(staging)
 
         provenance = {

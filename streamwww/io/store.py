@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +63,7 @@ from streamwww.io._transaction import (  # noqa: F401  (re-exported for io)
     StoreTransaction,
     open_transaction,
 )
+from streamwww.io._zarrwriter import WriterThread, local_codec
 from streamwww.labels import encode_labels, format_label, summarize_classes  # noqa: F401  (re-exported for io)
 from streamwww.weights import check_sample_weight, first_bad_weight
 
@@ -640,6 +642,24 @@ class ShardWriter:
         self._rows = self._nnz = 0
         self._bytes = self._base
         self._written_rows = 0
+        # Zarr on a local disk: chunks encoded and written by one writer thread
+        # (streamwww.io._zarrwriter); each closed shard's record waits for it
+        self._codec = local_codec(root, backend, (np.int64, np.int32, dtype, np.float64))
+        self._writer = None
+        self._closed: list[tuple] = []  # (index, offset, class counts, result or its future)
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the writer thread, if any (after an error: the jobs not started are
+        dropped). :meth:`finish` closes it too."""
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
     def _row_costs(self, X) -> tuple[np.ndarray, np.ndarray]:
         """Per-row (bytes once read, stored values) in the target layout."""
@@ -678,10 +698,13 @@ class ShardWriter:
                 room = 1  # one row larger than a whole shard
             stop = start + room
             if self._sink is None:  # rows go to disk as they come (Zarr) or at the flush
-                self._sink = open_sink(self.root, self.backend, len(self.shards),
+                if self._codec is not None and self._writer is None:
+                    self._writer = WriterThread()
+                self._sink = open_sink(self.root, self.backend, len(self._closed),
                                        layout=self.layout, n_features=self.n_features,
                                        dtype=self.dtype, row_offset=self._written_rows,
-                                       weighted=self.weighted, spool_dir=self.scratch)
+                                       weighted=self.weighted, spool_dir=self.scratch,
+                                       writer=self._writer, codec=self._codec)
             ys = y[start:stop]
             self._sink.append(_row_slice(X, start, stop), ys,
                               None if weight is None else weight[start:stop])
@@ -696,26 +719,35 @@ class ShardWriter:
     def _flush(self) -> None:
         if not self._rows:
             return
-        i = len(self.shards)
-        rows, nnz, content_hash, sums = self._sink.close()
+        i = len(self._closed)
+        result = self._sink.close()  # (rows, nnz, hash, sums), or its future
         self._sink = None
         counts = self._class_counts_open
         self.class_counts += counts
-        self.shards.append({"name": self.backend.shard_relpath(i), "rows": rows,
-                            "offset": self._written_rows, "nnz": nnz,
-                            "sha256": content_hash,
-                            "classes_present": int(np.count_nonzero(counts)), **(sums or {})})
-        self._written_rows += rows
+        self._closed.append((i, self._written_rows, counts, result))
+        self._written_rows += self._rows
         self._rows, self._bytes, self._nnz = 0, self._base, 0
         self._class_counts_open = np.zeros_like(self.class_counts)
-        logger.debug("wrote shard %d: %d rows", i, rows)
+        logger.debug("closed shard %d", i)
         if self.progress is not None:
             self.progress(ProgressEvent("write", self._written_rows, self.total_rows,
                                         self._written_rows))
 
     def finish(self) -> list[dict]:
-        """Write the last partial shard; return the shard records."""
+        """Write the last partial shard, wait for the writer thread; return the shard records."""
         self._flush()
+        try:
+            for i, offset, counts, result in self._closed[len(self.shards):]:
+                rows, nnz, content_hash, sums = (result.result() if isinstance(result, Future)
+                                                 else result)
+                self.shards.append({"name": self.backend.shard_relpath(i), "rows": rows,
+                                    "offset": offset, "nnz": nnz, "sha256": content_hash,
+                                    "classes_present": int(np.count_nonzero(counts)),
+                                    **(sums or {})})
+            if self._writer is not None:
+                self._writer.drain()
+        finally:
+            self.close()
         return self.shards
 
 
@@ -830,12 +862,12 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
     layout = resolve_layout(layout, n_rows, n_features, nnz, who)
     with open_transaction(path, overwrite, storage_options) as tx:
         backend.init_root(tx.tmp, format_version_for(weight is not None))
-        writer = ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
-                              n_classes=len(cls), shard_rows=rows_per_shard,
-                              shard_bytes=shard_bytes, weighted=weight is not None,
-                              scratch=tx.scratch)
-        writer.push(X, y_index, weight)
-        writer.finish()
+        with ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
+                         n_classes=len(cls), shard_rows=rows_per_shard,
+                         shard_bytes=shard_bytes, weighted=weight is not None,
+                         scratch=tx.scratch) as writer:
+            writer.push(X, y_index, weight)
+            writer.finish()
         provenance = {"source": {"kind": "arrays"},
                       "options": {"shard_rows": shard_rows, "shard_mb": shard_mb,
                                   "layout": layout, "dtype": dt.name}}

@@ -1,0 +1,365 @@
+"""Zarr shards on a local disk, their chunks encoded and written by a writer thread.
+
+:class:`~streamwww.io._shardsink.ZarrStreamSink` hands every chunk to Zarr
+(``Array.__setitem__``, or ``write_shard`` for a shard of one chunk per array):
+per shard, Zarr's sync-to-async bridge, codec pipeline and store took about
+15 ms of CPU beyond the compression itself, the crc32c codec copies every
+chunk (it appends by concatenating), the chunk files were read back for their
+crc32c, and all of it ran on the converting thread -- about two thirds of
+pass 2 (docs/benchmarks-convert.md). Hand-written here instead:
+
+* :class:`ChunkCodec` makes the chunk objects with the library calls Zarr's
+  codec chain makes for the arrays streamwww writes -- ``bytes`` (little
+  endian), numcodecs ``Blosc`` with the codec's parameters and the dtype's size
+  as typesize, then the little-endian crc32c of the compressed bytes that
+  Zarr's ``crc32c`` codec appends; byte for byte Zarr's
+  (tests/io/test_zarrwriter.py compares them);
+* :class:`WriterThread` encodes, writes and hashes them while the converting
+  thread reads and cuts the next rows. Blosc is called off the main thread, as
+  Zarr calls it: numcodecs then compresses with one thread, so the bytes do not
+  depend on timing;
+* the group's and arrays' ``zarr.json`` still come from Zarr, and the chunk
+  grid, chunk keys, edge-chunk padding and content hash are those of
+  :class:`~streamwww.io._shardsink.ZarrStreamSink`.
+
+Used for a local root with the codecs of ``_zarr._compressors()`` (one Blosc
+codec); anything else goes through Zarr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from streamwww._location import location
+from streamwww.io._format import CHECKSUM_KEY, WEIGHT_ARRAY, WEIGHT_HASH_KEY, weight_hash_prefix
+
+__all__ = ["ChunkCodec", "LocalZarrSink", "WriterThread", "append_rows", "local_codec"]
+
+_SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+
+
+class ChunkCodec:
+    """Encode a chunk as Zarr's ``bytes`` -> ``blosc`` -> ``crc32c`` chain does.
+
+    The Blosc parameters per dtype are read from the codecs Zarr itself chooses
+    for an array of that dtype (``typesize`` and, when not given, ``shuffle``
+    follow the dtype), made once in memory.
+    """
+
+    def __init__(self, compressors):
+        self.compressors = compressors
+        self._codecs: dict[np.dtype, object] = {}
+
+    def blosc(self, dtype: np.dtype):
+        """numcodecs ``Blosc`` configured as Zarr's codec chain for ``dtype``, or None
+        if that chain is not ``bytes`` (little endian), ``blosc``, ``crc32c``."""
+        dtype = np.dtype(dtype)
+        if dtype not in self._codecs:
+            self._codecs[dtype] = _zarr_blosc(self.compressors, dtype)
+        return self._codecs[dtype]
+
+    def encode(self, values: np.ndarray) -> tuple[bytes, int]:
+        """The compressed bytes of ``values`` (C order) and their crc32c: the chunk
+        object is the bytes followed by the crc32c, little endian."""
+        import google_crc32c
+
+        data = self.blosc(values.dtype).encode(np.ascontiguousarray(values))
+        return data, int(google_crc32c.value(data))
+
+
+def _zarr_blosc(compressors, dtype: np.dtype):
+    import zarr
+    from numcodecs import Blosc
+    from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec
+
+    from streamwww.io._chunks import create_checksummed_array
+
+    if sys.byteorder != "little" or dtype.byteorder not in "=<|":
+        return None
+    group = zarr.open_group(zarr.storage.MemoryStore(), mode="w", zarr_format=3)
+    codecs = list(create_checksummed_array(group, "a", shape=(1,), dtype=dtype, chunks=(1,),
+                                           compressors=compressors).metadata.codecs)
+    if (len(codecs) != 3 or not isinstance(codecs[0], BytesCodec)
+            or (codecs[0].endian is not None and codecs[0].endian.value != "little")
+            or not isinstance(codecs[1], BloscCodec) or not isinstance(codecs[2], Crc32cCodec)):
+        return None
+    b = codecs[1]
+    return Blosc(cname=b.cname.value, clevel=int(b.clevel), shuffle=_SHUFFLE[b.shuffle.value],
+                 blocksize=int(b.blocksize), typesize=int(b.typesize))
+
+
+class WriterThread:
+    """One thread running jobs in the order submitted.
+
+    At most ``depth`` jobs wait behind the running one (``submit`` blocks
+    until one finishes), which bounds the chunk buffers in flight. The first
+    job that fails makes the later ones no-ops, and its exception is raised by
+    the next ``submit`` or ``drain`` (and by its own future).
+    """
+
+    def __init__(self, depth: int = 1):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="streamwww-zarr-writer")
+        self._queued: deque[Future] = deque()
+        self._depth = depth
+        self._failed = threading.Event()
+
+    def _run(self, fn, args):
+        if self._failed.is_set():
+            raise RuntimeError("an earlier write failed")
+        try:
+            return fn(*args)
+        except BaseException:
+            self._failed.set()
+            raise
+
+    def submit(self, fn, *args) -> Future:
+        """Run ``fn(*args)`` on the thread after the jobs before it."""
+        while len(self._queued) > self._depth:
+            self._queued.popleft().result()
+        future = self._pool.submit(self._run, fn, args)
+        self._queued.append(future)
+        return future
+
+    def drain(self) -> None:
+        """Wait for every job; raise the first failure."""
+        while self._queued:
+            self._queued.popleft().result()
+
+    def close(self) -> None:
+        """Drop the jobs not started, wait for the running one, stop the thread
+        (nothing is raised: for cleaning up after an error)."""
+        self._failed.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._queued.clear()
+
+
+class _Column:
+    """One array of a shard: the chunk being filled on the converting thread; the
+    writer thread writes, checksums and (for the content hash) spools full chunks."""
+
+    def __init__(self, sink: LocalZarrSink, name: str, dtype, width: int | None,
+                 chunk_rows: int):
+        self.sink, self.name = sink, name
+        self.dtype = np.dtype(dtype)
+        self.tail = () if width is None else (width,)
+        self.chunk_rows = chunk_rows
+        self.buf = self._new_buffer()
+        self.filled = 0  # rows in buf
+        self.full = 0  # full chunks handed to the writer thread
+        self.crcs: list[int] = []  # per chunk written (writer thread)
+        self.spool = None
+        self.spool_path = sink.spool_dir / f".spool-{sink.i:05d}-{name}"
+
+    def _new_buffer(self) -> np.ndarray:
+        # fresh pages, touched as rows arrive: the full one is the writer thread's now
+        return np.empty((self.chunk_rows, *self.tail), dtype=self.dtype)
+
+    def append(self, values: np.ndarray) -> None:
+        start, n = 0, len(values)
+        while start < n:
+            take = min(self.chunk_rows - self.filled, n - start)
+            self.buf[self.filled:self.filled + take] = values[start:start + take]
+            self.filled += take
+            start += take
+            if self.filled == self.chunk_rows:
+                buf, self.buf, self.filled = self.buf, self._new_buffer(), 0
+                self.sink.submit_chunk(self, self.full, buf)
+                self.full += 1
+
+    # ---- writer thread
+    def write_chunk(self, index: int, values: np.ndarray, spool: bool) -> None:
+        data, crc = self.sink.codec.encode(values)
+        key = (index,) + (0,) * len(self.tail)
+        path = self.sink.directory / self.name / "c" / "/".join(map(str, key))
+        write_chunk_file(path, data, crc)
+        self.crcs.append(crc)
+        if spool:  # the content hash reads it back at the close (indptr comes first)
+            if self.spool is None:
+                self.spool = open(self.spool_path, "w+b")
+            self.spool.write(np.ascontiguousarray(values, dtype=self.dtype.newbyteorder("<")).data)
+
+    def finish(self, group, partial: np.ndarray, filled: int) -> None:
+        """Write the last chunk and the array's zarr.json (writer thread)."""
+        from streamwww.io import _zarr
+        from streamwww.io._chunks import create_checksummed_array
+
+        total = self.full * self.chunk_rows + filled
+        shape = (total, *self.tail)
+        if self.full == 0:  # one chunk of exactly the data, as write_shard makes it
+            chunks = _zarr._chunks(shape)
+            if total:
+                self.write_chunk(0, partial[:filled], spool=False)
+        else:  # the edge chunk, padded with the fill value as Zarr pads it
+            chunks = (self.chunk_rows, *self.tail)
+            if filled:
+                partial[filled:] = 0
+                self.write_chunk(self.full, partial, spool=False)
+        create_checksummed_array(group, self.name, shape=shape, dtype=self.dtype, chunks=chunks,
+                                 compressors=self.sink.compressors)
+
+    def hash_into(self, h, partial: np.ndarray, filled: int) -> None:
+        """Feed every value to ``h`` as little-endian bytes: the full chunks from
+        the spool file (then deleted), the rest from the last buffer."""
+        if self.spool is not None:
+            self.spool.seek(0)
+            block = bytearray(2**22)
+            view = memoryview(block)
+            while n := self.spool.readinto(block):
+                h.update(view[:n])
+            self.spool.close()
+            self.spool = None
+            self.spool_path.unlink()
+        h.update(np.ascontiguousarray(partial[:filled], dtype=self.dtype.newbyteorder("<")).data)
+
+    def discard(self) -> None:
+        if self.spool is not None:
+            self.spool.close()
+            self.spool = None
+            self.spool_path.unlink(missing_ok=True)
+
+
+def append_rows(sink, X, y: np.ndarray, weight: np.ndarray | None) -> None:
+    """Add rows to a Zarr sink's arrays (``sink.arrays``: objects with ``append``),
+    counting ``sink.rows`` and ``sink.nnz``."""
+    import scipy.sparse as sp
+
+    n = X.shape[0]
+    if sink.layout == "sparse":
+        if not sp.issparse(X):
+            X = sp.csr_matrix(X)
+        if not X.has_sorted_indices:
+            X = X.copy()
+            X.sort_indices()
+        a, b = int(X.indptr[0]), int(X.indptr[-1])
+        ptr = X.indptr[1:].astype(np.int64) + (sink.nnz - a)
+        sink.arrays["indptr"].append(ptr)
+        sink.arrays["indices"].append(X.indices[a:b])
+        sink.arrays["data"].append(X.data[a:b])  # cast on the way into the chunk buffer
+        sink.nnz += b - a
+    else:
+        step = max(1, 2**22 // max(1, sink.n_features))  # bounded dense pieces
+        for s in range(0, n, step):
+            part = X[s:s + step]
+            sink.arrays["X"].append(part.toarray() if sp.issparse(part) else part)
+        sink.nnz += n * sink.n_features
+    sink.arrays["y"].append(y)
+    if sink.weighted:
+        sink.arrays[WEIGHT_ARRAY].append(weight)
+    sink.rows += n
+
+
+def write_chunk_file(path: Path, data, crc: int) -> None:
+    """One chunk object: the compressed bytes, then their crc32c (little endian)."""
+    try:
+        f = open(path, "wb")
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "wb")
+    with f:
+        f.write(data)
+        f.write(crc.to_bytes(4, "little"))
+
+
+class LocalZarrSink:
+    """Write a Zarr shard on a local disk chunk by chunk, through a
+    :class:`WriterThread` (see the module docstring). ``close`` returns a future
+    of ``(rows, nnz, content_hash, record)``, as ``ZarrStreamSink.close`` returns."""
+
+    def __init__(self, root, backend, i: int, *, layout: str, n_features: int,
+                 dtype: np.dtype, row_offset: int, weighted: bool = False,
+                 spool_dir: Path | None = None, writer: WriterThread, codec: ChunkCodec):
+        from streamwww.io import _zarr
+
+        self.root, self.backend, self.i = location(root), backend, i
+        self.directory = Path(self.root.local_path) / backend.shard_relpath(i)
+        self.spool_dir = Path(spool_dir) if spool_dir is not None else self.root.local_path
+        self.layout, self.n_features, self.dtype = layout, n_features, np.dtype(dtype)
+        self.row_offset, self.weighted = row_offset, weighted
+        self.writer, self.codec = writer, codec
+        self.compressors = _zarr._compressors()
+        self.rows = self.nnz = 0
+        self._group_submitted = False
+        self._group = None
+        flat = _zarr._CHUNK_ELEMENTS
+        if layout == "sparse":
+            self.arrays = {"indptr": _Column(self, "indptr", np.int64, None, flat),
+                           "indices": _Column(self, "indices", np.int32, None, flat),
+                           "data": _Column(self, "data", self.dtype, None, flat)}
+            self.arrays["indptr"].append(np.zeros(1, dtype=np.int64))
+        else:
+            self.arrays = {"X": _Column(self, "X", self.dtype, n_features,
+                                        max(1, flat // max(1, n_features)))}
+        self.arrays["y"] = _Column(self, "y", np.int32, None, flat)
+        if weighted:
+            self.arrays[WEIGHT_ARRAY] = _Column(self, WEIGHT_ARRAY, np.float64, None, flat)
+
+    def append(self, X, y: np.ndarray, weight: np.ndarray | None = None) -> None:
+        """Add rows (CSR or dense, ``n_features`` columns), their class indices
+        and (a sink for a store with weights) their float64 weights."""
+        append_rows(self, X, y, weight)
+
+    def _submit_group(self) -> None:
+        if not self._group_submitted:  # before any chunk file: Zarr creates it in an empty place
+            self._group_submitted = True
+            self.writer.submit(self._make_group)
+
+    def _make_group(self) -> None:
+        from streamwww.io._format import format_version_for
+        from streamwww.io._zarr import _group
+
+        attrs = {"streamwww": {"format_version": format_version_for(self.weighted),
+                               "shard": self.i, "row_offset": self.row_offset,
+                               "layout": self.layout, "n_features": self.n_features}}
+        self._group = _group(self.root, self.backend.shard_relpath(self.i), "w-",
+                             attributes=attrs)
+
+    def submit_chunk(self, column: _Column, index: int, values: np.ndarray) -> None:
+        self._submit_group()
+        self.writer.submit(column.write_chunk, index, values, True)
+
+    def close(self) -> Future:
+        """Hand the last chunks to the writer thread; the future gives
+        ``(rows, nnz, content_hash, record)``."""
+        self._submit_group()
+        last = {name: (col.buf, col.filled) for name, col in self.arrays.items()}
+        for col in self.arrays.values():
+            col.buf = None
+        return self.writer.submit(self._finish, last)
+
+    def _finish(self, last: dict) -> tuple[int, int, str, dict]:
+        try:
+            for name, col in self.arrays.items():
+                col.finish(self._group, *last[name])
+            h = hashlib.sha256()
+            h.update(f"{self.layout}:{self.rows}x{self.n_features}:{self.dtype.str}".encode())
+            order = ("indptr", "indices", "data", "y") if self.layout == "sparse" else ("X", "y")
+            for name in order:
+                self.arrays[name].hash_into(h, *last[name])
+            record = {CHECKSUM_KEY: {name: col.crcs for name, col in self.arrays.items()}}
+            if self.weighted:  # as ShardData.weight_hash
+                wh = hashlib.sha256(weight_hash_prefix(self.rows))
+                self.arrays[WEIGHT_ARRAY].hash_into(wh, *last[WEIGHT_ARRAY])
+                record[WEIGHT_HASH_KEY] = wh.hexdigest()
+            return self.rows, self.nnz, h.hexdigest(), record
+        finally:
+            for col in self.arrays.values():
+                col.discard()
+
+
+def local_codec(root, backend, dtypes) -> ChunkCodec | None:
+    """The codec for :class:`LocalZarrSink` when it can write this store's arrays
+    (of ``dtypes``), else None."""
+    from streamwww.io import _zarr
+
+    if backend.name != "zarr" or not location(root).is_local:
+        return None
+    codec = ChunkCodec(_zarr._compressors())
+    return codec if all(codec.blosc(dt) is not None for dt in dtypes) else None
+
