@@ -264,12 +264,12 @@ class ZarrStreamSink:
         return self.rows, self.nnz, h.hexdigest(), record
 
 
-def open_sink(root, backend, i: int, *, writer=None, codec=None, **kwargs):
-    """The sink for shard ``i``: for Zarr on a local disk, written by ``writer`` (a
-    :class:`~streamwww.io._zarrwriter.WriterThread`, with ``codec`` from
-    :func:`~streamwww.io._zarrwriter.local_codec`); otherwise streamed through
-    Zarr, or buffered (other formats)."""
-    if writer is not None and codec is not None:
-        return LocalZarrSink(root, backend, i, writer=writer, codec=codec, **kwargs)
+def open_sink(root, backend, i: int, *, writers=None, **kwargs):
+    """The sink for shard ``i``: for Zarr on a local disk, written by ``writers``
+    (:class:`~streamwww.io._zarrwriter.Writers`, when
+    :func:`~streamwww.io._zarrwriter.local_codec` allows); otherwise streamed
+    through Zarr, or buffered (other formats)."""
+    if writers is not None:
+        return LocalZarrSink(root, backend, i, writers=writers, **kwargs)
     cls = ZarrStreamSink if backend.name == "zarr" else BufferedSink
     return cls(root, backend, i, **kwargs)

@@ -1,33 +1,38 @@
-"""Zarr shards on a local disk, their chunks encoded and written by a writer thread.
+"""Zarr shards on a local disk, their chunks encoded, written and hashed by two threads.
 
 :class:`~streamwww.io._shardsink.ZarrStreamSink` hands every chunk to Zarr
 (``Array.__setitem__``, or ``write_shard`` for a shard of one chunk per array):
 per shard, Zarr's sync-to-async bridge, codec pipeline and store took about
-15 ms of CPU beyond the compression itself, the crc32c codec copies every
+15 ms of CPU beyond the compression itself, its crc32c codec copies every
 chunk (it appends by concatenating), the chunk files were read back for their
 crc32c, and all of it ran on the converting thread -- about two thirds of
 pass 2 (docs/benchmarks-convert.md). Hand-written here instead:
 
 * :class:`ChunkCodec` makes the chunk objects with the library calls Zarr's
-  codec chain makes for the arrays streamwww writes -- ``bytes`` (little
-  endian), numcodecs ``Blosc`` with the codec's parameters and the dtype's size
-  as typesize, then the little-endian crc32c of the compressed bytes that
-  Zarr's ``crc32c`` codec appends; byte for byte Zarr's
-  (tests/io/test_zarrwriter.py compares them);
-* :class:`WriterThread` encodes, writes and hashes them while the converting
-  thread reads and cuts the next rows. Blosc is called off the main thread, as
-  Zarr calls it: numcodecs then compresses with one thread, so the bytes do not
-  depend on timing;
-* the group's and arrays' ``zarr.json`` still come from Zarr, and the chunk
-  grid, chunk keys, edge-chunk padding and content hash are those of
-  :class:`~streamwww.io._shardsink.ZarrStreamSink`.
+  codec chain makes for the arrays streamwww writes: ``bytes`` (little
+  endian), numcodecs ``Blosc`` with the parameters Zarr's Blosc codec takes for
+  the dtype, then the little-endian crc32c of the compressed bytes that Zarr's
+  ``crc32c`` codec appends. The crc32c recorded for a chunk is computed from
+  the bytes written (the old path read each chunk back from the page cache);
+* :class:`ZarrDocs` serializes ``zarr.json`` documents with Zarr's own metadata
+  classes, from templates Zarr creates once per conversion (in memory);
+* the shard's chunk grid, chunk keys, edge-chunk padding and content hash are
+  those of :class:`~streamwww.io._shardsink.ZarrStreamSink` and ``write_shard``;
+  tests/io/test_zarrwriter.py compares the files byte for byte;
+* an *encoder* :class:`WriterThread` compresses and writes the chunks while
+  a *hasher* one computes the content hash (spooling full chunks, as the hash
+  covers ``indptr`` first), both while the converting thread reads and cuts
+  the next rows. Blosc is called off the main thread, as Zarr calls it:
+  numcodecs then compresses with one thread, so the bytes do not depend on
+  timing.
 
-Used for a local root with the codecs of ``_zarr._compressors()`` (one Blosc
-codec); anything else goes through Zarr.
+Used for a local root whose arrays Zarr encodes as ``bytes`` -> ``blosc`` ->
+``crc32c`` (``_zarr._compressors()``); anything else goes through Zarr.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sys
 import threading
@@ -38,26 +43,44 @@ from pathlib import Path
 import numpy as np
 
 from streamwww._location import location
-from streamwww.io._format import CHECKSUM_KEY, WEIGHT_ARRAY, WEIGHT_HASH_KEY, weight_hash_prefix
+from streamwww.io._format import (
+    CHECKSUM_KEY,
+    WEIGHT_ARRAY,
+    WEIGHT_HASH_KEY,
+    format_version_for,
+    weight_hash_prefix,
+)
 
-__all__ = ["ChunkCodec", "LocalZarrSink", "WriterThread", "append_rows", "local_codec"]
+__all__ = ["ChunkCodec", "LocalZarrSink", "WriterThread", "ZarrDocs", "append_rows",
+           "local_codec"]
 
 _SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
+
+
+def _template_array(compressors, dtype: np.dtype, ndim: int):
+    """An array as ``create_checksummed_array`` makes it, in memory (its metadata)."""
+    import zarr
+
+    from streamwww.io._chunks import create_checksummed_array
+
+    group = zarr.open_group(zarr.storage.MemoryStore(), mode="w", zarr_format=3)
+    return create_checksummed_array(group, "a", shape=(1,) * ndim, dtype=dtype,
+                                    chunks=(1,) * ndim, compressors=compressors)
 
 
 class ChunkCodec:
     """Encode a chunk as Zarr's ``bytes`` -> ``blosc`` -> ``crc32c`` chain does.
 
-    The Blosc parameters per dtype are read from the codecs Zarr itself chooses
-    for an array of that dtype (``typesize`` and, when not given, ``shuffle``
-    follow the dtype), made once in memory.
+    The Blosc parameters per dtype are read from the codecs Zarr chooses for an
+    array of that dtype (``typesize``, and ``shuffle`` when not given, follow
+    the dtype).
     """
 
     def __init__(self, compressors):
         self.compressors = compressors
         self._codecs: dict[np.dtype, object] = {}
 
-    def blosc(self, dtype: np.dtype):
+    def blosc(self, dtype) -> object | None:
         """numcodecs ``Blosc`` configured as Zarr's codec chain for ``dtype``, or None
         if that chain is not ``bytes`` (little endian), ``blosc``, ``crc32c``."""
         dtype = np.dtype(dtype)
@@ -75,17 +98,12 @@ class ChunkCodec:
 
 
 def _zarr_blosc(compressors, dtype: np.dtype):
-    import zarr
     from numcodecs import Blosc
     from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec
 
-    from streamwww.io._chunks import create_checksummed_array
-
     if sys.byteorder != "little" or dtype.byteorder not in "=<|":
         return None
-    group = zarr.open_group(zarr.storage.MemoryStore(), mode="w", zarr_format=3)
-    codecs = list(create_checksummed_array(group, "a", shape=(1,), dtype=dtype, chunks=(1,),
-                                           compressors=compressors).metadata.codecs)
+    codecs = list(_template_array(compressors, dtype, 1).metadata.codecs)
     if (len(codecs) != 3 or not isinstance(codecs[0], BytesCodec)
             or (codecs[0].endian is not None and codecs[0].endian.value != "little")
             or not isinstance(codecs[1], BloscCodec) or not isinstance(codecs[2], Crc32cCodec)):
@@ -95,17 +113,51 @@ def _zarr_blosc(compressors, dtype: np.dtype):
                  blocksize=int(b.blocksize), typesize=int(b.typesize))
 
 
+class ZarrDocs:
+    """``zarr.json`` of shard groups and arrays, serialized by Zarr's metadata classes
+    from templates Zarr made (one per dtype and rank): no event-loop round trip per
+    document (about 2 ms of waiting each beside the converting thread)."""
+
+    def __init__(self, compressors):
+        self.compressors = compressors
+        self._arrays: dict[tuple, object] = {}
+        self._group = None
+
+    @staticmethod
+    def _bytes(metadata) -> bytes:
+        from zarr.core.buffer import default_buffer_prototype
+
+        return metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes()
+
+    def array(self, dtype, shape: tuple[int, ...], chunks: tuple[int, ...]) -> bytes:
+        from zarr.core.chunk_grids import RegularChunkGrid
+
+        key = (np.dtype(dtype), len(shape))
+        if key not in self._arrays:
+            self._arrays[key] = _template_array(self.compressors, *key).metadata
+        return self._bytes(dataclasses.replace(self._arrays[key], shape=tuple(shape),
+                                               chunk_grid=RegularChunkGrid(chunk_shape=chunks)))
+
+    def group(self, attributes: dict) -> bytes:
+        import zarr
+
+        if self._group is None:
+            self._group = zarr.open_group(zarr.storage.MemoryStore(), mode="w",
+                                          zarr_format=3).metadata
+        return self._bytes(dataclasses.replace(self._group, attributes=attributes))
+
+
 class WriterThread:
     """One thread running jobs in the order submitted.
 
     At most ``depth`` jobs wait behind the running one (``submit`` blocks
     until one finishes), which bounds the chunk buffers in flight. The first
-    job that fails makes the later ones no-ops, and its exception is raised by
-    the next ``submit`` or ``drain`` (and by its own future).
+    job that fails makes the later ones fail at once, and its exception is
+    raised by the next ``submit`` or ``drain`` (and by its own future).
     """
 
-    def __init__(self, depth: int = 1):
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="streamwww-zarr-writer")
+    def __init__(self, name: str, depth: int = 1):
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"streamwww-zarr-{name}")
         self._queued: deque[Future] = deque()
         self._depth = depth
         self._failed = threading.Event()
@@ -140,9 +192,27 @@ class WriterThread:
         self._queued.clear()
 
 
+class Writers:
+    """The encoder and hasher threads and the codec a conversion's shards share."""
+
+    def __init__(self, codec: ChunkCodec):
+        self.codec = codec
+        self.docs = ZarrDocs(codec.compressors)
+        self.encoder = WriterThread("encoder")
+        self.hasher = WriterThread("hasher")
+
+    def drain(self) -> None:
+        self.encoder.drain()
+        self.hasher.drain()
+
+    def close(self) -> None:
+        self.encoder.close()
+        self.hasher.close()
+
+
 class _Column:
-    """One array of a shard: the chunk being filled on the converting thread; the
-    writer thread writes, checksums and (for the content hash) spools full chunks."""
+    """One array of a shard: the chunk being filled on the converting thread;
+    the encoder thread writes full chunks, the hasher thread spools them."""
 
     def __init__(self, sink: LocalZarrSink, name: str, dtype, width: int | None,
                  chunk_rows: int):
@@ -152,13 +222,13 @@ class _Column:
         self.chunk_rows = chunk_rows
         self.buf = self._new_buffer()
         self.filled = 0  # rows in buf
-        self.full = 0  # full chunks handed to the writer thread
-        self.crcs: list[int] = []  # per chunk written (writer thread)
-        self.spool = None
+        self.full = 0  # full chunks handed to the threads
+        self.crcs: list[int] = []  # per chunk written (encoder thread)
+        self.spool = None  # raw copy of the full chunks (hasher thread)
         self.spool_path = sink.spool_dir / f".spool-{sink.i:05d}-{name}"
 
     def _new_buffer(self) -> np.ndarray:
-        # fresh pages, touched as rows arrive: the full one is the writer thread's now
+        # fresh pages, touched as rows arrive: the full one belongs to the threads now
         return np.empty((self.chunk_rows, *self.tail), dtype=self.dtype)
 
     def append(self, values: np.ndarray) -> None:
@@ -170,39 +240,42 @@ class _Column:
             start += take
             if self.filled == self.chunk_rows:
                 buf, self.buf, self.filled = self.buf, self._new_buffer(), 0
-                self.sink.submit_chunk(self, self.full, buf)
+                self.sink.writers.encoder.submit(self.write_chunk, self.full, buf)
+                self.sink.writers.hasher.submit(self.spool_chunk, buf)
                 self.full += 1
 
-    # ---- writer thread
-    def write_chunk(self, index: int, values: np.ndarray, spool: bool) -> None:
-        data, crc = self.sink.codec.encode(values)
+    # ---- encoder thread
+    def write_chunk(self, index: int, values: np.ndarray) -> None:
+        data, crc = self.sink.writers.codec.encode(values)
         key = (index,) + (0,) * len(self.tail)
-        path = self.sink.directory / self.name / "c" / "/".join(map(str, key))
-        write_chunk_file(path, data, crc)
+        write_file(self.sink.directory / self.name / "c" / "/".join(map(str, key)),
+                   data, crc.to_bytes(4, "little"))
         self.crcs.append(crc)
-        if spool:  # the content hash reads it back at the close (indptr comes first)
-            if self.spool is None:
-                self.spool = open(self.spool_path, "w+b")
-            self.spool.write(np.ascontiguousarray(values, dtype=self.dtype.newbyteorder("<")).data)
 
-    def finish(self, group, partial: np.ndarray, filled: int) -> None:
-        """Write the last chunk and the array's zarr.json (writer thread)."""
+    def finish(self, partial: np.ndarray, filled: int) -> None:
+        """Write the last chunk and the array's zarr.json."""
         from streamwww.io import _zarr
-        from streamwww.io._chunks import create_checksummed_array
 
         total = self.full * self.chunk_rows + filled
         shape = (total, *self.tail)
         if self.full == 0:  # one chunk of exactly the data, as write_shard makes it
             chunks = _zarr._chunks(shape)
             if total:
-                self.write_chunk(0, partial[:filled], spool=False)
+                self.write_chunk(0, partial[:filled])
         else:  # the edge chunk, padded with the fill value as Zarr pads it
             chunks = (self.chunk_rows, *self.tail)
             if filled:
-                partial[filled:] = 0
-                self.write_chunk(self.full, partial, spool=False)
-        create_checksummed_array(group, self.name, shape=shape, dtype=self.dtype, chunks=chunks,
-                                 compressors=self.sink.compressors)
+                partial[filled:] = 0  # the hasher reads only partial[:filled]
+                self.write_chunk(self.full, partial)
+        write_file(self.sink.directory / self.name / "zarr.json",
+                   self.sink.writers.docs.array(self.dtype, shape, chunks))
+
+    # ---- hasher thread
+    def spool_chunk(self, values: np.ndarray) -> None:
+        # the content hash covers indptr before indices: the full chunks are read back at the close
+        if self.spool is None:
+            self.spool = open(self.spool_path, "w+b")
+        self.spool.write(np.ascontiguousarray(values, dtype=self.dtype.newbyteorder("<")).data)
 
     def hash_into(self, h, partial: np.ndarray, filled: int) -> None:
         """Feed every value to ``h`` as little-endian bytes: the full chunks from
@@ -213,9 +286,7 @@ class _Column:
             view = memoryview(block)
             while n := self.spool.readinto(block):
                 h.update(view[:n])
-            self.spool.close()
-            self.spool = None
-            self.spool_path.unlink()
+            self.discard()
         h.update(np.ascontiguousarray(partial[:filled], dtype=self.dtype.newbyteorder("<")).data)
 
     def discard(self) -> None:
@@ -223,6 +294,18 @@ class _Column:
             self.spool.close()
             self.spool = None
             self.spool_path.unlink(missing_ok=True)
+
+
+def write_file(path: Path, *parts) -> None:
+    """Write ``parts`` as the file ``path`` (creating its directory)."""
+    try:
+        f = open(path, "wb")
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        f = open(path, "wb")
+    with f:
+        for part in parts:
+            f.write(part)
 
 
 def append_rows(sink, X, y: np.ndarray, weight: np.ndarray | None) -> None:
@@ -255,38 +338,40 @@ def append_rows(sink, X, y: np.ndarray, weight: np.ndarray | None) -> None:
     sink.rows += n
 
 
-def write_chunk_file(path: Path, data, crc: int) -> None:
-    """One chunk object: the compressed bytes, then their crc32c (little endian)."""
-    try:
-        f = open(path, "wb")
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        f = open(path, "wb")
-    with f:
-        f.write(data)
-        f.write(crc.to_bytes(4, "little"))
+class ShardResult:
+    """What :meth:`LocalZarrSink.close` returns: ``result()`` waits for both threads
+    and gives ``(rows, nnz, content_hash, record)``."""
+
+    def __init__(self, rows: int, nnz: int, encoded: Future, hashed: Future):
+        self.rows, self.nnz = rows, nnz
+        self._encoded, self._hashed = encoded, hashed
+
+    def result(self) -> tuple[int, int, str, dict]:
+        crcs = self._encoded.result()
+        content_hash, weight_hash = self._hashed.result()
+        record = {CHECKSUM_KEY: crcs}
+        if weight_hash is not None:
+            record[WEIGHT_HASH_KEY] = weight_hash
+        return self.rows, self.nnz, content_hash, record
 
 
 class LocalZarrSink:
-    """Write a Zarr shard on a local disk chunk by chunk, through a
-    :class:`WriterThread` (see the module docstring). ``close`` returns a future
-    of ``(rows, nnz, content_hash, record)``, as ``ZarrStreamSink.close`` returns."""
+    """Write a Zarr shard on a local disk chunk by chunk through :class:`Writers`
+    (see the module docstring)."""
 
     def __init__(self, root, backend, i: int, *, layout: str, n_features: int,
                  dtype: np.dtype, row_offset: int, weighted: bool = False,
-                 spool_dir: Path | None = None, writer: WriterThread, codec: ChunkCodec):
+                 spool_dir: Path | None = None, writers: Writers):
         from streamwww.io import _zarr
 
-        self.root, self.backend, self.i = location(root), backend, i
-        self.directory = Path(self.root.local_path) / backend.shard_relpath(i)
-        self.spool_dir = Path(spool_dir) if spool_dir is not None else self.root.local_path
+        root = location(root)
+        self.i = i
+        self.directory = Path(root.local_path) / backend.shard_relpath(i)
+        self.spool_dir = Path(spool_dir) if spool_dir is not None else root.local_path
         self.layout, self.n_features, self.dtype = layout, n_features, np.dtype(dtype)
         self.row_offset, self.weighted = row_offset, weighted
-        self.writer, self.codec = writer, codec
-        self.compressors = _zarr._compressors()
+        self.writers = writers
         self.rows = self.nnz = 0
-        self._group_submitted = False
-        self._group = None
         flat = _zarr._CHUNK_ELEMENTS
         if layout == "sparse":
             self.arrays = {"indptr": _Column(self, "indptr", np.int64, None, flat),
@@ -305,49 +390,37 @@ class LocalZarrSink:
         and (a sink for a store with weights) their float64 weights."""
         append_rows(self, X, y, weight)
 
-    def _submit_group(self) -> None:
-        if not self._group_submitted:  # before any chunk file: Zarr creates it in an empty place
-            self._group_submitted = True
-            self.writer.submit(self._make_group)
-
-    def _make_group(self) -> None:
-        from streamwww.io._format import format_version_for
-        from streamwww.io._zarr import _group
-
-        attrs = {"streamwww": {"format_version": format_version_for(self.weighted),
-                               "shard": self.i, "row_offset": self.row_offset,
-                               "layout": self.layout, "n_features": self.n_features}}
-        self._group = _group(self.root, self.backend.shard_relpath(self.i), "w-",
-                             attributes=attrs)
-
-    def submit_chunk(self, column: _Column, index: int, values: np.ndarray) -> None:
-        self._submit_group()
-        self.writer.submit(column.write_chunk, index, values, True)
-
-    def close(self) -> Future:
-        """Hand the last chunks to the writer thread; the future gives
-        ``(rows, nnz, content_hash, record)``."""
-        self._submit_group()
+    def close(self) -> ShardResult:
+        """Hand the last chunks to the threads."""
         last = {name: (col.buf, col.filled) for name, col in self.arrays.items()}
         for col in self.arrays.values():
             col.buf = None
-        return self.writer.submit(self._finish, last)
+        encoded = self.writers.encoder.submit(self._write_rest, last)
+        hashed = self.writers.hasher.submit(self._hash, last)
+        return ShardResult(self.rows, self.nnz, encoded, hashed)
 
-    def _finish(self, last: dict) -> tuple[int, int, str, dict]:
+    def _write_rest(self, last: dict) -> dict:
+        attrs = {"streamwww": {"format_version": format_version_for(self.weighted),
+                               "shard": self.i, "row_offset": self.row_offset,
+                               "layout": self.layout, "n_features": self.n_features}}
+        write_file(self.directory / "zarr.json", self.writers.docs.group(attrs))
+        for name, col in self.arrays.items():
+            col.finish(*last[name])
+        return {name: col.crcs for name, col in self.arrays.items()}
+
+    def _hash(self, last: dict) -> tuple[str, str | None]:
         try:
-            for name, col in self.arrays.items():
-                col.finish(self._group, *last[name])
             h = hashlib.sha256()
             h.update(f"{self.layout}:{self.rows}x{self.n_features}:{self.dtype.str}".encode())
             order = ("indptr", "indices", "data", "y") if self.layout == "sparse" else ("X", "y")
             for name in order:
                 self.arrays[name].hash_into(h, *last[name])
-            record = {CHECKSUM_KEY: {name: col.crcs for name, col in self.arrays.items()}}
+            weight_hash = None
             if self.weighted:  # as ShardData.weight_hash
                 wh = hashlib.sha256(weight_hash_prefix(self.rows))
                 self.arrays[WEIGHT_ARRAY].hash_into(wh, *last[WEIGHT_ARRAY])
-                record[WEIGHT_HASH_KEY] = wh.hexdigest()
-            return self.rows, self.nnz, h.hexdigest(), record
+                weight_hash = wh.hexdigest()
+            return h.hexdigest(), weight_hash
         finally:
             for col in self.arrays.values():
                 col.discard()
@@ -362,4 +435,3 @@ def local_codec(root, backend, dtypes) -> ChunkCodec | None:
         return None
     codec = ChunkCodec(_zarr._compressors())
     return codec if all(codec.blosc(dt) is not None for dt in dtypes) else None
-

@@ -16,7 +16,6 @@ import logging
 import os
 import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 
 import numpy as np
@@ -63,7 +62,7 @@ from streamwww.io._transaction import (  # noqa: F401  (re-exported for io)
     StoreTransaction,
     open_transaction,
 )
-from streamwww.io._zarrwriter import WriterThread, local_codec
+from streamwww.io._zarrwriter import ShardResult, Writers, local_codec
 from streamwww.labels import encode_labels, format_label, summarize_classes  # noqa: F401  (re-exported for io)
 from streamwww.weights import check_sample_weight, first_bad_weight
 
@@ -642,10 +641,10 @@ class ShardWriter:
         self._rows = self._nnz = 0
         self._bytes = self._base
         self._written_rows = 0
-        # Zarr on a local disk: chunks encoded and written by one writer thread
-        # (streamwww.io._zarrwriter); each closed shard's record waits for it
+        # Zarr on a local disk: chunks encoded, written and hashed by two threads
+        # (streamwww.io._zarrwriter); each closed shard's record waits for them
         self._codec = local_codec(root, backend, (np.int64, np.int32, dtype, np.float64))
-        self._writer = None
+        self._writers = None
         self._closed: list[tuple] = []  # (index, offset, class counts, result or its future)
 
     def __enter__(self) -> ShardWriter:
@@ -657,9 +656,9 @@ class ShardWriter:
     def close(self) -> None:
         """Stop the writer thread, if any (after an error: the jobs not started are
         dropped). :meth:`finish` closes it too."""
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        if self._writers is not None:
+            self._writers.close()
+            self._writers = None
 
     def _row_costs(self, X) -> tuple[np.ndarray, np.ndarray]:
         """Per-row (bytes once read, stored values) in the target layout."""
@@ -698,13 +697,13 @@ class ShardWriter:
                 room = 1  # one row larger than a whole shard
             stop = start + room
             if self._sink is None:  # rows go to disk as they come (Zarr) or at the flush
-                if self._codec is not None and self._writer is None:
-                    self._writer = WriterThread()
+                if self._codec is not None and self._writers is None:
+                    self._writers = Writers(self._codec)
                 self._sink = open_sink(self.root, self.backend, len(self._closed),
                                        layout=self.layout, n_features=self.n_features,
                                        dtype=self.dtype, row_offset=self._written_rows,
                                        weighted=self.weighted, spool_dir=self.scratch,
-                                       writer=self._writer, codec=self._codec)
+                                       writers=self._writers)
             ys = y[start:stop]
             self._sink.append(_row_slice(X, start, stop), ys,
                               None if weight is None else weight[start:stop])
@@ -738,14 +737,14 @@ class ShardWriter:
         self._flush()
         try:
             for i, offset, counts, result in self._closed[len(self.shards):]:
-                rows, nnz, content_hash, sums = (result.result() if isinstance(result, Future)
-                                                 else result)
+                rows, nnz, content_hash, sums = (result.result()
+                                                 if isinstance(result, ShardResult) else result)
                 self.shards.append({"name": self.backend.shard_relpath(i), "rows": rows,
                                     "offset": offset, "nnz": nnz, "sha256": content_hash,
                                     "classes_present": int(np.count_nonzero(counts)),
                                     **(sums or {})})
-            if self._writer is not None:
-                self._writer.drain()
+            if self._writers is not None:
+                self._writers.drain()
         finally:
             self.close()
         return self.shards
