@@ -186,15 +186,13 @@ def after(n: int, real):
 
 
 def full_disk_cases():
-    from zarr.storage import LocalStore
-
-    from streamwww.io import _staging, _transaction
+    from streamwww.io import _staging, _transaction, _zarrwriter
 
     return {
         # pass 1: the staging area
         "staging": (_staging.Bucket, "append", lambda real: after(3, real), {}),
-        # pass 2: a Zarr chunk, several shards in
-        "zarr-chunk": (LocalStore, "set", lambda real: after(12, real), {}),
+        # pass 2: a Zarr chunk or zarr.json (written by the writer thread), several shards in
+        "zarr-chunk": (_zarrwriter, "write_file", lambda real: after(12, real), {}),
         # pass 2: a Parquet shard
         "parquet-shard": ("pyarrow.parquet", "write_table", lambda real: after(1, real),
                           {"format": "parquet"}),

@@ -256,7 +256,7 @@ class StoreContract:
         if self.format == "zarr":  # a local Zarr store is written by its writer thread
             from streamwww.io._zarrwriter import LocalZarrSink
 
-            original = LocalZarrSink._finish
+            original = LocalZarrSink._write_rest
 
             def failing(self_, *args):
                 calls.append(self_.i)
@@ -264,7 +264,7 @@ class StoreContract:
                     raise OSError("disk full (simulated)")
                 return original(self_, *args)
 
-            monkeypatch.setattr(LocalZarrSink, "_finish", failing)
+            monkeypatch.setattr(LocalZarrSink, "_write_rest", failing)
         else:
             backend = get_backend(self.format)
             original = type(backend).write_shard
