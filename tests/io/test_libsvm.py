@@ -88,22 +88,32 @@ FAST_PATH_EDGES = [
     "1e22", "1e23", "1e-22", "1e-23", "12.5e21", "12.5e-21", "3e0", "3E+1", "7e0007",
     "1e00022", "1e00023", "4.5e-0", "1.17549435e-38", "3.4028234e38", "1e-45",
     "0.000000000000000000001",  # more than 18 digits, m small
+    # the eight-bytes-at-a-time path: runs of 7 digits fit, 8 do not
+    "1234567", "12345678", "0.1234567", "0.12345678", "1234567.1234567", "12345678.1234567",
+    "1234567.12345678", "-9999999.9999999", "+.1234567", "-1234567.",
 ]
 
 
-def test_fast_path_edges_parse_like_python_float(write_text):
+@pytest.mark.parametrize("end", ["\n", ""])
+def test_fast_path_edges_parse_like_python_float(write_text, end):
+    """Every edge token in the middle of a line and last in the file (then the
+    text after it is shorter than the eight bytes the kernel reads at a time)."""
     text = "".join(f"1 {i + 1}:{t} {i + 2}:{t}\n" for i, t in enumerate(FAST_PATH_EDGES))
+    text += "\n".join(f"2 3:{t}" for t in FAST_PATH_EDGES) + end
     path = write_text(text)
-    X, _ = load_libsvm(path, dtype=np.float64)
-    expected = np.repeat([float(t) for t in FAST_PATH_EDGES], 2)
-    assert np.array_equal(X.data.view(np.int64), expected.view(np.int64))  # -0.0 too
-    X32, _ = load_libsvm(path)
-    assert np.array_equal(X32.data, expected.astype(np.float32))
+    values = [float(t) for t in FAST_PATH_EDGES]
+    expected = np.concatenate([np.repeat(values, 2), values])
+    for block_bytes in (10**6, 7):  # one piece; a piece per line
+        X, _ = load_libsvm(path, dtype=np.float64, block_bytes=block_bytes)
+        assert np.array_equal(X.data.view(np.int64), expected.view(np.int64))  # -0.0 too
+        X32, _ = load_libsvm(path, block_bytes=block_bytes)
+        assert np.array_equal(X32.data, expected.astype(np.float32))
     check_against_reference(path, text)
 
 
 @pytest.mark.parametrize("token,col", [("2147483647:1", 2147483646), ("0000000003:1", 2),
-                                       ("00000000003:1", 2), ("+3:1", 2)])
+                                       ("00000000003:1", 2), ("+3:1", 2), ("1234567:1", 1234566),
+                                       ("12345678:1", 12345677), ("0000007:1", 6)])
 def test_index_edges(write_text, token, col):
     X, _ = load_libsvm(write_text(f"1 {token}\n"))
     assert X.indices.tolist() == [col] and X.data.tolist() == [1.0]
