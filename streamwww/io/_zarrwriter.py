@@ -51,8 +51,8 @@ from streamwww.io._format import (
     weight_hash_prefix,
 )
 
-__all__ = ["ChunkCodec", "LocalZarrSink", "WriterThread", "ZarrDocs", "append_rows",
-           "local_codec"]
+__all__ = ["ChunkCodec", "EarlyShard", "LocalZarrSink", "WriterThread", "ZarrDocs",
+           "append_rows", "local_codec"]
 
 _SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
@@ -152,8 +152,8 @@ class WriterThread:
 
     At most ``depth`` jobs wait behind the running one (``submit`` blocks
     until one finishes), which bounds the chunk buffers in flight. The first
-    job that fails makes the later ones fail at once, and its exception is
-    raised by the next ``submit`` or ``drain`` (and by its own future).
+    job that fails makes the later ones fail at once with its exception, which
+    the next ``submit`` or ``drain`` raises (and every later job's future).
     """
 
     def __init__(self, name: str, depth: int = 1):
@@ -161,13 +161,15 @@ class WriterThread:
         self._queued: deque[Future] = deque()
         self._depth = depth
         self._failed = threading.Event()
+        self._error: BaseException | None = None
 
     def _run(self, fn, args):
-        if self._failed.is_set():
-            raise RuntimeError("an earlier write failed")
+        if self._failed.is_set():  # every later job reports the first failure (a full disk...)
+            raise self._error or RuntimeError("the writer thread was closed")
         try:
             return fn(*args)
-        except BaseException:
+        except BaseException as exc:
+            self._error = exc
             self._failed.set()
             raise
 
@@ -332,7 +334,8 @@ def append_rows(sink, X, y: np.ndarray, weight: np.ndarray | None) -> None:
             part = X[s:s + step]
             sink.arrays["X"].append(part.toarray() if sp.issparse(part) else part)
         sink.nnz += n * sink.n_features
-    sink.arrays["y"].append(y)
+    if "y" in sink.arrays:  # not in a shard whose class indices come later (streamwww.io._early)
+        sink.arrays["y"].append(y)
     if sink.weighted:
         sink.arrays[WEIGHT_ARRAY].append(weight)
     sink.rows += n
@@ -361,7 +364,7 @@ class LocalZarrSink:
 
     def __init__(self, root, backend, i: int, *, layout: str, n_features: int,
                  dtype: np.dtype, row_offset: int, weighted: bool = False,
-                 spool_dir: Path | None = None, writers: Writers):
+                 spool_dir: Path | None = None, writers: Writers, labels_later: bool = False):
         from streamwww.io import _zarr
 
         root = location(root)
@@ -371,6 +374,7 @@ class LocalZarrSink:
         self.layout, self.n_features, self.dtype = layout, n_features, np.dtype(dtype)
         self.row_offset, self.weighted = row_offset, weighted
         self.writers = writers
+        self.labels_later = labels_later  # y and the group's zarr.json come with complete()
         self.rows = self.nnz = 0
         flat = _zarr._CHUNK_ELEMENTS
         if layout == "sparse":
@@ -381,7 +385,8 @@ class LocalZarrSink:
         else:
             self.arrays = {"X": _Column(self, "X", self.dtype, n_features,
                                         max(1, flat // max(1, n_features)))}
-        self.arrays["y"] = _Column(self, "y", np.int32, None, flat)
+        if not labels_later:
+            self.arrays["y"] = _Column(self, "y", np.int32, None, flat)
         if weighted:
             self.arrays[WEIGHT_ARRAY] = _Column(self, WEIGHT_ARRAY, np.float64, None, flat)
 
@@ -390,40 +395,121 @@ class LocalZarrSink:
         and (a sink for a store with weights) their float64 weights."""
         append_rows(self, X, y, weight)
 
-    def close(self) -> ShardResult:
+    def close(self) -> ShardResult | EarlyShard:
         """Hand the last chunks to the threads."""
-        last = {name: (col.buf, col.filled) for name, col in self.arrays.items()}
+        # the columns as of now (EarlyShard.complete adds y while these jobs may wait)
+        last = {name: (col, col.buf, col.filled) for name, col in self.arrays.items()}
         for col in self.arrays.values():
             col.buf = None
         encoded = self.writers.encoder.submit(self._write_rest, last)
         hashed = self.writers.hasher.submit(self._hash, last)
+        if self.labels_later:
+            return EarlyShard(self, encoded, hashed)
         return ShardResult(self.rows, self.nnz, encoded, hashed)
 
-    def _write_rest(self, last: dict) -> dict:
+    def prefix(self) -> bytes:
+        """What the content hash hashes before the arrays (as ShardData.content_hash)."""
+        return f"{self.layout}:{self.rows}x{self.n_features}:{self.dtype.str}".encode()
+
+    @staticmethod
+    def checksums(columns: dict) -> dict:
+        names = ("indptr", "indices", "data", "X", "y", WEIGHT_ARRAY)  # write_shard's order
+        return {name: columns[name].crcs for name in names if name in columns}
+
+    def write_group(self) -> None:
         attrs = {"streamwww": {"format_version": format_version_for(self.weighted),
                                "shard": self.i, "row_offset": self.row_offset,
                                "layout": self.layout, "n_features": self.n_features}}
         write_file(self.directory / "zarr.json", self.writers.docs.group(attrs))
-        for name, col in self.arrays.items():
-            col.finish(*last[name])
-        return {name: col.crcs for name, col in self.arrays.items()}
 
-    def _hash(self, last: dict) -> tuple[str, str | None]:
+    def _write_rest(self, last: dict) -> dict:
+        if not self.labels_later:
+            self.write_group()
+        for col, buf, filled in last.values():
+            col.finish(buf, filled)
+        return self.checksums({name: col for name, (col, _, _) in last.items()})
+
+    def _hash(self, last: dict):
         try:
-            h = hashlib.sha256()
-            h.update(f"{self.layout}:{self.rows}x{self.n_features}:{self.dtype.str}".encode())
+            h = hashlib.sha256(self.prefix())
             order = ("indptr", "indices", "data", "y") if self.layout == "sparse" else ("X", "y")
             for name in order:
-                self.arrays[name].hash_into(h, *last[name])
+                if name in last:
+                    col, buf, filled = last[name]
+                    col.hash_into(h, buf, filled)
             weight_hash = None
             if self.weighted:  # as ShardData.weight_hash
                 wh = hashlib.sha256(weight_hash_prefix(self.rows))
-                self.arrays[WEIGHT_ARRAY].hash_into(wh, *last[WEIGHT_ARRAY])
+                col, buf, filled = last[WEIGHT_ARRAY]
+                col.hash_into(wh, buf, filled)
                 weight_hash = wh.hexdigest()
+            if self.labels_later:  # y comes later: the hash so far, and what it started with
+                return h, self.prefix(), weight_hash
             return h.hexdigest(), weight_hash
         finally:
-            for col in self.arrays.values():
+            for col, _, _ in last.values():
                 col.discard()
+
+
+class EarlyShard:
+    """A sparse shard closed before its class indices were known (``labels_later``):
+    everything but ``y`` and the group's zarr.json is written, and its content
+    hash has covered ``indptr``, ``indices`` and ``data`` after a prefix with
+    the ``n_features`` of the close (see :mod:`streamwww.io._early`)."""
+
+    def __init__(self, sink: LocalZarrSink, encoded: Future, hashed: Future):
+        self.sink, self.encoded, self.hashed = sink, encoded, hashed
+        self.rows, self.nnz = sink.rows, sink.nnz
+
+    def complete(self, y: np.ndarray, n_features: int) -> ShardResult:
+        """Write ``y`` (int32 class indices) and the group's zarr.json with the final
+        ``n_features``; finish the content hash (again from the written chunks if
+        the prefix changed)."""
+        from streamwww.io import _zarr
+
+        sink = self.sink
+        sink.n_features = n_features
+        col = sink.arrays["y"] = _Column(sink, "y", np.int32, None, _zarr._CHUNK_ELEMENTS)
+        col.append(y)  # full chunks go to the threads now
+        last = (col.buf, col.filled)
+        col.buf = None
+        encoded = sink.writers.encoder.submit(self._write_y, col, last)
+        hashed = sink.writers.hasher.submit(self._hash_y, col, last)
+        return ShardResult(self.rows, self.nnz, encoded, hashed)
+
+    def _write_y(self, col: _Column, last: tuple) -> dict:
+        col.finish(*last)
+        self.sink.write_group()
+        return self.sink.checksums(self.sink.arrays)
+
+    def _hash_y(self, col: _Column, last: tuple) -> tuple[str, str | None]:
+        try:
+            h, prefix, weight_hash = self.hashed.result()
+            if prefix != self.sink.prefix():  # n_features grew after the close: hash again
+                h = hashlib.sha256(self.sink.prefix())
+                self.encoded.result()  # the arrays are on disk
+                for name in ("indptr", "indices", "data"):
+                    h.update(self.read(name).astype(self.read_dtype(name)).data)
+            col.hash_into(h, *last)
+            return h.hexdigest(), weight_hash
+        finally:
+            col.discard()
+
+    def read_dtype(self, name: str) -> np.dtype:
+        return self.sink.arrays[name].dtype.newbyteorder("<")
+
+    def read(self, name: str) -> np.ndarray:
+        """Array ``name`` as written (chunks checked against their crc32c)."""
+        import zarr
+
+        from streamwww.io._chunks import read_into
+
+        self.encoded.result()
+        where = self.sink.directory / name
+        array = zarr.open_array(str(where), mode="r", zarr_format=3)
+        out = np.empty(array.shape, dtype=array.dtype)
+        return read_into(array, where, out, missing="error",
+                         checksums=self.sink.arrays[name].crcs)
 
 
 def local_codec(root, backend, dtypes) -> ChunkCodec | None:

@@ -35,9 +35,11 @@ from streamwww.errors import (
     StreamwwwError,
 )
 from streamwww.io._backend import get_backend
+from streamwww.io._early import EARLY_MAX_DENSITY, EarlyZarrWriter
 from streamwww.io._progress import ProgressCallback
 from streamwww.io._staging import Bucket, Rows, Scatter, shuffled_blocks
 from streamwww.io._weights import WeightFile
+from streamwww.io._zarrwriter import local_codec
 from streamwww.io.libsvm import DEFAULT_BLOCK_BYTES, LibsvmReader
 from streamwww.io.store import (
     ShardStore,
@@ -192,15 +194,19 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
 
     release_freed_memory()  # freed parse and chunk buffers go back to the OS
     tx = _open_transaction(output, overwrite, storage_options)
-    with tx, _write_errors(tx, output), (weight_file or contextlib.nullcontext()):
+    with (tx, _write_errors(tx, output), (weight_file or contextlib.nullcontext()),
+          contextlib.ExitStack() as writers):
         backend.init_root(tx.tmp, format_version_for(weighted))
         staging = tx.scratch / "_staging"
         staging.mkdir()
-        # ---- pass 1: parse, collect labels, stage rows
+        # ---- pass 1: parse, collect labels, stage rows (or write them, see _early)
         seen = np.empty(0, dtype=np.float64)
         ordered = Bucket(staging / "rows.bin", dt, weighted)
         scatter = None
         target_bytes = None
+        early = None
+        may_write_early = (not shuffle and layout in ("auto", "sparse")
+                           and local_codec(tx.tmp, backend, (np.int64, np.int32, dt)) is not None)
         for block in reader:
             w = None if weight_file is None else weight_file.take(block.n_rows, block.lines)
             rows = Rows(block.labels, block.indptr, block.indices, block.data, w)
@@ -209,7 +215,20 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
             else:
                 seen = np.union1d(seen, block.labels)
             if not shuffle:
-                ordered.append(rows)
+                if may_write_early:  # decided on the first block
+                    may_write_early = False
+                    if layout == "sparse" or _looks_sparse(block, reader.stats):
+                        early = writers.enter_context(EarlyZarrWriter(
+                            tx.tmp, backend, dtype=dt, shard_rows=rows_per_shard,
+                            shard_bytes=shard_bytes, weighted=weighted, scratch=staging))
+                if early is None:
+                    ordered.append(rows)
+                    continue
+                width = n_features if n_features is not None else reader.stats.max_column + 1
+                X = sp.csr_matrix((block.data, block.indices, block.indptr),
+                                  shape=(block.n_rows, width))
+                X.has_sorted_indices = True
+                early.push(X, block.labels, w)
                 continue
             if scatter is None:  # plan the buckets from the first block
                 staged = _staged_nbytes(rows)
@@ -240,22 +259,28 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         layout = resolve_layout(layout, stats.n_rows, n_features, stats.nnz, who)
 
         # ---- pass 2: staged rows -> class indices -> shards
-        if scatter is None:
-            blocks = ordered.records()
+        if early is not None and layout == "sparse":  # only y and the groups are left
+            early.complete(classes, n_features, progress, stats.n_rows)
+            writer = early
         else:
-            blocks = shuffled_blocks(scatter.buckets, perm_rng, 2 * target_bytes)
-        with ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
-                         n_classes=len(classes), shard_rows=rows_per_shard,
-                         shard_bytes=shard_bytes, progress=progress,
-                         total_rows=stats.n_rows, weighted=weighted,
-                         scratch=tx.scratch) as writer:
-            for rows in blocks:
-                y = np.searchsorted(classes, rows.labels).astype(np.int32)
-                X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
-                                  shape=(len(rows.labels), n_features))
-                X.has_sorted_indices = True
-                writer.push(X, y, rows.weights)
-            writer.finish()
+            if early is not None:  # "auto" came out dense after all
+                blocks = early.rows_back()
+            elif scatter is None:
+                blocks = ordered.records()
+            else:
+                blocks = shuffled_blocks(scatter.buckets, perm_rng, 2 * target_bytes)
+            with ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
+                             n_classes=len(classes), shard_rows=rows_per_shard,
+                             shard_bytes=shard_bytes, progress=progress,
+                             total_rows=stats.n_rows, weighted=weighted,
+                             scratch=tx.scratch) as writer:
+                for rows in blocks:
+                    y = np.searchsorted(classes, rows.labels).astype(np.int32)
+                    X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
+                                      shape=(len(rows.labels), n_features))
+                    X.has_sorted_indices = True
+                    writer.push(X, y, rows.weights)
+                writer.finish()
         shutil.rmtree(staging)
 
         provenance = {
@@ -284,6 +309,13 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                 stats.path, meta["n_rows"], n_features, len(classes), meta["n_shards"],
                 tx.location.url)
     return open_store(tx.location)
+
+
+def _looks_sparse(block, stats) -> bool:
+    """Whether the first block fills so little of its rows x columns that ``"auto"``
+    will almost surely resolve to sparse (then the shards are written early)."""
+    cells = block.n_rows * max(stats.max_column + 1, 1)
+    return len(block.data) <= EARLY_MAX_DENSITY * cells
 
 
 def _open_transaction(output, overwrite: bool, storage_options=None):

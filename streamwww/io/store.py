@@ -647,6 +647,8 @@ class ShardWriter:
         self._writers = None
         self._closed: list[tuple] = []  # (index, offset, class counts, result or its future)
 
+    _sink_options: dict = {}  # more arguments of open_sink (streamwww.io._early)
+
     def __enter__(self) -> ShardWriter:
         return self
 
@@ -703,11 +705,11 @@ class ShardWriter:
                                        layout=self.layout, n_features=self.n_features,
                                        dtype=self.dtype, row_offset=self._written_rows,
                                        weighted=self.weighted, spool_dir=self.scratch,
-                                       writers=self._writers)
+                                       writers=self._writers, **self._sink_options)
             ys = y[start:stop]
             self._sink.append(_row_slice(X, start, stop), ys,
                               None if weight is None else weight[start:stop])
-            self._class_counts_open += np.bincount(ys, minlength=len(self.class_counts))
+            self._take(ys)
             self._rows += room
             self._bytes += int(cum_bytes[stop] - cum_bytes[start])
             self._nnz += int(cum_nnz[stop] - cum_nnz[start])
@@ -715,11 +717,15 @@ class ShardWriter:
             if start < n or self._rows == self.shard_rows:
                 self._flush()
 
+    def _take(self, ys: np.ndarray) -> None:
+        """Count the class indices of rows that went to the open shard."""
+        self._class_counts_open += np.bincount(ys, minlength=len(self.class_counts))
+
     def _flush(self) -> None:
         if not self._rows:
             return
         i = len(self._closed)
-        result = self._sink.close()  # (rows, nnz, hash, sums), or its future
+        result = self._close_sink()  # (rows, nnz, hash, sums), or what gives them later
         self._sink = None
         counts = self._class_counts_open
         self.class_counts += counts
@@ -728,9 +734,14 @@ class ShardWriter:
         self._rows, self._bytes, self._nnz = 0, self._base, 0
         self._class_counts_open = np.zeros_like(self.class_counts)
         logger.debug("closed shard %d", i)
+        self._report(self._written_rows)
+
+    def _close_sink(self):
+        return self._sink.close()
+
+    def _report(self, written_rows: int) -> None:
         if self.progress is not None:
-            self.progress(ProgressEvent("write", self._written_rows, self.total_rows,
-                                        self._written_rows))
+            self.progress(ProgressEvent("write", written_rows, self.total_rows, written_rows))
 
     def finish(self) -> list[dict]:
         """Write the last partial shard, wait for the writer thread; return the shard records."""
