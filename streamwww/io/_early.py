@@ -36,11 +36,16 @@ from streamwww.io._format import WEIGHT_ARRAY
 from streamwww.io._staging import Rows
 from streamwww.io.store import ShardWriter
 
-__all__ = ["EarlyZarrWriter", "EARLY_MAX_DENSITY"]
+__all__ = ["EARLY_BLOCK_BYTES", "EARLY_MAX_DENSITY", "EarlyZarrWriter"]
 
 # Write early when the first block fills at most this fraction of its rows x
 # (largest column + 1): "auto" then almost surely resolves to sparse (< 0.5).
 EARLY_MAX_DENSITY = 0.25
+# Pieces of text parsed at a time when writing early: the chunks being filled and
+# written (up to two per array, 16 MiB each) take the room of half the three
+# 32 MiB pieces pass 1 holds otherwise, so that peak memory stays where it was
+# (tools/bench_convert.py --rss-only).
+EARLY_BLOCK_BYTES = 16 * 2**20
 
 
 class EarlyZarrWriter(ShardWriter):

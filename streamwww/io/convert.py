@@ -35,7 +35,7 @@ from streamwww.errors import (
     StreamwwwError,
 )
 from streamwww.io._backend import get_backend
-from streamwww.io._early import EARLY_MAX_DENSITY, EarlyZarrWriter
+from streamwww.io._early import EARLY_BLOCK_BYTES, EARLY_MAX_DENSITY, EarlyZarrWriter
 from streamwww.io._progress import ProgressCallback
 from streamwww.io._staging import Bucket, Rows, Scatter, shuffled_blocks
 from streamwww.io._weights import WeightFile
@@ -126,7 +126,8 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         Receives :class:`~streamwww.io.ProgressEvent` at block and shard
         boundaries (stages ``"read"`` then ``"write"``).
     block_bytes : int, default=32 MiB
-        Text parsed at a time.
+        Text parsed at a time (at most 16 MiB without ``shuffle`` to a local
+        Zarr store, whose shards are then written while parsing).
     weights : str or path-like, optional
         A weight file (LIBLINEAR's ``-W`` format, optionally gzip, bz2 or xz
         compressed): one number per line, finite and >= 0, one line per data
@@ -185,6 +186,14 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         seed = int(np.random.SeedSequence().entropy)
     scatter_rng, perm_rng = (np.random.default_rng(s)
                              for s in np.random.SeedSequence(seed if shuffle else 0).spawn(2))
+    # rows of a conversion without shuffling to a local Zarr store may go to their
+    # shards while parsing (streamwww.io._early); smaller pieces of text then make
+    # room for the chunks being written
+    may_write_early = (not shuffle and layout in ("auto", "sparse")
+                       and local_codec(located(output, storage_options), backend,
+                                       (np.int64, np.int32, dt)) is not None)
+    if may_write_early:
+        block_bytes = min(block_bytes, EARLY_BLOCK_BYTES)
     reader = LibsvmReader(located(input, storage_options), zero_based=zero_based, dtype=dt, n_features=n_features,
                           skip_bad_lines=skip_bad_lines, block_bytes=block_bytes,
                           progress=progress)
@@ -205,8 +214,6 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         scatter = None
         target_bytes = None
         early = None
-        may_write_early = (not shuffle and layout in ("auto", "sparse")
-                           and local_codec(tx.tmp, backend, (np.int64, np.int32, dt)) is not None)
         for block in reader:
             w = None if weight_file is None else weight_file.take(block.n_rows, block.lines)
             rows = Rows(block.labels, block.indptr, block.indices, block.data, w)
