@@ -5,13 +5,16 @@ collects the label values and stages the rows on disk (``_staging``), in order
 or scattered over random buckets when shuffling. Pass 2 reads the staged rows
 back (each bucket permuted in memory when shuffling), maps labels to class
 indices -- now that every label is known -- and cuts the rows into shards.
-Everything happens inside the store's temporary directory, so an error or a
-kill leaves no store behind, and so does a failed write (a full disk: a
-:class:`~streamwww.errors.StoreWriteError`). Memory is bounded by three text
-pieces and their parse arrays (pass 1), one shuffle bucket of at most 32 MiB
-and a few Zarr chunks (pass 2; a Parquet shard is held whole), whatever the
-input size and ``--shard-mb``; the staging area needs about as much disk as
-the uncompressed arrays. docs/benchmarks-convert.md has the measurements.
+Without shuffling, to a local Zarr store in the sparse layout, the shards are
+written during pass 1 instead and only the labels are staged
+(:mod:`~streamwww.io._early`). Everything happens inside the store's temporary
+directory, so an error or a kill leaves no store behind, and so does a failed
+write (a full disk: a :class:`~streamwww.errors.StoreWriteError`). Memory is
+bounded by three text pieces and the parse arrays of two (pass 1), one shuffle
+bucket of at most 32 MiB and a few Zarr chunks per array (a Parquet shard is
+held whole), whatever the input size and ``--shard-mb``; the staging area
+needs about as much disk as the uncompressed arrays.
+docs/benchmarks-convert.md has the measurements.
 """
 
 from __future__ import annotations
@@ -126,7 +129,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         Receives :class:`~streamwww.io.ProgressEvent` at block and shard
         boundaries (stages ``"read"`` then ``"write"``).
     block_bytes : int, default=32 MiB
-        Text parsed at a time (at most 16 MiB without ``shuffle`` to a local
+        Text parsed at a time (at most 8 MiB without ``shuffle`` to a local
         Zarr store, whose shards are then written while parsing).
     weights : str or path-like, optional
         A weight file (LIBLINEAR's ``-W`` format, optionally gzip, bz2 or xz

@@ -350,3 +350,26 @@ def test_generated_text_round_trips(write_text, tmp_path, text, block_bytes, fmt
     n_features = 1 + max((c for r in rows for c, _ in r), default=-1)
     assert_same_csr(X, rows_to_csr(rows, n_features))
     assert np.array_equal(y, labels)
+
+
+def test_reader_thread_holds_one_piece_ahead(write_text):
+    """The reader thread hands a piece over before it reads the next: with the
+    consumer busy on one piece, at most one more has been read."""
+    import time
+
+    from streamwww.io.libsvm import _Prefetcher
+
+    line = "1 1:0.5 2:0.25\n"
+    path = write_text(line * 10_000)
+    block = 10 * len(line)
+    prefetch = _Prefetcher(path, block)
+    pieces = iter(prefetch)
+    first, _ = next(pieces)
+    deadline = time.monotonic() + 2
+    while prefetch.text_bytes < 2 * block and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # time to read more, if it would
+    assert prefetch.text_bytes == 2 * block
+    assert len(first) == block
+    rest = sum(len(piece) for piece, _ in pieces)
+    assert len(first) + rest == prefetch.text_bytes == len(line) * 10_000
