@@ -55,14 +55,14 @@ from streamwww.io._format import (
     shard_nbytes,
 )
 from streamwww.io._progress import ProgressCallback, ProgressEvent
-from streamwww.io._shardsink import open_sink
+from streamwww.io._shardsink import ShardPool, open_sink
 from streamwww.io._transaction import (  # noqa: F401  (re-exported for io)
     INCOMPLETE,
     RemoteStoreTransaction,
     StoreTransaction,
     open_transaction,
 )
-from streamwww.io._zarrwriter import ShardResult, Writers, local_codec
+from streamwww.io._zarrwriter import Writers, local_codec
 from streamwww.labels import encode_labels, format_label, summarize_classes  # noqa: F401  (re-exported for io)
 from streamwww.weights import check_sample_weight, first_bad_weight
 
@@ -607,6 +607,13 @@ def _row_slice(X, start: int, stop: int):
     return part
 
 
+# Bytes of buffered shards (Parquet) that may be written on threads beside the one
+# being collected (streamwww.io._shardsink.ShardPool): two shards of up to 16 MiB
+# at a time; shards of the default 128 MiB are written one at a time, on the
+# collecting thread, as before.
+_POOL_SHARD_BYTES = 32 * 2**20
+
+
 class ShardWriter:
     """Cut a stream of row blocks into shards and write them with a backend.
 
@@ -645,6 +652,10 @@ class ShardWriter:
         # (streamwww.io._zarrwriter); each closed shard's record waits for them
         self._codec = local_codec(root, backend, (np.int64, np.int32, dtype, np.float64))
         self._writers = None
+        # other formats on a local disk: whole shards written on threads (small ones)
+        self._pool = None
+        if self._codec is None and backend.name != "zarr" and location(root).is_local:
+            self._pool = ShardPool(max(1, min(2, os.cpu_count() or 1)), _POOL_SHARD_BYTES)
         self._closed: list[tuple] = []  # (index, offset, class counts, result or its future)
 
     _sink_options: dict = {}  # more arguments of open_sink (streamwww.io._early)
@@ -661,6 +672,9 @@ class ShardWriter:
         if self._writers is not None:
             self._writers.close()
             self._writers = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def _row_costs(self, X) -> tuple[np.ndarray, np.ndarray]:
         """Per-row (bytes once read, stored values) in the target layout."""
@@ -705,7 +719,8 @@ class ShardWriter:
                                        layout=self.layout, n_features=self.n_features,
                                        dtype=self.dtype, row_offset=self._written_rows,
                                        weighted=self.weighted, spool_dir=self.scratch,
-                                       writers=self._writers, **self._sink_options)
+                                       writers=self._writers, pool=self._pool,
+                                       **self._sink_options)
             ys = y[start:stop]
             self._sink.append(_row_slice(X, start, stop), ys,
                               None if weight is None else weight[start:stop])
@@ -748,14 +763,16 @@ class ShardWriter:
         self._flush()
         try:
             for i, offset, counts, result in self._closed[len(self.shards):]:
-                rows, nnz, content_hash, sums = (result.result()
-                                                 if isinstance(result, ShardResult) else result)
+                rows, nnz, content_hash, sums = (result if isinstance(result, tuple)
+                                                 else result.result())
                 self.shards.append({"name": self.backend.shard_relpath(i), "rows": rows,
                                     "offset": offset, "nnz": nnz, "sha256": content_hash,
                                     "classes_present": int(np.count_nonzero(counts)),
                                     **(sums or {})})
             if self._writers is not None:
                 self._writers.drain()
+            if self._pool is not None:
+                self._pool.drain()
         finally:
             self.close()
         return self.shards
