@@ -266,6 +266,9 @@ class StoreContract:
 
             monkeypatch.setattr(LocalZarrSink, "_write_rest", failing)
         else:
+            from streamwww.io import store as store_mod
+
+            monkeypatch.setattr(store_mod, "_POOL_SHARD_BYTES", 0)  # in turn (threads: below)
             backend = get_backend(self.format)
             original = type(backend).write_shard
 
