@@ -321,7 +321,7 @@ class ZarrStreamSink:
 def open_sink(root, backend, i: int, *, writers=None, pool=None, **kwargs):
     """The sink for shard ``i``: for Zarr on a local disk, written by ``writers``
     (:class:`~streamwww.io._zarrwriter.Writers`, when
-    :func:`~streamwww.io._zarrwriter.local_codec` allows); otherwise streamed
+    :func:`~streamwww.io._zarrcodec.local_codec` allows); otherwise streamed
     through Zarr, or buffered (other formats; written by ``pool`` if given)."""
     if writers is not None:
         return LocalZarrSink(root, backend, i, writers=writers, **kwargs)

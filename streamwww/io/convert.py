@@ -42,7 +42,7 @@ from streamwww.io._early import EARLY_BLOCK_BYTES, EARLY_MAX_DENSITY, EarlyZarrW
 from streamwww.io._progress import ProgressCallback
 from streamwww.io._staging import Bucket, Rows, Scatter, shuffled_blocks
 from streamwww.io._weights import WeightFile
-from streamwww.io._zarrwriter import local_codec
+from streamwww.io._zarrcodec import local_codec
 from streamwww.io.libsvm import DEFAULT_BLOCK_BYTES, LibsvmReader
 from streamwww.io.store import (
     ShardStore,

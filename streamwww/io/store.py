@@ -62,7 +62,8 @@ from streamwww.io._transaction import (  # noqa: F401  (re-exported for io)
     StoreTransaction,
     open_transaction,
 )
-from streamwww.io._zarrwriter import Writers, local_codec
+from streamwww.io._zarrcodec import local_codec
+from streamwww.io._zarrwriter import Writers
 from streamwww.labels import encode_labels, format_label, summarize_classes  # noqa: F401  (re-exported for io)
 from streamwww.weights import check_sample_weight, first_bad_weight
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from streamwww.io import _zarr, _zarrwriter, open_store, store, write_store
+from streamwww.io import _zarr, _zarrcodec, _zarrwriter, open_store, store, write_store
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -82,7 +82,7 @@ def test_same_files_as_zarr(tmp_path, monkeypatch, case):
 
 
 def test_codec_follows_zarrs_blosc_choice():
-    codec = _zarrwriter.ChunkCodec(_zarr._compressors())
+    codec = _zarrcodec.ChunkCodec(_zarr._compressors())
     assert codec.blosc(np.dtype(">f4")) is None  # big endian: not this writer's job
     import google_crc32c
     from numcodecs import blosc
