@@ -91,10 +91,10 @@ def child(args: argparse.Namespace) -> None:
             convert_libsvm(path, out, format=fmt, shard_mb=args.shard_mb, shuffle=bool(shuffle),
                            seed=0, overwrite=True)
     before = peak_rss_mib()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     run()
-    seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "peak_rss_mib": peak_rss_mib(),
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mib": peak_rss_mib(),
                       "rss_before_mib": before}))
 
 
