@@ -13,9 +13,11 @@ every measurement in a fresh subprocess (so peak RSS is that run's own):
 
 With ``--stages`` it splits one conversion's time instead (where the time
 goes): the parser kernel alone on one 32 MiB piece (one thread), the reader
-thread alone (read + SHA-256), then pass 1 (parse + staging), pass 2 (staged
-rows -> compressed shards) and the commit (fsync + rename), wall and CPU
-seconds of the whole process, median of ``--repeats`` fresh processes.
+thread alone (read + SHA-256), then pass 1 (up to the last block parsed:
+parse + staging, or parse + the shards themselves when they are written while
+parsing), pass 2 (the rest: staged rows -> compressed shards, or y and the
+shard groups) and the commit (fsync + rename), wall and CPU seconds of the
+whole process, median of ``--repeats`` fresh processes.
 
 With ``--rss-only`` it measures instead what issue 15 asks of convert's memory:
 peak RSS with the default options (``--shard-mb 128`` unless given) for a
@@ -89,10 +91,10 @@ def child(args: argparse.Namespace) -> None:
             convert_libsvm(path, out, format=fmt, shard_mb=args.shard_mb, shuffle=bool(shuffle),
                            seed=0, overwrite=True)
     before = peak_rss_mib()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     run()
-    seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "peak_rss_mib": peak_rss_mib(),
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "peak_rss_mib": peak_rss_mib(),
                       "rss_before_mib": before}))
 
 
@@ -125,18 +127,18 @@ def stage_child(args: argparse.Namespace) -> None:
         t = os.times()
         marks.append((name, time.perf_counter(), t.user + t.system))
 
-    init, commit = store.ShardWriter.__init__, store.StoreTransaction.commit
+    blocks, commit = LibsvmReader.__iter__, store.StoreTransaction.commit
 
-    def writer_init(self, *a, **k):
+    def read_all(self):  # pass 1 ends with the last block parsed
+        yield from blocks(self)
         mark("pass1")
-        init(self, *a, **k)
 
     def tx_commit(self, meta):
         mark("pass2")
         commit(self, meta)
         mark("commit")
 
-    store.ShardWriter.__init__, store.StoreTransaction.commit = writer_init, tx_commit
+    LibsvmReader.__iter__, store.StoreTransaction.commit = read_all, tx_commit
     mark("start")
     convert_libsvm(args.input, args.output, format=fmt, shard_mb=args.shard_mb,
                    shuffle=bool(shuffle), seed=0, overwrite=True)

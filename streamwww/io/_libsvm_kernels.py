@@ -10,12 +10,22 @@ multiplication or division (Clinger's fast path), which covers practically all
 LIBSVM files. Any other token (more than 18 significant digits, a large
 exponent) is reported back as *slow* and re-parsed by Python's ``float``, so the
 result always equals ``float(token)``, like ``sklearn.datasets.load_svmlight_file``.
+
+Most ``index:value`` pairs take a fast path (:func:`_fast_pair`): one scan over
+the pair's bytes that parses the index up to the ``:`` and the value up to the
+token's end, accepting only what it can finish there (plain decimal index,
+at most 18 digits of value, exponent within Clinger's range); anything else,
+including every error, is parsed again from the token's start by the general
+code, so results and error messages do not depend on the fast path. Hand-written
+code because this is the conversion's hot loop (``numpy.fromstring``-style
+parsers neither locate errors by line nor keep ``float(token)`` exactness).
 """
 
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.numbers import trailing_zeros
 
 # Status codes of a line (0 = row parsed). Messages live in libsvm.py.
 OK = 0
@@ -187,6 +197,230 @@ def _ends_token(c):
     return c == 32 or (9 <= c and c <= 13) or c == 35
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _digit(c):
+    """The value of the ASCII digit ``c``, or -1."""
+    d = np.int64(c) - 48
+    return d if 0 <= d <= 9 else -1
+
+
+# Eight bytes at a time (SWAR): byte k of a little-endian uint64 is text[p + k].
+_U8 = np.uint64(8)
+_BYTE_LO7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_BYTE_HI = np.uint64(0x8080808080808080)
+_NIB_HI = np.uint64(0xF0F0F0F0F0F0F0F0)
+_NIB_LO = np.uint64(0x0F0F0F0F0F0F0F0F)
+_ASCII_0 = np.uint64(0x3030303030303030)
+_PLUS_6 = np.uint64(0x0606060606060606)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _load8(buf, p):
+    """``buf[p:p + 8]`` as a little-endian uint64 (LLVM makes it one load: the
+    unsigned index spares Numba's negative-index wraparound)."""
+    x = np.uint64(0)
+    q = np.uint64(p)
+    for k in range(8):
+        x |= np.uint64(buf[q + np.uint64(k)]) << np.uint64(8 * k)
+    return x
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _digit_run(x):
+    """How many of the 8 bytes of ``x`` are ASCII digits before the first other byte (0-8)."""
+    # a byte is a digit iff its high nibble is 3 before and after adding 6; a carry
+    # out of a byte (>= 0xFA) only reaches bytes after a non-digit
+    bad = ((x & _NIB_HI) ^ _ASCII_0) | (((x + _PLUS_6) & _NIB_HI) ^ _ASCII_0)
+    flags = (bad | ((bad & _BYTE_LO7) + _BYTE_LO7)) & _BYTE_HI  # 0x80 in each bad byte
+    if flags == 0:
+        return 8
+    return np.int64(trailing_zeros(flags)) >> 3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _digits_value(x, count):
+    """The number written by the first ``count`` (1-8) bytes of ``x``, all digits."""
+    v = (x & _NIB_LO) << np.uint64(8 * (8 - count))  # left-aligned: leading zeros first
+    v = (v * np.uint64(10) + (v >> _U8)) & np.uint64(0x00FF00FF00FF00FF)
+    v = (v * np.uint64(100) + (v >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
+    v = (v * np.uint64(10000) + (v >> np.uint64(32))) & np.uint64(0x00000000FFFFFFFF)
+    return np.int64(v)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ten_to(k):
+    """``10**k`` for ``0 <= k <= 7`` (branches, not a global table: see :func:`_fast_pairs`)."""
+    if k < 4:
+        if k < 2:
+            return 1 if k == 0 else 10
+        return 100 if k == 2 else 1000
+    if k < 6:
+        return 10000 if k == 4 else 100000
+    return 1000000 if k == 6 else 10000000
+
+
+@njit(cache=True, nogil=True)
+def _fast_pairs(buf, p, n, zero_based, max_col, indices, values, k, prev, ordered):
+    """Parse ``index:value`` pairs from ``buf[p]`` on while they are plain.
+
+    Stores them at ``indices[k:]``, ``values[k:]`` and returns ``(p, k, prev,
+    ordered)`` at the line's end, a ``#`` or the first pair that is not plain
+    (``p`` at its first byte; the general code takes it from there). ``prev``
+    is the last column stored, ``ordered`` whether the columns increase.
+
+    The commonest pairs are read eight bytes at a time (SWAR): an index of 1-7
+    digits, ``:``, an optional sign, at most 7 digits, optionally ``.`` and at
+    most 7 more digits, then the token's end, with 8 bytes of text from each
+    digit run on. Then ``m < 10**14`` and the decimal exponent is in [-7, 0],
+    and the value is computed as :func:`_parse_number` computes it. Other
+    plain pairs go through :func:`_fast_pair`. The SWAR code is written out
+    here, not in an inlined function: Numba increments and decrements the
+    reference count of an array passed to an inlined function, two atomic
+    operations per pair (as it does when an inlined function reads a global
+    array).
+    """
+    while True:
+        while p < n and _is_space(buf[p]):
+            p += 1
+        if p >= n or buf[p] == 10 or buf[p] == 35:
+            return p, k, prev, ordered
+        end = -1
+        if p + 8 <= n:
+            x = _load8(buf, p)
+            length = _digit_run(x)
+            if 0 < length < 8 and buf[p + length] == 58:  # 1-7 digits, then ':'
+                idx = _digits_value(x, length)
+                col = idx if zero_based else idx - 1
+                q = p + length + 1
+                if col <= max_col and (zero_based or idx > 0) and q + 9 <= n:
+                    c = buf[q]
+                    neg = c == 45  # -
+                    q += np.int64(neg | (c == 43))  # no branch: signs come in random order
+                    x = _load8(buf, q)
+                    whole = _digit_run(x)
+                    m = _digits_value(x, whole) if 0 < whole < 8 else 0
+                    r = q + whole
+                    frac = 0
+                    if whole < 8 and buf[r] == 46 and r + 9 <= n:  # .
+                        r += 1
+                        x = _load8(buf, r)
+                        frac = _digit_run(x)
+                        if 0 < frac < 8:
+                            m = m * _ten_to(frac) + _digits_value(x, frac)
+                        r += frac
+                    if (whole < 8 and frac < 8 and whole + frac > 0
+                            and (r >= n or _ends_token(buf[r]))):
+                        end = r
+                        if m == 0:
+                            v = -0.0 if neg else 0.0
+                        else:  # float(m) * 1.0, or / 10.0**frac, as _parse_number
+                            v = float(m) / float(_ten_to(frac))
+                            if neg:
+                                v = -v
+        if end < 0:
+            end, col, v = _fast_pair(buf, p, n, zero_based, max_col)
+            if end < 0:
+                return p, k, prev, ordered
+        indices[k] = col
+        values[k] = v
+        if col <= prev:
+            ordered = False
+        prev = col
+        k += 1
+        p = end
+
+
+@njit(cache=True, nogil=True)
+def _fast_pair(buf, p, n, zero_based, max_col):
+    """Parse the ``index:value`` pair at ``buf[p]`` in one scan, if it is plain.
+
+    Returns ``(end, col, value)``: ``end`` is the position after the value
+    (a token end), or -1 when the pair is not plain -- then nothing is taken
+    and the general code parses the pair again, errors included. Plain: an
+    index of at most 10 decimal digits ending at ``:``, within ``max_col``
+    (and not 0 unless ``zero_based``); a value of an optional sign, at most 18
+    digits with at most one ``.``, an optional exponent of at most 4 digits,
+    and nothing else up to the token's end; ``m <= 2**53`` and a decimal
+    exponent within [-22, 22], so that the value is Clinger's exact product or
+    quotient, as in :func:`_parse_number` (and finite in float32 too:
+    below 2**53 * 1e22).
+    """
+    q = p
+    idx = 0
+    while q < n:
+        d = _digit(buf[q])
+        if d < 0:
+            break
+        idx = idx * 10 + d
+        q += 1
+    if q == p or q - p > 10 or q >= n or buf[q] != 58:
+        return -1, 0, 0.0
+    if zero_based:
+        col = idx
+    else:
+        if idx == 0:
+            return -1, 0, 0.0
+        col = idx - 1
+    if col > max_col:
+        return -1, 0, 0.0
+    r = q + 1
+    neg = False
+    if r < n and (buf[r] == 45 or buf[r] == 43):  # - +
+        neg = buf[r] == 45
+        r += 1
+    m = 0
+    s = r
+    while r < n:
+        d = _digit(buf[r])
+        if d < 0:
+            break
+        m = m * 10 + d
+        r += 1
+    ndig = r - s
+    e10 = 0
+    if r < n and buf[r] == 46:  # .
+        r += 1
+        s = r
+        while r < n:
+            d = _digit(buf[r])
+            if d < 0:
+                break
+            m = m * 10 + d
+            r += 1
+        e10 = s - r
+        ndig += r - s
+    if ndig == 0 or ndig > 18:  # no digit, or m may not fit: the general code decides
+        return -1, 0, 0.0
+    if r < n and (buf[r] == 101 or buf[r] == 69):  # e E
+        r += 1
+        eneg = False
+        if r < n and (buf[r] == 45 or buf[r] == 43):
+            eneg = buf[r] == 45
+            r += 1
+        s = r
+        ex = 0
+        while r < n:
+            d = _digit(buf[r])
+            if d < 0:
+                break
+            ex = ex * 10 + d
+            r += 1
+        if r == s or r - s > 4:
+            return -1, 0, 0.0
+        e10 += -ex if eneg else ex
+    if r < n and not _ends_token(buf[r]):
+        return -1, 0, 0.0
+    if m == 0:
+        return r, col, -0.0 if neg else 0.0
+    if m > _TWO53 or e10 > 22 or e10 < -22:
+        return -1, 0, 0.0
+    if e10 >= 0:
+        v = float(m) * _POW10[e10]
+    else:
+        v = float(m) / _POW10[-e10]
+    return r, col, -v if neg else v
+
+
 @njit(cache=True, nogil=True)
 def _line_end(buf, p, n):
     while p < n and buf[p] != 10:
@@ -235,9 +469,11 @@ def _parse_line(buf, s, n, zero_based, max_col, row, nnz, line,
         n_slow += 1
     labels[row] = v
     k = nnz
+    prev = -1
+    ordered = True  # columns strictly increasing so far: nothing to sort or check
     while True:
-        while p < n and _is_space(buf[p]):
-            p += 1
+        p, k, prev, ordered = _fast_pairs(buf, p, n, zero_based, max_col, indices, values, k,
+                                          prev, ordered)
         if p >= n or buf[p] == 10:
             break
         if buf[p] == 35:
@@ -293,8 +529,13 @@ def _parse_line(buf, s, n, zero_based, max_col, row, nnz, line,
         values[k] = v
         if st == _NUM_OK and not np.isfinite(values[k]):  # finite float64, too large for float32
             return E_VALUE_RANGE, nnz, slow0, ts, te, 0, -1
+        if col <= prev:
+            ordered = False
+        prev = col
         k += 1
     line_end = p
+    if ordered:
+        return OK, k, n_slow, 0, 0, 0, line_end
     # Sort the row by column if needed (LIBSVM asks for sorted indices; many
     # writers do not), keeping the slow-token targets pointing at their values.
     is_sorted = True

@@ -34,6 +34,8 @@ Memory bound in numbers: for float32 CSR, at most 16 MiB each of ``indices``,
 from __future__ import annotations
 
 import hashlib
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -49,29 +51,82 @@ from streamwww.io._format import (
     format_version_for,
     weight_hash_prefix,
 )
+from streamwww.io._zarrwriter import LocalZarrSink, append_rows
 
-__all__ = ["BufferedSink", "ZarrStreamSink", "open_sink"]
+__all__ = ["BufferedSink", "ShardPool", "ZarrStreamSink", "open_sink"]
+
+
+class ShardPool:
+    """Threads that write whole buffered shards (Parquet), so that the next shard
+    is collected -- and, with small shards, another written -- meanwhile.
+
+    Parquet's writer compresses on the calling thread only (about two thirds
+    of pass 2 for a Parquet store); it releases the GIL. At most ``budget``
+    bytes of shards are in flight beside the one being collected: a larger
+    shard is written on the collecting thread, as before, so that memory stays
+    one shard at the default shard size.
+    """
+
+    def __init__(self, threads: int, budget: int):
+        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="streamwww-shard-writer")
+        self._flight: deque[tuple[Future, int]] = deque()
+        self.budget = budget
+
+    def submit(self, fn, nbytes: int) -> Future | None:
+        """Run ``fn()`` on a thread, or return None (too large: the caller runs it)."""
+        while self._flight and (nbytes > self.budget
+                                or sum(b for _, b in self._flight) + nbytes > self.budget):
+            self._flight.popleft()[0].result()
+        if nbytes > self.budget:
+            return None
+        future = self._pool.submit(fn)
+        self._flight.append((future, nbytes))
+        return future
+
+    def drain(self) -> None:
+        """Wait for every shard; raise the first failure."""
+        while self._flight:
+            self._flight.popleft()[0].result()
+
+    def close(self) -> None:
+        """Drop the shards not started, wait for the others (nothing is raised)."""
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._flight.clear()
 
 
 class BufferedSink:
-    """Collect a shard's pieces in memory; write them with ``backend.write_shard``."""
+    """Collect a shard's pieces in memory; write them with ``backend.write_shard``
+    (on a :class:`ShardPool` thread when given one)."""
 
     def __init__(self, root, backend, i: int, *, layout: str, n_features: int,
-                 dtype: np.dtype, row_offset: int, weighted: bool = False, spool_dir: Path | None = None):
+                 dtype: np.dtype, row_offset: int, weighted: bool = False,
+                 spool_dir: Path | None = None, pool: ShardPool | None = None):
         self.root, self.backend, self.i = root, backend, i
         self.layout, self.n_features, self.dtype = layout, n_features, dtype
         self.row_offset = row_offset
         self.weighted = weighted
+        self.pool = pool
         self._pending: list[tuple] = []
+        self._nbytes = 0
 
     def append(self, X, y: np.ndarray, weight: np.ndarray | None = None) -> None:
         """Add rows (CSR or dense, ``n_features`` columns), their class indices
         and (a sink for a store with weights) their float64 weights."""
         self._pending.append((X, y, weight))
+        parts = (X.data, X.indices, X.indptr) if sp.issparse(X) else (X,)
+        self._nbytes += sum(a.nbytes for a in parts) + y.nbytes
 
-    def close(self) -> tuple[int, int, str, dict | None]:
-        """Write the shard; return ``(rows, nnz, content_hash, record)``: ``record``
-        holds the checksums (and the weight hash) for the shard's metadata."""
+    def close(self):
+        """Write the shard; return ``(rows, nnz, content_hash, record)`` -- or a future
+        of it, written by the pool: ``record`` holds the checksums (and the weight
+        hash) for the shard's metadata."""
+        if self.pool is not None:
+            future = self.pool.submit(self._write, self._nbytes)
+            if future is not None:
+                return future
+        return self._write()
+
+    def _write(self) -> tuple[int, int, str, dict | None]:
         parts = [p[0] for p in self._pending]
         y = np.concatenate([p[1] for p in self._pending]).astype(np.int32, copy=False)
         weight = (np.concatenate([p[2] for p in self._pending]).astype(np.float64, copy=False)
@@ -230,29 +285,7 @@ class ZarrStreamSink:
     def append(self, X, y: np.ndarray, weight: np.ndarray | None = None) -> None:
         """Add rows (CSR or dense, ``n_features`` columns), their class indices
         and (a sink for a store with weights) their float64 weights."""
-        n = X.shape[0]
-        if self.layout == "sparse":
-            if not sp.issparse(X):
-                X = sp.csr_matrix(X)
-            if not X.has_sorted_indices:
-                X = X.copy()
-                X.sort_indices()
-            a, b = int(X.indptr[0]), int(X.indptr[-1])
-            ptr = X.indptr[1:].astype(np.int64) + (self.nnz - a)
-            self.arrays["indptr"].append(ptr)
-            self.arrays["indices"].append(X.indices[a:b])
-            self.arrays["data"].append(X.data[a:b])  # cast on the way into the chunk buffer
-            self.nnz += b - a
-        else:
-            step = max(1, 2**22 // max(1, self.n_features))  # bounded dense pieces
-            for s in range(0, n, step):
-                part = X[s:s + step]
-                self.arrays["X"].append(part.toarray() if sp.issparse(part) else part)
-            self.nnz += n * self.n_features
-        self.arrays["y"].append(y)
-        if self.weighted:
-            self.arrays[WEIGHT_ARRAY].append(weight)
-        self.rows += n
+        append_rows(self, X, y, weight)
 
     def close(self) -> tuple[int, int, str, dict]:
         """Finish the arrays; return ``(rows, nnz, content_hash, checksums)`` (the hash as
@@ -285,7 +318,13 @@ class ZarrStreamSink:
         return self.rows, self.nnz, h.hexdigest(), record
 
 
-def open_sink(root, backend, i: int, **kwargs):
-    """The sink for shard ``i``: streamed for Zarr, buffered otherwise."""
-    cls = ZarrStreamSink if backend.name == "zarr" else BufferedSink
-    return cls(root, backend, i, **kwargs)
+def open_sink(root, backend, i: int, *, writers=None, pool=None, **kwargs):
+    """The sink for shard ``i``: for Zarr on a local disk, written by ``writers``
+    (:class:`~streamwww.io._zarrwriter.Writers`, when
+    :func:`~streamwww.io._zarrcodec.local_codec` allows); otherwise streamed
+    through Zarr, or buffered (other formats; written by ``pool`` if given)."""
+    if writers is not None:
+        return LocalZarrSink(root, backend, i, writers=writers, **kwargs)
+    if backend.name == "zarr":
+        return ZarrStreamSink(root, backend, i, **kwargs)
+    return BufferedSink(root, backend, i, pool=pool, **kwargs)

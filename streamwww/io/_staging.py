@@ -243,3 +243,4 @@ def shuffled_blocks(buckets: list[Bucket], rng: np.random.Generator,
         step = max(1, int(len(order) * _PIECE_BYTES // max(rows.nbytes, 1)))
         for a in range(0, len(order), step):
             yield _permute(rows, order[a:a + step])
+        del rows, order  # before the next bucket is read: one bucket in memory, not two

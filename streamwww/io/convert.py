@@ -5,13 +5,16 @@ collects the label values and stages the rows on disk (``_staging``), in order
 or scattered over random buckets when shuffling. Pass 2 reads the staged rows
 back (each bucket permuted in memory when shuffling), maps labels to class
 indices -- now that every label is known -- and cuts the rows into shards.
-Everything happens inside the store's temporary directory, so an error or a
-kill leaves no store behind, and so does a failed write (a full disk: a
-:class:`~streamwww.errors.StoreWriteError`). Memory is bounded by three text
-pieces and their parse arrays (pass 1), one shuffle bucket of at most 32 MiB
-and a few Zarr chunks (pass 2; a Parquet shard is held whole), whatever the
-input size and ``--shard-mb``; the staging area needs about as much disk as
-the uncompressed arrays. docs/benchmarks-convert.md has the measurements.
+Without shuffling, to a local Zarr store in the sparse layout, the shards are
+written during pass 1 instead and only the labels are staged
+(:mod:`~streamwww.io._early`). Everything happens inside the store's temporary
+directory, so an error or a kill leaves no store behind, and so does a failed
+write (a full disk: a :class:`~streamwww.errors.StoreWriteError`). Memory is
+bounded by three text pieces and the parse arrays of two (pass 1), one shuffle
+bucket of at most 32 MiB and a few Zarr chunks per array (a Parquet shard is
+held whole), whatever the input size and ``--shard-mb``; the staging area
+needs about as much disk as the uncompressed arrays.
+docs/benchmarks-convert.md has the measurements.
 """
 
 from __future__ import annotations
@@ -35,9 +38,11 @@ from streamwww.errors import (
     StreamwwwError,
 )
 from streamwww.io._backend import get_backend
+from streamwww.io._early import EARLY_BLOCK_BYTES, EARLY_MAX_DENSITY, EarlyZarrWriter
 from streamwww.io._progress import ProgressCallback
 from streamwww.io._staging import Bucket, Rows, Scatter, shuffled_blocks
 from streamwww.io._weights import WeightFile
+from streamwww.io._zarrcodec import local_codec
 from streamwww.io.libsvm import DEFAULT_BLOCK_BYTES, LibsvmReader
 from streamwww.io.store import (
     ShardStore,
@@ -124,7 +129,8 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         Receives :class:`~streamwww.io.ProgressEvent` at block and shard
         boundaries (stages ``"read"`` then ``"write"``).
     block_bytes : int, default=32 MiB
-        Text parsed at a time.
+        Text parsed at a time (at most 8 MiB without ``shuffle`` to a local
+        Zarr store, whose shards are then written while parsing).
     weights : str or path-like, optional
         A weight file (LIBLINEAR's ``-W`` format, optionally gzip, bz2 or xz
         compressed): one number per line, finite and >= 0, one line per data
@@ -183,6 +189,14 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         seed = int(np.random.SeedSequence().entropy)
     scatter_rng, perm_rng = (np.random.default_rng(s)
                              for s in np.random.SeedSequence(seed if shuffle else 0).spawn(2))
+    # rows of a conversion without shuffling to a local Zarr store may go to their
+    # shards while parsing (streamwww.io._early); smaller pieces of text then make
+    # room for the chunks being written
+    may_write_early = (not shuffle and layout in ("auto", "sparse")
+                       and local_codec(located(output, storage_options), backend,
+                                       (np.int64, np.int32, dt)) is not None)
+    if may_write_early:
+        block_bytes = min(block_bytes, EARLY_BLOCK_BYTES)
     reader = LibsvmReader(located(input, storage_options), zero_based=zero_based, dtype=dt, n_features=n_features,
                           skip_bad_lines=skip_bad_lines, block_bytes=block_bytes,
                           progress=progress)
@@ -192,15 +206,17 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
 
     release_freed_memory()  # freed parse and chunk buffers go back to the OS
     tx = _open_transaction(output, overwrite, storage_options)
-    with tx, _write_errors(tx, output), (weight_file or contextlib.nullcontext()):
+    with (tx, _write_errors(tx, output), (weight_file or contextlib.nullcontext()),
+          contextlib.ExitStack() as writers):
         backend.init_root(tx.tmp, format_version_for(weighted))
         staging = tx.scratch / "_staging"
         staging.mkdir()
-        # ---- pass 1: parse, collect labels, stage rows
+        # ---- pass 1: parse, collect labels, stage rows (or write them, see _early)
         seen = np.empty(0, dtype=np.float64)
         ordered = Bucket(staging / "rows.bin", dt, weighted)
         scatter = None
         target_bytes = None
+        early = None
         for block in reader:
             w = None if weight_file is None else weight_file.take(block.n_rows, block.lines)
             rows = Rows(block.labels, block.indptr, block.indices, block.data, w)
@@ -209,7 +225,20 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
             else:
                 seen = np.union1d(seen, block.labels)
             if not shuffle:
-                ordered.append(rows)
+                if may_write_early:  # decided on the first block
+                    may_write_early = False
+                    if layout == "sparse" or _looks_sparse(block, reader.stats):
+                        early = writers.enter_context(EarlyZarrWriter(
+                            tx.tmp, backend, dtype=dt, shard_rows=rows_per_shard,
+                            shard_bytes=shard_bytes, weighted=weighted, scratch=staging))
+                if early is None:
+                    ordered.append(rows)
+                    continue
+                width = n_features if n_features is not None else reader.stats.max_column + 1
+                X = sp.csr_matrix((block.data, block.indices, block.indptr),
+                                  shape=(block.n_rows, width))
+                X.has_sorted_indices = True
+                early.push(X, block.labels, w)
                 continue
             if scatter is None:  # plan the buckets from the first block
                 staged = _staged_nbytes(rows)
@@ -240,21 +269,28 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         layout = resolve_layout(layout, stats.n_rows, n_features, stats.nnz, who)
 
         # ---- pass 2: staged rows -> class indices -> shards
-        writer = ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
-                              n_classes=len(classes), shard_rows=rows_per_shard,
-                              shard_bytes=shard_bytes, progress=progress,
-                              total_rows=stats.n_rows, weighted=weighted, scratch=tx.scratch)
-        if scatter is None:
-            blocks = ordered.records()
+        if early is not None and layout == "sparse":  # only y and the groups are left
+            early.complete(classes, n_features, progress, stats.n_rows)
+            writer = early
         else:
-            blocks = shuffled_blocks(scatter.buckets, perm_rng, 2 * target_bytes)
-        for rows in blocks:
-            y = np.searchsorted(classes, rows.labels).astype(np.int32)
-            X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
-                              shape=(len(rows.labels), n_features))
-            X.has_sorted_indices = True
-            writer.push(X, y, rows.weights)
-        writer.finish()
+            if early is not None:  # "auto" came out dense after all
+                blocks = early.rows_back()
+            elif scatter is None:
+                blocks = ordered.records()
+            else:
+                blocks = shuffled_blocks(scatter.buckets, perm_rng, 2 * target_bytes)
+            with ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
+                             n_classes=len(classes), shard_rows=rows_per_shard,
+                             shard_bytes=shard_bytes, progress=progress,
+                             total_rows=stats.n_rows, weighted=weighted,
+                             scratch=tx.scratch) as writer:
+                for rows in blocks:
+                    y = np.searchsorted(classes, rows.labels).astype(np.int32)
+                    X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
+                                      shape=(len(rows.labels), n_features))
+                    X.has_sorted_indices = True
+                    writer.push(X, y, rows.weights)
+                writer.finish()
         shutil.rmtree(staging)
 
         provenance = {
@@ -283,6 +319,13 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                 stats.path, meta["n_rows"], n_features, len(classes), meta["n_shards"],
                 tx.location.url)
     return open_store(tx.location)
+
+
+def _looks_sparse(block, stats) -> bool:
+    """Whether the first block fills so little of its rows x columns that ``"auto"``
+    will almost surely resolve to sparse (then the shards are written early)."""
+    cells = block.n_rows * max(stats.max_column + 1, 1)
+    return len(block.data) <= EARLY_MAX_DENSITY * cells
 
 
 def _open_transaction(output, overwrite: bool, storage_options=None):

@@ -2,8 +2,9 @@
 
 The file is read in large pieces (32 MiB of text by default) that end at a line
 boundary; a background thread reads and decompresses the next piece while a
-Numba kernel (:mod:`streamwww.io._libsvm_kernels`) parses the current one into
-CSR arrays. Memory is bounded by a few pieces whatever the file size.
+Numba kernel (:mod:`streamwww.io._libsvm_kernels`) parses the one after the
+piece whose rows are being handed out, into CSR arrays. Memory is bounded by
+three pieces and the parse arrays of two, whatever the file size.
 
 Accepted text: one sample per line, ``label index:value index:value ...``;
 ``#`` starts a comment; blank lines, ``qid:N`` fields, CRLF line ends and extra
@@ -231,13 +232,16 @@ class _Prefetcher:
 
     Yields ``(piece, raw_position)`` with ``piece`` a uint8 array; hashes the
     decompressed bytes on the way. zlib, lzma, bz2, hashlib, file reads and the
-    newline search release the GIL, so this overlaps with parsing.
+    newline search release the GIL, so this overlaps with parsing. A finished
+    piece is handed over before the next one is read (the reader holds one
+    piece at a time: the consumer parses one ahead).
     """
 
-    def __init__(self, path, block_bytes: int, depth: int = 1):
+    def __init__(self, path, block_bytes: int):
         self._path = path
         self._block_bytes = block_bytes
-        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._queue: queue.Queue = queue.Queue(maxsize=1)
+        self._taken = threading.Event()
         self._stop = threading.Event()
         self.sha256 = hashlib.sha256()
         self.text_bytes = 0
@@ -246,12 +250,17 @@ class _Prefetcher:
                                         daemon=True)
 
     def _put(self, item) -> bool:
+        """Hand ``item`` over and wait until it is taken (False: stopped)."""
         while not self._stop.is_set():
             try:
                 self._queue.put(item, timeout=0.1)
-                return True
+                break
             except queue.Full:
                 continue
+        while not self._stop.is_set():
+            if self._taken.wait(0.1):
+                self._taken.clear()
+                return True
         return False
 
     _STEP = 2**20  # read calls of at most this: a failure is located to within it
@@ -304,6 +313,7 @@ class _Prefetcher:
         try:
             while True:
                 item = self._queue.get()
+                self._taken.set()
                 if item is None:
                     return
                 if isinstance(item, BaseException):
@@ -414,8 +424,15 @@ class LibsvmReader:
         chunks = iter(prefetch)
         pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
         try:
+            # the next piece is parsed while the blocks of this one are handed out
+            pending = None
             for piece, raw_pos in chunks:
-                yield from self._parse(piece, raw_pos, pool)
+                started = self._start(piece, raw_pos, pool)
+                if pending is not None:
+                    yield from self._collect(*pending)
+                pending = started
+            if pending is not None:
+                yield from self._collect(*pending)
         except _ReadFailure as failure:
             raise self._read_error(failure) from failure.cause
         finally:
@@ -444,10 +461,10 @@ class LibsvmReader:
         return InputReadError(f"{self.path}: cannot read the file; reading stopped {where}: "
                               f"{reason}")
 
-    def _parse(self, buf: np.ndarray, raw_pos: int, pool) -> Iterator[LibsvmBlock]:
-        """Parse whole lines; large pieces are cut at line ends into one part
-        per thread, parsed in parallel (the kernel releases the GIL), and
-        handed out in order."""
+    def _start(self, buf: np.ndarray, raw_pos: int, pool) -> tuple:
+        """Start parsing whole lines; large pieces are cut at line ends into one
+        part per thread, parsed in parallel (the kernel releases the GIL).
+        :meth:`_collect` hands the blocks out in order."""
         n = len(buf)
         parts = [buf]
         if pool is not None and n >= _PARALLEL_MIN_BYTES:
@@ -459,9 +476,14 @@ class LibsvmReader:
                 cuts.append(nl + 1)
             cuts.append(n)
             parts = [buf[a:b] for a, b in zip(cuts[:-1], cuts[1:]) if b > a]
-        results = pool.map(self._run_kernel, parts) if len(parts) > 1 else [
-            self._run_kernel(parts[0])]
+        if pool is None:
+            return parts, [self._run_kernel(parts[0])], raw_pos
+        return parts, [pool.submit(self._run_kernel, part) for part in parts], raw_pos
+
+    def _collect(self, parts: list, results: list, raw_pos: int) -> Iterator[LibsvmBlock]:
         for part, result in zip(parts, results):
+            if not isinstance(result, tuple):
+                result = result.result()
             block = self._finish(part, result, raw_pos)
             if block is not None:
                 yield block

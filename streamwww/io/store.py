@@ -55,13 +55,15 @@ from streamwww.io._format import (
     shard_nbytes,
 )
 from streamwww.io._progress import ProgressCallback, ProgressEvent
-from streamwww.io._shardsink import open_sink
+from streamwww.io._shardsink import ShardPool, open_sink
 from streamwww.io._transaction import (  # noqa: F401  (re-exported for io)
     INCOMPLETE,
     RemoteStoreTransaction,
     StoreTransaction,
     open_transaction,
 )
+from streamwww.io._zarrcodec import local_codec
+from streamwww.io._zarrwriter import Writers
 from streamwww.labels import encode_labels, format_label, summarize_classes  # noqa: F401  (re-exported for io)
 from streamwww.weights import check_sample_weight, first_bad_weight
 
@@ -606,6 +608,13 @@ def _row_slice(X, start: int, stop: int):
     return part
 
 
+# Bytes of buffered shards (Parquet) that may be written on threads beside the one
+# being collected (streamwww.io._shardsink.ShardPool): two shards of up to 16 MiB
+# at a time; shards of the default 128 MiB are written one at a time, on the
+# collecting thread, as before.
+_POOL_SHARD_BYTES = 32 * 2**20
+
+
 class ShardWriter:
     """Cut a stream of row blocks into shards and write them with a backend.
 
@@ -640,6 +649,33 @@ class ShardWriter:
         self._rows = self._nnz = 0
         self._bytes = self._base
         self._written_rows = 0
+        # Zarr on a local disk: chunks encoded, written and hashed by two threads
+        # (streamwww.io._zarrwriter); each closed shard's record waits for them
+        self._codec = local_codec(root, backend, (np.int64, np.int32, dtype, np.float64))
+        self._writers = None
+        # other formats on a local disk: whole shards written on threads (small ones)
+        self._pool = None
+        if self._codec is None and backend.name != "zarr" and location(root).is_local:
+            self._pool = ShardPool(max(1, min(2, os.cpu_count() or 1)), _POOL_SHARD_BYTES)
+        self._closed: list[tuple] = []  # (index, offset, class counts, result or its future)
+
+    _sink_options: dict = {}  # more arguments of open_sink (streamwww.io._early)
+
+    def __enter__(self) -> ShardWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the writer thread, if any (after an error: the jobs not started are
+        dropped). :meth:`finish` closes it too."""
+        if self._writers is not None:
+            self._writers.close()
+            self._writers = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     def _row_costs(self, X) -> tuple[np.ndarray, np.ndarray]:
         """Per-row (bytes once read, stored values) in the target layout."""
@@ -678,14 +714,18 @@ class ShardWriter:
                 room = 1  # one row larger than a whole shard
             stop = start + room
             if self._sink is None:  # rows go to disk as they come (Zarr) or at the flush
-                self._sink = open_sink(self.root, self.backend, len(self.shards),
+                if self._codec is not None and self._writers is None:
+                    self._writers = Writers(self._codec)
+                self._sink = open_sink(self.root, self.backend, len(self._closed),
                                        layout=self.layout, n_features=self.n_features,
                                        dtype=self.dtype, row_offset=self._written_rows,
-                                       weighted=self.weighted, spool_dir=self.scratch)
+                                       weighted=self.weighted, spool_dir=self.scratch,
+                                       writers=self._writers, pool=self._pool,
+                                       **self._sink_options)
             ys = y[start:stop]
             self._sink.append(_row_slice(X, start, stop), ys,
                               None if weight is None else weight[start:stop])
-            self._class_counts_open += np.bincount(ys, minlength=len(self.class_counts))
+            self._take(ys)
             self._rows += room
             self._bytes += int(cum_bytes[stop] - cum_bytes[start])
             self._nnz += int(cum_nnz[stop] - cum_nnz[start])
@@ -693,29 +733,49 @@ class ShardWriter:
             if start < n or self._rows == self.shard_rows:
                 self._flush()
 
+    def _take(self, ys: np.ndarray) -> None:
+        """Count the class indices of rows that went to the open shard."""
+        self._class_counts_open += np.bincount(ys, minlength=len(self.class_counts))
+
     def _flush(self) -> None:
         if not self._rows:
             return
-        i = len(self.shards)
-        rows, nnz, content_hash, sums = self._sink.close()
+        i = len(self._closed)
+        result = self._close_sink()  # (rows, nnz, hash, sums), or what gives them later
         self._sink = None
         counts = self._class_counts_open
         self.class_counts += counts
-        self.shards.append({"name": self.backend.shard_relpath(i), "rows": rows,
-                            "offset": self._written_rows, "nnz": nnz,
-                            "sha256": content_hash,
-                            "classes_present": int(np.count_nonzero(counts)), **(sums or {})})
-        self._written_rows += rows
+        self._closed.append((i, self._written_rows, counts, result))
+        self._written_rows += self._rows
         self._rows, self._bytes, self._nnz = 0, self._base, 0
         self._class_counts_open = np.zeros_like(self.class_counts)
-        logger.debug("wrote shard %d: %d rows", i, rows)
+        logger.debug("closed shard %d", i)
+        self._report(self._written_rows)
+
+    def _close_sink(self):
+        return self._sink.close()
+
+    def _report(self, written_rows: int) -> None:
         if self.progress is not None:
-            self.progress(ProgressEvent("write", self._written_rows, self.total_rows,
-                                        self._written_rows))
+            self.progress(ProgressEvent("write", written_rows, self.total_rows, written_rows))
 
     def finish(self) -> list[dict]:
-        """Write the last partial shard; return the shard records."""
+        """Write the last partial shard, wait for the writer thread; return the shard records."""
         self._flush()
+        try:
+            for i, offset, counts, result in self._closed[len(self.shards):]:
+                rows, nnz, content_hash, sums = (result if isinstance(result, tuple)
+                                                 else result.result())
+                self.shards.append({"name": self.backend.shard_relpath(i), "rows": rows,
+                                    "offset": offset, "nnz": nnz, "sha256": content_hash,
+                                    "classes_present": int(np.count_nonzero(counts)),
+                                    **(sums or {})})
+            if self._writers is not None:
+                self._writers.drain()
+            if self._pool is not None:
+                self._pool.drain()
+        finally:
+            self.close()
         return self.shards
 
 
@@ -830,12 +890,12 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
     layout = resolve_layout(layout, n_rows, n_features, nnz, who)
     with open_transaction(path, overwrite, storage_options) as tx:
         backend.init_root(tx.tmp, format_version_for(weight is not None))
-        writer = ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
-                              n_classes=len(cls), shard_rows=rows_per_shard,
-                              shard_bytes=shard_bytes, weighted=weight is not None,
-                              scratch=tx.scratch)
-        writer.push(X, y_index, weight)
-        writer.finish()
+        with ShardWriter(tx.tmp, backend, layout=layout, n_features=n_features, dtype=dt,
+                         n_classes=len(cls), shard_rows=rows_per_shard,
+                         shard_bytes=shard_bytes, weighted=weight is not None,
+                         scratch=tx.scratch) as writer:
+            writer.push(X, y_index, weight)
+            writer.finish()
         provenance = {"source": {"kind": "arrays"},
                       "options": {"shard_rows": shard_rows, "shard_mb": shard_mb,
                                   "layout": layout, "dtype": dt.name}}

@@ -186,15 +186,14 @@ def after(n: int, real):
 
 
 def full_disk_cases():
-    from zarr.storage import LocalStore
-
-    from streamwww.io import _staging, _transaction
+    from streamwww.io import _early, _staging, _transaction, _zarrwriter
 
     return {
-        # pass 1: the staging area
-        "staging": (_staging.Bucket, "append", lambda real: after(3, real), {}),
-        # pass 2: a Zarr chunk, several shards in
-        "zarr-chunk": (LocalStore, "set", lambda real: after(12, real), {}),
+        # pass 1: the staging area (rows, or the labels of shards written while parsing)
+        "staging": ([(_staging.Bucket, "append"), (_early.EarlyZarrWriter, "_take")],
+                    None, lambda real: after(3, real), {}),
+        # pass 2: a Zarr chunk or zarr.json (written by the writer thread), several shards in
+        "zarr-chunk": (_zarrwriter, "write_file", lambda real: after(12, real), {}),
         # pass 2: a Parquet shard
         "parquet-shard": ("pyarrow.parquet", "write_table", lambda real: after(1, real),
                           {"format": "parquet"}),
@@ -213,7 +212,8 @@ def test_full_disk_leaves_no_store(text, tmp_path, monkeypatch, capsys, case, sh
         import importlib
 
         target = importlib.import_module(target)
-    monkeypatch.setattr(target, name, make(getattr(target, name)))
+    for target, name in (target if isinstance(target, list) else [(target, name)]):
+        monkeypatch.setattr(target, name, make(getattr(target, name)))
     out = tmp_path / "store"
     with pytest.raises(StoreWriteError) as info:
         convert_libsvm(src, out, shard_rows=1000, block_bytes=2**18, shuffle=shuffle, seed=1,

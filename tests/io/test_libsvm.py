@@ -78,6 +78,77 @@ def test_float64_values_are_exact(write_text):
                                123456789e-300]
 
 
+# Tokens at the edges of the kernel's one-scan fast path (_fast_pair): on
+# either side of each limit the value must still be exactly float(token).
+FAST_PATH_EDGES = [
+    "0", "-0", "+0", "0.0", "-0.000", "0e5", "-0e-999", "5.", ".5", "-.5", "+5.25",
+    "123456789012345678", "1234567890123456789", "12345678901234567890",  # 18/19/20 digits
+    "0.123456789012345678", "0.1234567890123456789", "000000000000000001",
+    "9007199254740992", "9007199254740993", "9007199254740991.5",  # m around 2**53
+    "1e22", "1e23", "1e-22", "1e-23", "12.5e21", "12.5e-21", "3e0", "3E+1", "7e0007",
+    "1e00022", "1e00023", "4.5e-0", "1.17549435e-38", "3.4028234e38", "1e-45",
+    "0.000000000000000000001",  # more than 18 digits, m small
+    # the eight-bytes-at-a-time path: runs of 7 digits fit, 8 do not
+    "1234567", "12345678", "0.1234567", "0.12345678", "1234567.1234567", "12345678.1234567",
+    "1234567.12345678", "-9999999.9999999", "+.1234567", "-1234567.",
+]
+
+
+@pytest.mark.parametrize("end", ["\n", ""])
+def test_fast_path_edges_parse_like_python_float(write_text, end):
+    """Every edge token in the middle of a line and last in the file (then the
+    text after it is shorter than the eight bytes the kernel reads at a time)."""
+    text = "".join(f"1 {i + 1}:{t} {i + 2}:{t}\n" for i, t in enumerate(FAST_PATH_EDGES))
+    text += "\n".join(f"2 3:{t}" for t in FAST_PATH_EDGES) + end
+    path = write_text(text)
+    values = [float(t) for t in FAST_PATH_EDGES]
+    expected = np.concatenate([np.repeat(values, 2), values])
+    for block_bytes in (10**6, 7):  # one piece; a piece per line
+        X, _ = load_libsvm(path, dtype=np.float64, block_bytes=block_bytes)
+        assert np.array_equal(X.data.view(np.int64), expected.view(np.int64))  # -0.0 too
+        X32, _ = load_libsvm(path, block_bytes=block_bytes)
+        assert np.array_equal(X32.data, expected.astype(np.float32))
+    check_against_reference(path, text)
+
+
+@pytest.mark.parametrize("token,col", [("2147483647:1", 2147483646), ("0000000003:1", 2),
+                                       ("00000000003:1", 2), ("+3:1", 2), ("1234567:1", 1234566),
+                                       ("12345678:1", 12345677), ("0000007:1", 6)])
+def test_index_edges(write_text, token, col):
+    X, _ = load_libsvm(write_text(f"1 {token}\n"))
+    assert X.indices.tolist() == [col] and X.data.tolist() == [1.0]
+
+
+@pytest.mark.parametrize("token,message", [
+    ("2147483648:1", "out of range"), ("4294967297:1", "out of range"),
+    ("99999999999:1", "out of range"), ("1:1:1", "is not a number"), ("1:1e", "is not a number"),
+    ("1:1e+", "is not a number"), ("1:1..5", "is not a number"), ("1:--1", "is not a number"),
+    ("1:1x", "is not a number"), ("1:3.5e38", "too large for float32"), ("1:.", "is not a number"),
+    ("1:1e99999", "NaN or infinite"),
+])
+def test_pairs_the_fast_path_refuses_keep_their_errors(write_text, token, message):
+    path = write_text(f"1 2:1\n1 {token}\n")
+    with pytest.raises(LibsvmFormatError, match=message) as info:
+        load_libsvm(path)
+    assert info.value.line == 2
+
+
+@pytest.mark.parametrize("row", ["1:1 3:3 2:2 4:1e-30", "1:1 3:3 +2:2 4:1e-30",
+                                 "4:1e-30 3:3 1:1 2:2", "+4:1e-30 1:1 3:3 +2:2"])
+def test_unordered_columns_fast_and_general_pairs(write_text, row):
+    """Pairs of the fast path and of the general one (``+2``, ``1e-30``) in any order."""
+    X, _ = load_libsvm(write_text(f"1 {row}\n2 5:5 6:6\n"))
+    assert X.indices.tolist() == [0, 1, 2, 3, 4, 5]
+    assert X.data.tolist() == [1, 2, 3, np.float32(1e-30), 5, 6]
+
+
+@pytest.mark.parametrize("row", ["1:1 3:3 3:4", "3:3 1:1 3:4", "3:3 +3:4", "+3:3 3:4",
+                                 "1:1 3:1e-30 3:4"])
+def test_duplicate_columns_fast_and_general_pairs(write_text, row):
+    with pytest.raises(LibsvmFormatError, match="duplicate index 3"):
+        load_libsvm(write_text(f"1 {row}\n"))
+
+
 @pytest.mark.parametrize("opener,suffix", [(gzip.compress, ".gz"), (bz2.compress, ".bz2"),
                                            (lzma.compress, ".xz"), (gzip.compress, ".txt")])
 def test_compressed_input(write_text, opener, suffix):
@@ -279,3 +350,26 @@ def test_generated_text_round_trips(write_text, tmp_path, text, block_bytes, fmt
     n_features = 1 + max((c for r in rows for c, _ in r), default=-1)
     assert_same_csr(X, rows_to_csr(rows, n_features))
     assert np.array_equal(y, labels)
+
+
+def test_reader_thread_holds_one_piece_ahead(write_text):
+    """The reader thread hands a piece over before it reads the next: with the
+    consumer busy on one piece, at most one more has been read."""
+    import time
+
+    from streamwww.io.libsvm import _Prefetcher
+
+    line = "1 1:0.5 2:0.25\n"
+    path = write_text(line * 10_000)
+    block = 10 * len(line)
+    prefetch = _Prefetcher(path, block)
+    pieces = iter(prefetch)
+    first, _ = next(pieces)
+    deadline = time.monotonic() + 2
+    while prefetch.text_bytes < 2 * block and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.2)  # time to read more, if it would
+    assert prefetch.text_bytes == 2 * block
+    assert len(first) == block
+    rest = sum(len(piece) for piece, _ in pieces)
+    assert len(first) + rest == prefetch.text_bytes == len(line) * 10_000

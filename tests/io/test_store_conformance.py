@@ -252,17 +252,33 @@ class StoreContract:
         assert (tmp_path / "other" / "precious.txt").exists()
 
     def test_failed_write_leaves_nothing(self, tmp_path, monkeypatch):
-        backend = get_backend(self.format)
-        original = type(backend).write_shard
         calls = []
+        if self.format == "zarr":  # a local Zarr store is written by its writer thread
+            from streamwww.io._zarrwriter import LocalZarrSink
 
-        def failing(self_, root, i, shard, **kw):
-            calls.append(i)
-            if i == 2:
-                raise OSError("disk full (simulated)")
-            return original(self_, root, i, shard, **kw)
+            original = LocalZarrSink._write_rest
 
-        monkeypatch.setattr(type(backend), "write_shard", failing)
+            def failing(self_, *args):
+                calls.append(self_.i)
+                if self_.i == 2:
+                    raise OSError("disk full (simulated)")
+                return original(self_, *args)
+
+            monkeypatch.setattr(LocalZarrSink, "_write_rest", failing)
+        else:
+            from streamwww.io import store as store_mod
+
+            monkeypatch.setattr(store_mod, "_POOL_SHARD_BYTES", 0)  # in turn (threads: below)
+            backend = get_backend(self.format)
+            original = type(backend).write_shard
+
+            def failing(self_, root, i, shard, **kw):
+                calls.append(i)
+                if i == 2:
+                    raise OSError("disk full (simulated)")
+                return original(self_, root, i, shard, **kw)
+
+            monkeypatch.setattr(type(backend), "write_shard", failing)
         with pytest.raises(OSError, match="simulated"):
             self.write(tmp_path / "s", *sparse_data(), shard_rows=50)
         assert calls == [0, 1, 2]
@@ -346,3 +362,42 @@ class TestParquetStore(StoreContract):
         X = sp.csr_matrix((values.values.to_numpy(), indices.values.to_numpy(),
                            indices.offsets.to_numpy()), shape=(len(y), n_features))
         return X, y
+
+
+def test_parquet_shards_written_on_threads_equal_those_written_in_turn(tmp_path, monkeypatch):
+    """Small Parquet shards go to a pool of threads (two in flight at most here);
+    the files are those written one after the other, and a failed write stops
+    the store."""
+    import json
+
+    from streamwww.io import _shardsink, store as store_mod
+
+    X, y = sparse_data()
+    pooled = []
+    real = _shardsink.ShardPool.submit
+    monkeypatch.setattr(_shardsink.ShardPool, "submit",
+                        lambda self, fn, n: pooled.append(n) or real(self, fn, n))
+    a = write_store(tmp_path / "a", X, y, format="parquet", shard_rows=40)
+    assert len(pooled) == a.n_shards > 2
+    monkeypatch.setattr(store_mod, "_POOL_SHARD_BYTES", 0)  # every shard in turn
+    b = write_store(tmp_path / "b", X, y, format="parquet", shard_rows=40)
+    assert a.fingerprint == b.fingerprint
+    for f in sorted((tmp_path / "a").iterdir()):
+        other = (tmp_path / "b" / f.name).read_bytes()
+        if f.name == "streamwww.json":
+            strip = (lambda d: {k: v for k, v in json.loads(d).items() if k != "created"})
+            assert strip(f.read_bytes()) == strip(other)
+        else:
+            assert f.read_bytes() == other, f.name
+
+    def failing(self):
+        if self.i == 3:
+            raise OSError(28, "No space left on device")
+        return real_write(self)
+
+    real_write = _shardsink.BufferedSink._write
+    monkeypatch.setattr(store_mod, "_POOL_SHARD_BYTES", 2**30)
+    monkeypatch.setattr(_shardsink.BufferedSink, "_write", failing)
+    with pytest.raises(OSError, match="No space"):
+        write_store(tmp_path / "c", X, y, format="parquet", shard_rows=40)
+    assert not (tmp_path / "c").exists() and leftovers(tmp_path / "c") == []
