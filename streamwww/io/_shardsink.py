@@ -21,7 +21,7 @@ shard is closed. Two kinds:
   one chunk never leaves memory before its close and is written by
   ``write_shard`` itself, like any other format's.
 
-  Keep :meth:`ZarrStreamSink.group` and :meth:`_StreamedArray._write_full_chunk`
+  Keep :meth:`ZarrStreamSink.group` and :meth:`_StreamedArray._chunk_full`
   in step with ``ZarrBackend.write_shard`` (group attributes, ``create_array``
   arguments): the codecs come from ``_zarr._compressors()`` and the chunk
   shapes from ``_zarr._chunks``, the rest is repeated here.
@@ -51,7 +51,7 @@ from streamwww.io._format import (
     format_version_for,
     weight_hash_prefix,
 )
-from streamwww.io._zarrwriter import LocalZarrSink, append_rows
+from streamwww.io._zarrwriter import ChunkedColumn, LocalZarrSink, append_rows
 
 __all__ = ["BufferedSink", "ShardPool", "ZarrStreamSink", "open_sink"]
 
@@ -156,34 +156,19 @@ def _with_weight_hash(sums: dict | None, shard: ShardData) -> dict | None:
     return {**(sums or {}), WEIGHT_HASH_KEY: shard.weight_hash()}
 
 
-class _StreamedArray:
+class _StreamedArray(ChunkedColumn):
     """One Zarr array written chunk by chunk (see the module docstring)."""
 
     def __init__(self, sink: ZarrStreamSink, name: str, dtype, width: int | None,
                  chunk_rows: int, compressors):
-        self.sink, self.name = sink, name
-        self.dtype = np.dtype(dtype)
-        self.tail = () if width is None else (width,)
-        self.chunk_rows = chunk_rows
+        super().__init__(sink, name, dtype, width, chunk_rows)
         self.compressors = compressors
-        self.buf = np.empty((chunk_rows, *self.tail), dtype=self.dtype)
-        self.filled = 0  # rows in buf
         self.written = 0  # rows already in full chunks on disk
         self.array = None
         self.spool = None  # raw copy of the full chunks, for the content hash
         self.spool_path = sink.spool_dir / f".spool-{sink.i:05d}-{name}"
 
-    def append(self, values: np.ndarray) -> None:
-        start, n = 0, len(values)
-        while start < n:
-            take = min(self.chunk_rows - self.filled, n - start)
-            self.buf[self.filled:self.filled + take] = values[start:start + take]
-            self.filled += take
-            start += take
-            if self.filled == self.chunk_rows:
-                self._write_full_chunk()
-
-    def _write_full_chunk(self) -> None:
+    def _chunk_full(self) -> None:  # written here, the buffer reused
         end = self.written + self.chunk_rows
         if self.array is None:
             self.array = create_checksummed_array(

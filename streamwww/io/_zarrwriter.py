@@ -50,7 +50,7 @@ from streamwww.io._format import (
 )
 from streamwww.io._zarrcodec import ChunkCodec, ZarrDocs
 
-__all__ = ["EarlyShard", "LocalZarrSink", "ShardResult", "WriterThread", "Writers",
+__all__ = ["ChunkedColumn", "EarlyShard", "LocalZarrSink", "ShardResult", "WriterThread", "Writers",
            "append_rows"]
 
 
@@ -119,25 +119,19 @@ class Writers:
         self.hasher.close()
 
 
-class _Column:
-    """One array of a shard: the chunk being filled on the converting thread;
-    the encoder thread writes full chunks, the hasher thread spools them."""
+class ChunkedColumn:
+    """One array of a shard, filled row by row into a chunk buffer on the converting
+    thread; a subclass says what happens to each full chunk (:meth:`_chunk_full`)."""
 
-    def __init__(self, sink: LocalZarrSink, name: str, dtype, width: int | None,
-                 chunk_rows: int):
+    def __init__(self, sink, name: str, dtype, width: int | None, chunk_rows: int):
         self.sink, self.name = sink, name
         self.dtype = np.dtype(dtype)
         self.tail = () if width is None else (width,)
         self.chunk_rows = chunk_rows
         self.buf = self._new_buffer()
         self.filled = 0  # rows in buf
-        self.full = 0  # full chunks handed to the threads
-        self.crcs: list[int] = []  # per chunk written (encoder thread)
-        self.spool = None  # raw copy of the full chunks (hasher thread)
-        self.spool_path = sink.spool_dir / f".spool-{sink.i:05d}-{name}"
 
     def _new_buffer(self) -> np.ndarray:
-        # fresh pages, touched as rows arrive: the full one belongs to the threads now
         return np.empty((self.chunk_rows, *self.tail), dtype=self.dtype)
 
     def append(self, values: np.ndarray) -> None:
@@ -148,10 +142,30 @@ class _Column:
             self.filled += take
             start += take
             if self.filled == self.chunk_rows:
-                buf, self.buf, self.filled = self.buf, self._new_buffer(), 0
-                self.sink.writers.encoder.submit(self.write_chunk, self.full, buf)
-                self.sink.writers.hasher.submit(self.spool_chunk, buf)
-                self.full += 1
+                self._chunk_full()
+
+    def _chunk_full(self) -> None:
+        raise NotImplementedError
+
+
+class _Column(ChunkedColumn):
+    """One array of a shard: the chunk being filled on the converting thread;
+    the encoder thread writes full chunks, the hasher thread spools them."""
+
+    def __init__(self, sink: LocalZarrSink, name: str, dtype, width: int | None,
+                 chunk_rows: int):
+        super().__init__(sink, name, dtype, width, chunk_rows)
+        self.full = 0  # full chunks handed to the threads
+        self.crcs: list[int] = []  # per chunk written (encoder thread)
+        self.spool = None  # raw copy of the full chunks (hasher thread)
+        self.spool_path = sink.spool_dir / f".spool-{sink.i:05d}-{name}"
+
+    def _chunk_full(self) -> None:
+        # a fresh buffer (pages touched as rows arrive): the full one belongs to the threads now
+        buf, self.buf, self.filled = self.buf, self._new_buffer(), 0
+        self.sink.writers.encoder.submit(self.write_chunk, self.full, buf)
+        self.sink.writers.hasher.submit(self.spool_chunk, buf)
+        self.full += 1
 
     # ---- encoder thread
     def write_chunk(self, index: int, values: np.ndarray) -> None:
