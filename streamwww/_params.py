@@ -71,7 +71,8 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
     _choice(owner, "device", device, ("auto", "cpu", "cuda"))
     _int(owner, "verbose", verbose, low=0)
     _int(owner, "inner_passes", inner_passes, low=1)
-    _int(owner, "eval_every", eval_every, low=1)
+    if not (isinstance(eval_every, str) and eval_every == "auto"):
+        _int(owner, "eval_every", eval_every, low=1)
     _int(owner, "mix_shards", mix_shards, low=1)
     if not (random_state is None or isinstance(random_state, (numbers.Integral, np.random.RandomState))) \
             or isinstance(random_state, bool):
@@ -100,7 +101,7 @@ DEFAULTS = {
     "mix_shards": 2,        # shards trained together as one block (stores)
     "prefetch": "auto",     # shards loading ahead: 2, or 6 from an object store (resolve_prefetch)
     "inner_passes": 1,      # passes over a loaded shard group
-    "eval_every": 1,        # epochs between objective passes
+    "eval_every": "auto",   # epochs between objective passes ("auto": engine.config.evaluation_epoch)
     "checkpoint_every": 0,  # shards between checkpoints within an epoch (0: epoch ends only)
     "checkpoint_interval": 60.0,  # seconds at least between two checkpoints of a run (0: no minimum)
     "memory_budget": "auto",  # decoded shards kept in RAM between epochs (stores)

@@ -65,7 +65,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
           random_state=None, device: str = "auto", verbose: int = 0, checkpoint_dir=None,
           checkpoint_every: int = DEFAULTS["checkpoint_every"],
           checkpoint_interval: float = DEFAULTS["checkpoint_interval"], prefetch: int | str = DEFAULTS["prefetch"],
-          inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
+          inner_passes: int = DEFAULTS["inner_passes"], eval_every: int | str = DEFAULTS["eval_every"],
           mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None,
           class_weight=None, sample_weight=None, cv=None, client=None, workers: int | None = None,
           partitions: int | None = None, storage_options: dict | None = None,
@@ -104,8 +104,13 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         hide its latency; docs/STORAGE.md).
     inner_passes : int, default=1
         Exact passes over each shard group while it is loaded (block minimization).
-    eval_every : int, default=1
-        Compute the objectives (a streaming pass) every this many epochs.
+    eval_every : int or 'auto', default='auto'
+        When to compute the objectives (a pass over every row; a stop is decided only
+        there, on the exact duality gap): every this many epochs, or ``'auto'``:
+        after every epoch at first, then spaced by ``isqrt(e) // 2`` epochs after
+        epoch ``e`` (epochs 1-16, 18, 20, ..., 36, 39, ...; every 11 epochs at 500).
+        Shrinking's sets hold until the next objective pass.  A cluster run
+        certifies every round with ``'auto'`` (docs/TRAINING.md).
     mix_shards : int, default=2
         Shards trained together as one block, their rows interleaved in a seeded
         random order; the groups are cut anew every epoch from the shuffled

@@ -93,6 +93,18 @@ def _prefetch_arg(text: str):
         raise argparse.ArgumentTypeError(f"--prefetch must be 'auto' or a number of shards, got {text!r}") from None
 
 
+def _eval_every(text: str):
+    if text == "auto":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--eval-every must be 'auto' or an int >= 1, got {text!r}")
+    return value
+
+
 def _memory_budget_arg(text: str):
     """``auto`` or a size: bytes, or a number with K, M, G or T (binary units: ``8G``, ``512MiB``)."""
     if text.strip().lower() == "auto":
@@ -161,8 +173,9 @@ def register(sub) -> None:
     p.add_argument("--mix-shards", type=int, default=DEFAULTS["mix_shards"],
                    help="shards trained together, rows interleaved; groups change every epoch "
                         f"(default {DEFAULTS['mix_shards']})")
-    p.add_argument("--eval-every", type=int, default=DEFAULTS["eval_every"],
-                   help=f"objectives every N epochs (default {DEFAULTS['eval_every']})")
+    p.add_argument("--eval-every", type=_eval_every, default=DEFAULTS["eval_every"],
+                   help="objectives every N epochs, or 'auto': every epoch at first, then about every "
+                        f"sqrt(epoch)/2 epochs (default {DEFAULTS['eval_every']})")
     p.add_argument("--cv", type=int, metavar="K", default=None,
                    help="choose C among the --C values by K-fold cross-validation (stratified, seeded folds; "
                         "all folds and C values train in the same passes); prints the best C and the table "

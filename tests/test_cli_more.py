@@ -380,3 +380,20 @@ def test_cluster_run_checkpoints_and_resumes_from_the_cli(run, capsys):
     assert obj["models"][0]["epochs"] == 4 and sw.load_model(tmp / "c2.npz").n_iter_ == 4
     ref = sw.train(tmp / "train.zarr", C=0.1, random_state=3, max_iter=4, device="auto")
     assert np.array_equal(ref.coef_, sw.load_model(tmp / "c2.npz").coef_)  # K = 1: the sequential model
+
+
+def test_train_eval_every_takes_auto_or_a_count(run, capsys, tmp_path):
+    """--eval-every: 'auto' (the default) or an int >= 1, recorded in the checkpoint; anything
+    else is one usage line naming the option and the value."""
+    tmp, _, _ = run
+    for value, recorded in (("auto", "auto"), ("2", 2)):
+        ck = tmp_path / f"ck-{value}"
+        assert main(["train", str(tmp / "train.zarr"), "--C", "1", "--checkpoint-dir", str(ck), "--max-iter", "3",
+                     "--eval-every", value, "-q", "--model-out", str(tmp_path / f"m-{value}.npz")]) == 0
+        assert json.loads((ck / "manifest.json").read_text())["config"]["eval_every"] == recorded
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        main(["train", str(tmp / "train.zarr"), "--eval-every", "0", "--checkpoint-dir", str(tmp_path / "x"),
+              "--model-out", str(tmp_path / "x.npz")])
+    assert exc.value.code == 2
+    assert "--eval-every must be 'auto' or an int >= 1, got '0'" in capsys.readouterr().err

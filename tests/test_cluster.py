@@ -255,10 +255,11 @@ def test_driver_sigkilled_then_resumed_is_bitwise(client, store, tmp_path):
 
 
 def test_cross_validation_on_a_cluster(client, store, tmp_path):
-    """WWClassifierCV / train(cv=) on a cluster: K = 1 is the in-process CV bitwise; a K = 2
-    run interrupted after a round resumes to the undisturbed result."""
+    """WWClassifierCV / train(cv=) on a cluster: K = 1 is the in-process CV (objectives after
+    every epoch, as every round has them) bitwise; a K = 2 run interrupted after a round
+    resumes to the undisturbed result."""
     cv_kw = dict(Cs=[0.5, 2.0], cv=3, tol=1e-2, max_iter=30, random_state=1, device="cpu")
-    seq = sw.WWClassifierCV(**cv_kw).fit(store)
+    seq = sw.train(store, C=cv_kw["Cs"], **{k: v for k, v in cv_kw.items() if k != "Cs"}, eval_every=1)
     one = sw.WWClassifierCV(**cv_kw).fit(store, client=client, partitions=1)
     assert np.array_equal(seq.cv_results_["mean_test_score"], one.cv_results_["mean_test_score"])
     assert np.array_equal(seq.coef_, one.coef_) and seq.best_C_ == one.best_C_
@@ -302,7 +303,7 @@ def test_arrays_on_a_cluster(client, store):
         duals = [h["dual"] for h in m.history_]
         assert all(d1 >= d0 - 1e-12 * abs(d0) for d0, d1 in zip(duals, duals[1:]))
     cv_kw = dict(Cs=[0.5, 2.0], cv=3, tol=1e-2, max_iter=20, random_state=1, device="cpu")
-    cv_seq = sw.WWClassifierCV(**cv_kw).fit(X, y)
+    cv_seq = sw.train((X, y), C=cv_kw["Cs"], **{k: v for k, v in cv_kw.items() if k != "Cs"}, eval_every=1)
     cv_one = sw.WWClassifierCV(**cv_kw).fit(X, y, client=client, partitions=1)
     assert np.array_equal(cv_seq.cv_results_["mean_test_score"], cv_one.cv_results_["mean_test_score"])
     assert np.array_equal(cv_seq.coef_, cv_one.coef_)

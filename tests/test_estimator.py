@@ -41,7 +41,11 @@ def test_learns_and_reports(rng):
     m = sw.WWClassifier(random_state=0).fit(X, y)
     assert m.score(X, y) > 0.9
     assert m.coef_.shape == (4, 6) and m.intercept_.shape == (4,)
-    assert m.n_iter_ == len(m.history_) >= 1
+    # the objectives after the epochs of the "auto" schedule, and after the last
+    from streamwww.engine.config import evaluation_epoch
+
+    assert [e["epoch"] for e in m.history_] == [e for e in range(1, m.n_iter_ + 1)
+                                                if evaluation_epoch(e) or e == m.n_iter_]
     h = m.history_[-1]
     assert h["rel_gap"] <= 1e-3 and h["primal"] >= h["dual"] > 0
     assert set(h) == {"epoch", "time", "wall_time", "primal", "dual", "gap", "rel_gap"}

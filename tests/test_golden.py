@@ -5,10 +5,15 @@ must keep passing: a refactor moves code, it does not change a single bit of a
 model.  A later change that alters the trajectory on purpose (a new row order,
 ...) updates the hashes in the same commit and says why there.
 
-``GOLDEN`` are those runs with ``shrinking=False``: the trajectory of every run
-before shrinking existed, unchanged by it.  ``GOLDEN_SHRINKING`` pins the same
-runs with shrinking (the default since it was added; engine/shrink.py): the
-Shark run does not shrink, so its hash is the same in both.
+``GOLDEN`` are those runs with ``shrinking=False`` and ``eval_every=1``: the
+trajectory of every run before shrinking existed, unchanged by it.
+``GOLDEN_SHRINKING`` pins the same runs with shrinking (engine/shrink.py): the
+Shark run does not shrink, so its hash is the same in both.  ``GOLDEN_AUTO`` pins
+them with the defaults since the objectives' ``"auto"`` schedule came
+(engine.config.evaluation_epoch: shrinking, objectives spaced out, the sets held
+between them).  The ``eval_every=2`` run keeps its setting in all three; with
+shrinking its hash changed when sets began to hold across epochs without
+objectives (it was ``55a20340c44f9e92d80b`` before).
 
 Run ``python -m tests.test_golden`` to print the current hashes.
 """
@@ -51,30 +56,43 @@ def _digest(models) -> str:
     return h.hexdigest()[:20]
 
 
-def _run(name: str, tmp, shrinking: bool) -> str:
-    sh = {"shrinking": shrinking}
+# the tables: the runs' settings beyond each run's own
+MODES = {"GOLDEN": {"shrinking": False, "eval_every": 1},
+         "GOLDEN_SHRINKING": {"shrinking": True, "eval_every": 1},
+         "GOLDEN_AUTO": {}}  # the defaults
+
+
+def _run(name: str, tmp, mode: str) -> str:
+    sh = dict(MODES[mode])
+    every = {"eval_every": sh.pop("eval_every")} if "eval_every" in sh else {}
+
+    def fit(X, y, **params):  # the estimator with the defaults; train() where eval_every is set
+        if every:
+            return sw.train((X, y), **params, **sh, **every)
+        return sw.WWClassifier(**params, **sh).fit(X, y)
+
     if name == "memory-dense":
         X, y = _data(1, 300, 8, 5, False)
-        return _digest(sw.WWClassifier(C=0.5, random_state=3, **sh).fit(X, y))
+        return _digest(fit(X, y, C=0.5, random_state=3))
     if name == "memory-sparse-gapdecay":
         X, y = _data(2, 400, 30, 4, True)
-        return _digest(sw.WWClassifier(C=2.0, tol=0, gap_decay=0.0009, fit_intercept=False,
-                                       max_iter=300, random_state=4, **sh).fit(X, y))
+        return _digest(fit(X, y, C=2.0, tol=0, gap_decay=0.0009, fit_intercept=False, max_iter=300,
+                           random_state=4))
     if name == "memory-multiC":
         X, y = _data(3, 350, 20, 6, True)
-        return _digest(sw.train((X, y), C=[0.1, 1.0, 10.0], tol=1e-4, random_state=5, **sh))
+        return _digest(sw.train((X, y), C=[0.1, 1.0, 10.0], tol=1e-4, random_state=5, **sh, **every))
     if name == "memory-shark":
         X, y = _data(4, 250, 6, 4, False)
-        return _digest(sw.WWClassifier(C=1.0, subproblem="shark", tol=1e-3, random_state=6, **sh).fit(X, y))
+        return _digest(fit(X, y, C=1.0, subproblem="shark", tol=1e-3, random_state=6))
     if name == "memory-k12-binary":
         X, y = _data(5, 300, 10, 12, False, np.float64)
         Xb, yb = _data(6, 200, 5, 2, True)
-        return _digest([sw.WWClassifier(C=0.3, random_state=7, **sh).fit(X, y),
-                        sw.WWClassifier(C=0.3, random_state=7, intercept_scaling=2.0, **sh).fit(Xb, yb)])
+        return _digest([fit(X, y, C=0.3, random_state=7),
+                        fit(Xb, yb, C=0.3, random_state=7, intercept_scaling=2.0)])
     if name == "store-zarr-mix2":
         X, y = _data(7, 800, 25, 5, True)
         write_store(tmp / "a.zarr", X, y, shard_rows=150)
-        return _digest(sw.train(tmp / "a.zarr", C=0.5, tol=1e-4, random_state=8, **sh))
+        return _digest(sw.train(tmp / "a.zarr", C=0.5, tol=1e-4, random_state=8, **sh, **every))
     if name == "store-checkpoint-mix1-multiC":
         X, y = _data(8, 700, 12, 4, False)
         write_store(tmp / "b.zarr", X, y, shard_rows=100)
@@ -87,7 +105,7 @@ def _run(name: str, tmp, shrinking: bool) -> str:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             sw.train(tmp / "c.parquet", C=1.0, tol=1e-5, max_iter=3, random_state=10,
-                     checkpoint_dir=tmp / "ck2", mix_shards=3, **sh)
+                     checkpoint_dir=tmp / "ck2", mix_shards=3, **sh, **every)
         return _digest(sw.resume(tmp / "ck2", max_iter=200))
     raise KeyError(name)
 
@@ -111,36 +129,50 @@ GOLDEN_SHRINKING = {
     "memory-shark": "b8a34c2857ee115086ac",
     "memory-k12-binary": "19ecc3e6ea6b9a1e7ede",
     "store-zarr-mix2": "44aff69aaa9ab5c29cad",
-    "store-checkpoint-mix1-multiC": "55a20340c44f9e92d80b",
+    "store-checkpoint-mix1-multiC": "bb6fb8ca79146176038e",
     "store-parquet-resume": "edb49f333f16b09b3a25",
 }
 
 
-@pytest.mark.parametrize("shrinking", [False, True])
+GOLDEN_AUTO = {
+    "memory-dense": "9a9720434ac8c9dd1bf4",
+    "memory-sparse-gapdecay": "95cddeabeb844de76058",
+    "memory-multiC": "ada69adafa3d4481c37a",
+    "memory-shark": "c4cd4a4c202ec09f10ca",
+    "memory-k12-binary": "8aa71612ccd9c96a08f5",
+    "store-zarr-mix2": "dfb7744a7609d215aeb6",
+    "store-checkpoint-mix1-multiC": "bb6fb8ca79146176038e",
+    "store-parquet-resume": "f448aaf210350078fcae",
+}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("name", sorted(GOLDEN))
-def test_golden_model(name, shrinking, tmp_path):
+def test_golden_model(name, mode, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        got = _run(name, tmp_path, shrinking)
-    want = (GOLDEN_SHRINKING if shrinking else GOLDEN)[name]
-    assert got == want, f"{name} (shrinking={shrinking}): the model changed bitwise (hash {got}, golden {want})"
+        got = _run(name, tmp_path, mode)
+    want = globals()[mode][name]
+    assert got == want, f"{name} ({mode}): the model changed bitwise (hash {got}, golden {want})"
 
 
 def test_shrinking_changes_the_trajectory():
-    """The two tables pin different runs: shrinking did something on each but Shark's."""
+    """The tables pin different runs: shrinking did something on each but Shark's, and the
+    "auto" schedule on each but the run that sets ``eval_every`` itself."""
     for name in GOLDEN:
         assert (GOLDEN[name] == GOLDEN_SHRINKING[name]) == (name == "memory-shark"), name
+        assert (GOLDEN_AUTO[name] == GOLDEN_SHRINKING[name]) == (name == "store-checkpoint-mix1-multiC"), name
 
 
 if __name__ == "__main__":
     import tempfile
     from pathlib import Path
 
-    for shrinking in (False, True):
-        print("GOLDEN_SHRINKING = {" if shrinking else "GOLDEN = {")
+    for mode in MODES:
+        print(f"{mode} = {{")
         for name in GOLDEN:
             with tempfile.TemporaryDirectory() as d:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
-                    print(f'    "{name}": "{_run(name, Path(d), shrinking)}",', flush=True)
+                    print(f'    "{name}": "{_run(name, Path(d), mode)}",', flush=True)
         print("}")

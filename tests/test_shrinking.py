@@ -204,3 +204,72 @@ def test_a_mid_epoch_checkpoint_continued_with_late_objectives_keeps_its_sets(tm
         assert json.loads((ck / "manifest.json").read_text())["cursor"]["pos"] > 0
         go_on = sw.train(store, checkpoint_dir=ck, checkpoint_every=0, **kw)
     assert np.array_equal(go_on.coef_, whole.coef_) and go_on.n_iter_ == whole.n_iter_
+
+
+def test_the_auto_schedule_evaluates_every_epoch_first_then_spaced_out(rng):
+    """``eval_every="auto"`` (the default): epochs 1-16, then every isqrt(e) // 2 epochs; the
+    history has exactly those epochs (and the last); the schedule is the epoch's alone."""
+    from streamwww.engine.config import SolverConfig, evaluation_epoch
+
+    got = [e for e in range(1, 80) if evaluation_epoch(e)]
+    assert got[:16] == list(range(1, 17))
+    assert got[16:] == [18, 20, 22, 24, 26, 28, 30, 32, 34, 36, 39, 42, 45, 48, 51, 54, 57, 60, 63, 66, 70, 74,
+                        78]
+    cfg = SolverConfig(Cs=(1.0,), max_iter=37, eval_every="auto")
+    assert cfg.evaluates(37) and not cfg.evaluates(35) and cfg.sticky_sets
+    assert not SolverConfig(Cs=(1.0,)).sticky_sets  # eval_every=1: nothing to hold sets across
+    X, y = make_classification(rng, n=300, d=8, k=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = sw.WWClassifier(C=1.0, tol=0, max_iter=45, random_state=0).fit(X, y)
+    assert [h["epoch"] for h in m.history_] == [e for e in range(1, 46) if evaluation_epoch(e) or e == 45]
+
+
+def test_sets_hold_until_the_next_objective_pass(monkeypatch, rng):
+    """With objectives every 3 epochs every epoch after the first objective pass (epoch 3)
+    shrinks: the sets of the last objective pass serve the epochs without one (before, those epochs passed over every
+    coordinate); the optimum is the full run's."""
+    calls = []
+    real = CPUBackend.bcd_pass
+
+    def spy(self, *args, near=None, **kw):
+        calls.append(near is not None)
+        return real(self, *args, near=near, **kw)
+
+    monkeypatch.setattr(CPUBackend, "bcd_pass", spy)
+    X, y = make_classification(rng, n=300, d=8, k=4)
+    m = sw.train((X, y), C=1.0, tol=1e-6, max_iter=2000, random_state=0, eval_every=3)
+    assert not any(calls[:3]) and all(calls[3:]) and len(calls) == m.n_iter_ > 6
+    full = sw.train((X, y), C=1.0, tol=1e-6, max_iter=2000, random_state=0, eval_every=1, shrinking=False)
+    p, d = m.history_[-1]["primal"], full.history_[-1]["primal"]
+    assert abs(p - d) <= 1e-5 * abs(d)
+
+
+@pytest.mark.parametrize("first,then", [("auto", "auto"), (0, 0), (0, "auto"), ("auto", 0)])
+def test_a_run_killed_after_an_epoch_without_objectives_resumes_bitwise(tmp_path, rng, first, then):
+    """Killed in epoch 18 (the "auto" schedule evaluated 16, not 17): the last commit, at the
+    end of epoch 17, holds the W of epoch 16 whose sets epoch 18 uses; resumed with the
+    objectives in their own pass (memory_budget="auto") or late (0), either way, the run
+    ends with the uninterrupted model, history and epochs."""
+    import json
+
+    X, y = make_classification(rng, n=600, d=10, k=5, sparse=True)
+    store = write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    kw = dict(C=0.5, tol=0, max_iter=24, random_state=3, checkpoint_interval=0)
+
+    def stop(epoch, done, n_shards, rows):
+        if epoch == 18 and done >= 2:
+            raise KeyboardInterrupt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        whole = sw.train(store, memory_budget=first, **kw)
+        ck = tmp_path / "ck"
+        with pytest.raises(KeyboardInterrupt):
+            sw.train(store, memory_budget=first, checkpoint_dir=ck, progress=stop, **kw)
+        man = json.loads((ck / "manifest.json").read_text())
+        assert man["cursor"] == {**man["cursor"], "epoch": 17, "pos": 0}
+        assert man["W_sets"]["file"].startswith("Wsets-")
+        resumed = sw.train(store, memory_budget=then, checkpoint_dir=ck, **kw)
+    assert resumed.coef_.tobytes() == whole.coef_.tobytes() and resumed.n_iter_ == whole.n_iter_ == 24
+    assert [h["primal"] for h in resumed.history_] == [h["primal"] for h in whole.history_]

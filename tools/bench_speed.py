@@ -33,7 +33,8 @@ checkout ea8db6c``) with its own Makefile in a temporary folder; its source defi
 ``TRACE_OPTIM_TRAJ``.
 
 Section ``gap``: time to ``gap <= 0.0009 gap_1`` on the same four files, the C++ against
-ours with shrinking (the default) and without (``shrinking=False``), fit wall and solver time.
+ours with the defaults (shrinking, ``eval_every="auto"``), with objectives after every epoch
+(``eval_every=1``) and without shrinking (``shrinking=False``), fit wall and solver time.
 
 Usage: python tools/bench_speed.py {tax,cli,gap,all} [--before REV] [--cpp-src DIR]
        [--repeats 3] [--out docs/benchmarks.md] [--quick]
@@ -199,11 +200,19 @@ import streamwww as sw
 X, y = load_svmlight_file(sys.argv[1])
 shrinking = len(sys.argv) < 3 or sys.argv[2] == "1"  # (a tree from before shrinking ignores it)
 kw = {} if "shrinking" not in sw.WWClassifier().get_params() else {"shrinking": shrinking}
+every = sys.argv[3] if len(sys.argv) > 3 else "default"  # "1": objectives after every epoch
+
+
+def fit(**params):  # the estimator, or train() (the same engine) where eval_every is set
+    if every == "default":
+        return sw.WWClassifier(**params, **kw).fit(X, y)
+    return sw.train((X, y), **params, **kw, eval_every=int(every))
+
+
 # the kernels this fit uses loaded from Numba's cache (the same data: dense or CSR, shrinking, overlap)
-sw.WWClassifier(C=1.0, fit_intercept=False, max_iter=3, random_state=0, **kw).fit(X, y)
+fit(C=1.0, fit_intercept=False, max_iter=3, random_state=0)
 t, cpu = time.perf_counter(), time.process_time()
-m = sw.WWClassifier(C=1.0, fit_intercept=False, gap_decay=0.0009, tol=0.0, max_iter=100000,
-                    random_state=0, **kw).fit(X, y)
+m = fit(C=1.0, fit_intercept=False, gap_decay=0.0009, tol=0.0, max_iter=100000, random_state=0)
 wall, cpu = time.perf_counter() - t, time.process_time() - cpu
 print(json.dumps({"wall": wall, "cpu": cpu, "solver": m.history_[-1]["time"], "epochs": int(m.n_iter_)}))
 '''
@@ -298,12 +307,12 @@ def run_gap(args, work: str, trees: dict) -> str:
         data = os.path.join(work, name)
         with open(data, "wb") as f:
             subprocess.run(["xz", "-dc", src], stdout=f, check=True)
-        row = {"data": name.split(".")[0], "cpp": [], "on": [], "off": []}
-        for _ in range(args.repeats):  # interleaved: the three share the machine's moods
+        row = {"data": name.split(".")[0], "cpp": [], "on": [], "every": [], "off": []}
+        for _ in range(args.repeats):  # interleaved: the four share the machine's moods
             if binary:
                 row["cpp"].append(_cpp_run(binary, data, work))
-            for key, flag in (("on", "1"), ("off", "0")):
-                _, out = _run([sys.executable, "-c", OURS_CHILD, data, flag], env=_env(tree))
+            for key, flags in (("on", ["1"]), ("every", ["1", "1"]), ("off", ["0"])):
+                _, out = _run([sys.executable, "-c", OURS_CHILD, data, *flags], env=_env(tree))
                 row[key].append(json.loads(out.strip().splitlines()[-1]))
         rows.append(row)
 
@@ -312,29 +321,37 @@ def run_gap(args, work: str, trees: dict) -> str:
 
     lines = [header("Time to a certified gap (issue 18, goal 2): shrinking, side by side with the authors' C++"),
              "Ours: `WWClassifier(C=1, fit_intercept=False, gap_decay=0.0009, tol=0, random_state=0)` on the "
-             "`load_svmlight_file` matrices, with `shrinking=True` (the default) and `shrinking=False`, each in a "
-             "fresh process after a warm-up fit; *solver* = training passes (objective passes excluded, as the "
+             "`load_svmlight_file` matrices with the defaults (*default*: shrinking, objectives on the "
+             "`eval_every=\"auto\"` schedule), with shrinking and objectives after every epoch (*every*: "
+             "`train((X, y), ..., eval_every=1)`, the default before 2026-11-26) and with `shrinking=False` "
+             "(*full*: the auto schedule), each in a fresh process after a warm-up fit; *solver* = training passes (objective passes excluded, as the "
              "C++ trace counts; with the objectives overlapped on the second core (letter, sector), the "
              "training thread's pass time), *fit* = the `fit` call's wall time (objective passes, set-up "
              "included), *fit CPU* = the process's CPU seconds during `fit` (both cores). C++: "
              "`train -s 30 -c 1` of `YutongWangUMich/liblinear` at `ea8db6c` (its Makefile, `-O3`, "
              "`TRACE_OPTIM_TRAJ`): solver time from its trace. All stop at the first epoch with "
              f"`gap <= 0.0009 gap_1`. Medians of {args.repeats}, the runs interleaved.", ""]
-    head = ["data", "C++ epochs", "ours epochs (shrink / full)", "C++ solver s", "ours solver s (shrink / full)",
-            "ours fit s (shrink / full)", "ours fit CPU s (shrink)", "ours solver / C++ solver (shrink / full)",
-            "ours fit / C++ solver (shrink / full)", "fit / solver (shrink)"]
+    variants = ("on", "every", "off")
+    tag = "(default / every / full)"
+
+    def each(row, fmt, value):
+        return " / ".join(fmt.format(value(row[v])) for v in variants)
+
+    head = ["data", "C++ epochs", f"ours epochs {tag}", "C++ solver s", f"ours solver s {tag}",
+            f"ours fit s {tag}", "ours fit CPU s (default)", f"ours solver / C++ solver {tag}",
+            f"ours fit / C++ solver {tag}", f"fit / solver {tag}"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
-        on, off, cpp = row["on"], row["off"], row["cpp"]
+        on, cpp = row["on"], row["cpp"]
         c_solver = med(cpp, "solver") if cpp else float("nan")
         cells = [row["data"], f"{med(cpp, 'epochs'):.0f}" if cpp else "",
-                 f"{med(on, 'epochs'):.0f} / {med(off, 'epochs'):.0f}", f"{c_solver:.3f}" if cpp else "",
-                 f"{med(on, 'solver'):.3f} / {med(off, 'solver'):.3f}",
-                 f"{med(on, 'wall'):.3f} / {med(off, 'wall'):.3f}",
+                 each(row, "{:.0f}", lambda rs: med(rs, "epochs")), f"{c_solver:.3f}" if cpp else "",
+                 each(row, "{:.3f}", lambda rs: med(rs, "solver")),
+                 each(row, "{:.3f}", lambda rs: med(rs, "wall")),
                  f"{med(on, 'cpu'):.3f}" if "cpu" in on[0] else "",
-                 (f"{med(on, 'solver') / c_solver:.2f} / {med(off, 'solver') / c_solver:.2f}" if cpp else ""),
-                 (f"{med(on, 'wall') / c_solver:.2f} / {med(off, 'wall') / c_solver:.2f}" if cpp else ""),
-                 f"{med(on, 'wall') / med(on, 'solver'):.2f}"]
+                 each(row, "{:.2f}", lambda rs: med(rs, "solver") / c_solver) if cpp else "",
+                 each(row, "{:.2f}", lambda rs: med(rs, "wall") / c_solver) if cpp else "",
+                 each(row, "{:.2f}", lambda rs: med(rs, "wall") / med(rs, "solver"))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

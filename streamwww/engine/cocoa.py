@@ -421,7 +421,7 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
             outs = client.gather(parts.submit(client, W, t, active, train, prefix + "-again"))
         del Wf
         parts.device = outs[0]["device"]  # where the tasks ran (Fit.device)
-        if (t > 0 and cfg.evaluates(t) or not train) and not _certified(results, active, t):
+        if (t > 0 and cfg.evaluates_round(t) or not train) and not _certified(results, active, t):
             active = _certify(W, outs, cfg, results, active, t, time.perf_counter() - t0, callback)
         if progress is not None:
             progress(t + 1, n_shards, n_shards, 0)

@@ -3,6 +3,7 @@ what it produced (:class:`ModelResult`), and the stopping rule, stated once."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import asdict, dataclass, field
 
@@ -14,6 +15,27 @@ from streamwww.solvers.shark import SHARK_EPS
 
 __all__ = ["SolverConfig", "ModelResult", "Cursor", "results_to_json", "results_from_json",
            "warn_not_converged"]
+
+
+# eval_every="auto": after epoch e, the next objective pass comes AUTO_SPACING(e) epochs
+# later: every epoch at first, then spaced by about sqrt(e) / AUTO_DIVISOR.  The passes
+# then cost ~4 sqrt(N) of N epochs' worth, and a stop comes at most ~sqrt(N) / 2 epochs
+# after the first epoch that met the rule (a relative overshoot of 1 / (2 sqrt(N))).
+AUTO_DIVISOR = 2
+
+
+def _auto_spacing(e: int) -> int:
+    return max(1, math.isqrt(int(e)) // AUTO_DIVISOR)
+
+
+def evaluation_epoch(epoch: int) -> bool:
+    """Whether the ``eval_every="auto"`` schedule computes the objectives after ``epoch``
+    (1-based): epochs 1, 2, 3, ..., then spaced by ``max(1, isqrt(e) // 2)``, a function
+    of the epoch alone, so a resumed run (or any run) evaluates at the same epochs."""
+    e = 1
+    while e < epoch:
+        e += _auto_spacing(e)
+    return e == epoch
 
 
 @dataclass(frozen=True)
@@ -29,7 +51,7 @@ class SolverConfig:
     subproblem: str = "walrus"
     seed: int = 0
     inner_passes: int = 1
-    eval_every: int = 1
+    eval_every: int | str = 1  # or "auto": evaluation_epoch's schedule
     shark_eps: float = SHARK_EPS
     mix_shards: int = UNMIXED
     splits: tuple[int, ...] | None = None  # per model, the cross-validation split it trains on (-1: all rows)
@@ -47,8 +69,23 @@ class SolverConfig:
     def evaluates(self, epoch: int) -> bool:
         """Are the objectives computed after (1-based) ``epoch``?  Always after the
         last, and after the first when the gap-decay rule needs ``gap_1``."""
-        return (epoch == self.max_iter or epoch % self.eval_every == 0
-                or (self.gap_decay is not None and epoch == 1))
+        if epoch == self.max_iter or (self.gap_decay is not None and epoch == 1):
+            return True
+        if self.eval_every == "auto":
+            return evaluation_epoch(epoch)
+        return epoch % int(self.eval_every) == 0
+
+    def evaluates_round(self, t: int) -> bool:
+        """:meth:`evaluates` for round ``t`` of a cluster run, where ``"auto"`` is every
+        round: a round's task sweeps its rows at ``W_t`` for its shrinking sets in any
+        case, so the certificate costs it no pass of its own (engine.cocoa)."""
+        return True if self.eval_every == "auto" else self.evaluates(t)
+
+    @property
+    def sticky_sets(self) -> bool:
+        """Whether shrinking's sets hold until the next objective pass (engine.shrink):
+        with a schedule that leaves epochs without objectives."""
+        return self.eval_every == "auto" or int(self.eval_every) > 1
 
     def converged(self, gap: float, rel_gap: float, gap_1: float | None) -> bool:
         """The stopping rule: ``rel_gap <= tol``, or ``gap <= gap_decay * gap_1``."""

@@ -161,10 +161,14 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     # late, the certificate of W_t makes each group's sets right before the group trains
     shrink = shrinking_applies(cfg, backend)
     # (late, and resumed within an epoch: the rest of that epoch takes its sets from W_sets)
+    # (late with sticky sets: each certificate's sets also serve the epochs without objectives after it)
+    sticky = cfg.sticky_sets
     near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows, spill=not getattr(betas, "resident", True)
-                    ) if shrink and (not late or (cur.pos > 0 and W_sets is not None)) else None
-    # a mid-epoch commit holds the W that chose its epoch's sets (host copy, kept only if needed)
-    keep_sets_W = near is not None and not late and hooks.checkpoint is not None and hooks.checkpoint_every > 0
+                    ) if shrink and (not late or sticky or (cur.pos > 0 and W_sets is not None)) else None
+    # a commit within an epoch, or after one without objectives (sticky sets), holds the W
+    # that chose the sets in force (host copy, kept only if needed)
+    keep_sets_W = near is not None and hooks.checkpoint is not None and (
+        sticky or (not late and hooks.checkpoint_every > 0))
     sets_W = None
     if shrink:
         logger.info("shrinking: settled coordinates of beta sit out the epoch after each objective pass")
@@ -187,8 +191,9 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         else:
             _near_pass(data, cfg, backend, feed, W, active, near, then=plan.next_groups(cur.epoch))
             sets_W = np.array(backend.to_host(W)) if keep_sets_W else None
-    elif active.size and cur.pos > 0 and near is not None and W_sets is not None:
-        # resumed within an epoch: its sets, made again from the W that made them
+    elif active.size and near is not None and W_sets is not None and (cur.pos > 0 or 0 < cur.epoch):
+        # resumed within an epoch, or after an epoch without objectives (sticky sets): the
+        # sets in force, made again from the W that made them
         _near_pass(data, cfg, backend, feed, backend.put_W(W_sets), active, near,
                    then=plan.groups(cur.epoch, cur.pos))
         sets_W = W_sets if keep_sets_W else None
@@ -200,11 +205,14 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             betas.hold()  # W_{epoch}'s beta: a stop decided after this epoch returns to it
         stream = feed.train_stream(plan.groups(cur.epoch, cur.pos), *plan.after_training(cur.epoch, late))
         for group, block, beta, host_block, host_beta in _on_device(backend, stream):
-            shrunk = {} if near is None else {"near": near.take(group)}
+            # (late, after an evaluated epoch, the certificate's pass makes the group's sets)
+            shrunk = {} if near is None or pending is not None else {"near": near.take(group, keep=sticky)}
             for p in range(cfg.inner_passes):  # exact block minimization over the group's rows
                 order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows)
                 if p == 0 and pending is not None:  # with W_t's objectives (and the group's sets)
                     shrunk = pending.certify_pass(group, block, host_beta, W, beta, Cs, order, solver)
+                    if sticky and near is not None and "near" in shrunk:
+                        near.keep(group, shrunk["near"])  # for the epochs without objectives after
                 else:
                     backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits,
                                      **shrunk)
@@ -231,6 +239,8 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         for i in active:
             results[i].n_iter = cur.epoch
 
+        if pending is not None and keep_sets_W and not cfg.evaluates(cur.epoch):
+            sets_W = backend.to_host(pending.W)  # its sets serve the epochs until the next certificate
         if pending is not None and pending.sets_only:  # (W_t was certified before a resume)
             pending = None
         if pending is not None:  # the certificate of the epoch before, now complete
@@ -254,11 +264,15 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                 active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
                                    wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
                                    then=plan.next_groups(cur.epoch), near=near)
-                sets_W = np.array(backend.to_host(W)) if keep_sets_W and active.size else None
-        else:
+                # (a host copy of W only where a commit may need it before the next objective pass)
+                sets_W = backend.to_host(W) if keep_sets_W and active.size and (
+                    hooks.checkpoint_every > 0 or not cfg.evaluates(cur.epoch + 1)) else None
+        elif not sticky:
             sets_W = None  # the next epoch passes over every coordinate
         if active.size and cur.epoch < cfg.max_iter and hooks.commit_due():  # (the caller commits the end)
-            hooks.commit(backend.to_host(W), cur, results)
+            # after an epoch without objectives, the W whose sets the next epoch uses
+            hooks.commit(backend.to_host(W), cur, results,
+                         W_sets=None if cfg.evaluates(cur.epoch) else sets_W)
 
     if near is not None:
         near.close()

@@ -57,7 +57,7 @@ class Fit:
     device: str = "cpu"  # the backend that trained ('cpu' or 'cuda')
 
 
-def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every: int = 1,
+def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every: int | str = 1,
                   mix_shards: int = UNMIXED, splits=None) -> SolverConfig:
     """The :class:`SolverConfig` of estimator parameters ``params`` (``get_params()``)."""
     gap_decay = params["gap_decay"]
@@ -67,7 +67,8 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         fit_intercept=bool(params["fit_intercept"]),
                         intercept_scaling=float(params["intercept_scaling"]),
                         subproblem=params["subproblem"], seed=int(seed),
-                        inner_passes=int(inner_passes), eval_every=int(eval_every),
+                        inner_passes=int(inner_passes),
+                        eval_every=eval_every if eval_every == "auto" else int(eval_every),
                         mix_shards=int(mix_shards),
                         splits=None if splits is None else tuple(int(s) for s in splits),
                         shrinking=bool(params.get("shrinking", False)))
@@ -139,7 +140,7 @@ def loader_threads(prefetch: int, remote: bool = False) -> int:
 def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                checkpoint_every: int = DEFAULTS["checkpoint_every"],
                checkpoint_interval: float = DEFAULTS["checkpoint_interval"], prefetch: int | str = DEFAULTS["prefetch"],
-               inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
+               inner_passes: int = DEFAULTS["inner_passes"], eval_every: int | str = DEFAULTS["eval_every"],
                mix_shards: int = DEFAULTS["mix_shards"], callback=None, progress=None,
                C_is_list: bool = False, run_info: dict | None = None, warm=None, splits=None,
                memory_budget=DEFAULTS["memory_budget"]) -> Fit:
@@ -353,7 +354,7 @@ def _committer(ckpt, betas, header: dict, step: int):
 
 
 def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None = None,
-                    inner_passes: int = DEFAULTS["inner_passes"], eval_every: int = DEFAULTS["eval_every"],
+                    inner_passes: int = DEFAULTS["inner_passes"], eval_every: int | str = DEFAULTS["eval_every"],
                     mix_shards: int = DEFAULTS["mix_shards"], beta_dir=None, checkpoint_dir=None,
                     callback=None, progress=None, splits=None, C_is_list: bool = False,
                     run_info: dict | None = None, memory_budget=DEFAULTS["memory_budget"]) -> Fit:

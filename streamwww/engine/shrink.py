@@ -32,8 +32,16 @@ memory (1/8 of ``beta``, ``uint8``) where ``beta`` is in memory, on a local
 temporary directory where ``beta`` is on disk, and not at all with the late
 objectives or on a cluster, which make each group's sets right before it trains.
 Shrinking needs Walrus and a backend that implements it (the CPU's and the CUDA
-backend's).  Epochs that follow an epoch without objectives (``eval_every > 1``)
-pass over every coordinate, as does the first epoch.
+backend's).  The first epoch passes over every coordinate.
+
+The sets of an objective pass hold until the next one (``eval_every > 1`` or
+``"auto"``; :attr:`~streamwww.engine.config.SolverConfig.sticky_sets`): epochs
+without objectives leave out the same coordinates.  An epoch-end checkpoint after
+such an epoch then holds ``W_sets`` too, and with the late objectives the sets that
+each certificate's sweep makes are kept (:meth:`NearSets.keep`) for those epochs.
+A cluster round makes its sets from ``W_t`` and keeps none: there an epoch after
+one without objectives (an integer ``eval_every > 1``) passes over every
+coordinate, and ``"auto"`` is every round (engine.run).
 """
 
 from __future__ import annotations
@@ -63,8 +71,10 @@ def round_shrinks(cfg, backend, t: int) -> bool:
     passes, so it makes the sets right before it uses them, as the late objectives
     do: no checkpoint or memory limit applies.  As in one process, the first epoch
     and an epoch after one without objectives (``eval_every > 1``) pass over every
-    coordinate, so one partition trains the sequential run's epochs, bitwise."""
-    return shrinking_applies(cfg, backend) and int(t) > 0 and cfg.evaluates(int(t))
+    coordinate; one partition trains the sequential run's epochs bitwise with
+    ``eval_every=1`` (the sequential run holds its sets across epochs without
+    objectives)."""
+    return shrinking_applies(cfg, backend) and int(t) > 0 and cfg.evaluates_round(int(t))
 
 
 def new_near(n_models: int, n_rows: int, n_classes: int) -> np.ndarray:
@@ -116,13 +126,28 @@ class NearSets:
             return out
         return self._sets.pop(int(shard), None)
 
-    def take(self, group) -> np.ndarray | None:
+    def take(self, group, keep: bool = False) -> np.ndarray | None:
         """The flags of ``group``'s rows (its shards' rows in group order), or ``None``
-        (a full pass) when a shard of it has none; either way they are used up."""
-        parts = [self._pop(s) for s in group]
+        (a full pass) when a shard of it has none; they are used up unless ``keep``."""
+        parts = [self._get(s) if keep else self._pop(s) for s in group]
         if any(p is None for p in parts):
             return None
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+
+    def keep(self, group, flags: np.ndarray) -> None:
+        """Hold ``flags`` (``group``'s rows in group order, as :meth:`take` returns them)
+        shard by shard, in place of any earlier sets (spilled with ``spill``)."""
+        lo = 0
+        for s in group:
+            n = int(self._rows[s])
+            self.buffer(s)[...] = flags[:, lo:lo + n]
+            self.filled(s)
+            lo += n
+
+    def _get(self, shard: int) -> np.ndarray | None:
+        if int(shard) in self._spilled:
+            return np.load(self._path(shard), allow_pickle=False)
+        return self._sets.get(int(shard))
 
     def close(self) -> None:
         """Drop every set (and the temporary directory)."""
