@@ -3,7 +3,9 @@ what it produced (:class:`ModelResult`), and the stopping rule, stated once."""
 
 from __future__ import annotations
 
+import bisect
 import math
+import threading
 import warnings
 from dataclasses import asdict, dataclass, field
 
@@ -28,14 +30,21 @@ def _auto_spacing(e: int) -> int:
     return max(1, math.isqrt(int(e)) // AUTO_DIVISOR)
 
 
+_AUTO_EPOCHS = [1]  # the schedule's epochs so far, in order (extended on demand)
+_AUTO_LOCK = threading.Lock()
+
+
 def evaluation_epoch(epoch: int) -> bool:
     """Whether the ``eval_every="auto"`` schedule computes the objectives after ``epoch``
     (1-based): epochs 1, 2, 3, ..., then spaced by ``max(1, isqrt(e) // 2)``, a function
     of the epoch alone, so a resumed run (or any run) evaluates at the same epochs."""
-    e = 1
-    while e < epoch:
-        e += _auto_spacing(e)
-    return e == epoch
+    epoch = int(epoch)
+    if _AUTO_EPOCHS[-1] < epoch:
+        with _AUTO_LOCK:
+            while _AUTO_EPOCHS[-1] < epoch:
+                _AUTO_EPOCHS.append(_AUTO_EPOCHS[-1] + _auto_spacing(_AUTO_EPOCHS[-1]))
+    i = bisect.bisect_left(_AUTO_EPOCHS, epoch)
+    return _AUTO_EPOCHS[i] == epoch
 
 
 @dataclass(frozen=True)
