@@ -10,8 +10,9 @@ Layout of a checkpoint directory::
     manifest.json           the latest commit record, replaced atomically; written last
     manifest.prev.json      the commit before it, kept (with all it names) as a fallback
     W-000012.npy            weights of step 12, float64 (n_models, D, k)
-    Wsets-000012.npy        (a mid-epoch commit of a shrinking run) the weights whose
-                            objective pass chose the epoch's coordinates (engine.shrink)
+    Wsets-000012.npy        (a shrinking run's commit mid-epoch, or after an epoch without
+                            objectives) the weights whose objective pass chose the sets
+                            in force (engine.shrink)
     beta.zarr/s000003-v000007   Zarr v3 array: shard 3's beta, version 7, (n_models, rows, k-1)
 
 Every manifest carries a blake2b checksum of itself and of the ``W`` it names,
@@ -262,8 +263,9 @@ class CheckpointDir:
                                   manifest.get("W_sum"))
 
     def load_W_sets(self, manifest: dict[str, Any]) -> np.ndarray | None:
-        """The weights whose objective pass chose the current epoch's coordinates (a
-        mid-epoch commit of a shrinking run, :mod:`streamwww.engine.shrink`), or None."""
+        """The weights whose objective pass chose the sets in force (a shrinking run's
+        commit mid-epoch or after an epoch without objectives,
+        :mod:`streamwww.engine.shrink`), or None."""
         sets = manifest.get("W_sets")
         if not sets:
             return None
@@ -408,8 +410,9 @@ class CheckpointDir:
             also deletes everything the manifest does not name, so no ``beta``
             may be put while it runs.
         W_sets : ndarray, optional
-            A mid-epoch commit of a shrinking run: the weights whose objective pass
-            chose the coordinates the epoch updates (copied; written beside ``W``).
+            A shrinking run's commit mid-epoch or after an epoch without objectives:
+            the weights whose objective pass chose the sets in force (copied; written
+            beside ``W``).
         """
         self.wait()
         plan = betas.begin_commit()

@@ -192,7 +192,7 @@ def _cpp_run(binary: str, data: str, work: str) -> dict:
 
 
 OURS_CHILD = r'''
-import json, sys, time, warnings
+import json, os, sys, time, warnings
 warnings.simplefilter("ignore")
 import numpy as np
 from sklearn.datasets import load_svmlight_file
@@ -211,10 +211,14 @@ def fit(**params):  # the estimator, or train() (the same engine) where eval_eve
 
 # the kernels this fit uses loaded from Numba's cache (the same data: dense or CSR, shrinking, overlap)
 fit(C=1.0, fit_intercept=False, max_iter=3, random_state=0)
-t, cpu = time.perf_counter(), time.process_time()
-m = fit(C=1.0, fit_intercept=False, gap_decay=0.0009, tol=0.0, max_iter=100000, random_state=0)
-wall, cpu = time.perf_counter() - t, time.process_time() - cpu
-print(json.dumps({"wall": wall, "cpu": cpu, "solver": m.history_[-1]["time"], "epochs": int(m.n_iter_)}))
+best = None
+for _ in range(int(os.environ.get("BENCH_FITS", "1"))):  # the same fit again: the best of them
+    t, cpu = time.perf_counter(), time.process_time()
+    m = fit(C=1.0, fit_intercept=False, gap_decay=0.0009, tol=0.0, max_iter=100000, random_state=0)
+    got = {"wall": time.perf_counter() - t, "cpu": time.process_time() - cpu, "solver": m.history_[-1]["time"],
+           "epochs": int(m.n_iter_)}
+    best = got if best is None else {k: min(best[k], got[k]) for k in got}
+print(json.dumps(best))
 '''
 
 
@@ -324,8 +328,9 @@ def run_gap(args, work: str, trees: dict) -> str:
              "`load_svmlight_file` matrices with the defaults (*default*: shrinking, objectives on the "
              "`eval_every=\"auto\"` schedule), with shrinking and objectives after every epoch (*every*: "
              "`train((X, y), ..., eval_every=1)`, the default before 2026-11-26) and with `shrinking=False` "
-             "(*full*: the auto schedule), each in a fresh process after a warm-up fit; *solver* = training passes (objective passes excluded, as the "
-             "C++ trace counts; with the objectives overlapped on the second core (letter, sector), the "
+             "(*full*: the auto schedule), each in a fresh process after a warm-up fit "
+             f"(the best of {args.fits} identical fits in it: the VM's noise only adds time); *solver* = "
+             "training passes (objective passes excluded, as the C++ trace counts; with the objectives overlapped on the second core (letter, sector), the "
              "training thread's pass time), *fit* = the `fit` call's wall time (objective passes, set-up "
              "included), *fit CPU* = the process's CPU seconds during `fit` (both cores). C++: "
              "`train -s 30 -c 1` of `YutongWangUMich/liblinear` at `ea8db6c` (its Makefile, `-O3`, "
@@ -366,6 +371,8 @@ def main(argv=None) -> int:
     p.add_argument("--shard-rows", type=int, nargs="+", default=[5_000, 50_000])
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--fits", type=int, default=1,
+                   help="gap: timed fits per process (after the warm-up), the best of them reported")
     p.add_argument("--before", metavar="REV", help="also run these children on a git worktree of REV")
     p.add_argument("--cpp-src", help="checkout of YutongWangUMich/liblinear at ea8db6c (built in a temporary folder)")
     p.add_argument("--data-dir", default=os.path.join(ROOT, "..", "shared", "data", "libsvm"))
@@ -373,6 +380,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=None, help="rewrite this section's block of this markdown file")
     p.add_argument("--quick", action="store_true", help="tiny inputs (a smoke test of this tool)")
     args = p.parse_args(argv)
+    os.environ["BENCH_FITS"] = str(args.fits)  # (read by the gap section's children)
     if args.quick:
         args.rows, args.features, args.shard_rows, args.epochs, args.repeats = 20_000, 500, [2_000], 3, 1
     work = tempfile.mkdtemp(prefix="bench-speed-", dir=args.workdir)
