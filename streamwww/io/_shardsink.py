@@ -165,8 +165,6 @@ class _StreamedArray(ChunkedColumn):
         self.compressors = compressors
         self.written = 0  # rows already in full chunks on disk
         self.array = None
-        self.spool = None  # raw copy of the full chunks, for the content hash
-        self.spool_path = sink.spool_dir / f".spool-{sink.i:05d}-{name}"
 
     def _chunk_full(self) -> None:  # written here, the buffer reused
         end = self.written + self.chunk_rows
@@ -177,9 +175,7 @@ class _StreamedArray(ChunkedColumn):
         else:
             self.array.resize((end, *self.tail))
         self.array[self.written:end] = self.buf
-        if self.spool is None:
-            self.spool = open(self.spool_path, "w+b")
-        self.spool.write(np.ascontiguousarray(self.buf, dtype=self.dtype.newbyteorder("<")).data)
+        self.spool_chunk(self.buf)
         self.written, self.filled = end, 0
 
     def close(self, chunks_for) -> None:
@@ -204,20 +200,8 @@ class _StreamedArray(ChunkedColumn):
         return self.buf[:self.filled]
 
     def hash_into(self, h) -> None:
-        """Feed every value to ``h`` as little-endian bytes -- the full chunks
-        from the spool file (then deleted), the rest from the chunk buffer --
-        and free the buffer."""
-        if self.spool is not None:
-            self.spool.seek(0)
-            block = bytearray(2**22)
-            view = memoryview(block)
-            while n := self.spool.readinto(block):
-                h.update(view[:n])
-            self.spool.close()
-            self.spool = None
-            self.spool_path.unlink()
-        h.update(np.ascontiguousarray(self.buf[:self.filled],
-                                      dtype=self.dtype.newbyteorder("<")).data)
+        """:meth:`ChunkedColumn.hash_into` with the chunk buffer's rows, then free the buffer."""
+        super().hash_into(h, self.buf, self.filled)
         self.buf = None
 
 

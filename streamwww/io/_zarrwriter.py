@@ -121,7 +121,10 @@ class Writers:
 
 class ChunkedColumn:
     """One array of a shard, filled row by row into a chunk buffer on the converting
-    thread; a subclass says what happens to each full chunk (:meth:`_chunk_full`)."""
+    thread; a subclass says what happens to each full chunk (:meth:`_chunk_full`).
+
+    The content hash covers ``indptr`` before ``indices``, so the full chunks are
+    also kept raw in a spool file (``sink.spool_dir``) and read back at the close."""
 
     def __init__(self, sink, name: str, dtype, width: int | None, chunk_rows: int):
         self.sink, self.name = sink, name
@@ -130,6 +133,8 @@ class ChunkedColumn:
         self.chunk_rows = chunk_rows
         self.buf = self._new_buffer()
         self.filled = 0  # rows in buf
+        self.spool = None  # raw copy of the full chunks, for the content hash
+        self.spool_path = sink.spool_dir / f".spool-{sink.i:05d}-{name}"
 
     def _new_buffer(self) -> np.ndarray:
         return np.empty((self.chunk_rows, *self.tail), dtype=self.dtype)
@@ -147,6 +152,31 @@ class ChunkedColumn:
     def _chunk_full(self) -> None:
         raise NotImplementedError
 
+    def spool_chunk(self, values: np.ndarray) -> None:
+        """Append a full chunk's values, little-endian, to the spool file."""
+        if self.spool is None:
+            self.spool = open(self.spool_path, "w+b")
+        self.spool.write(np.ascontiguousarray(values, dtype=self.dtype.newbyteorder("<")).data)
+
+    def hash_into(self, h, partial: np.ndarray, filled: int) -> None:
+        """Feed every value to ``h`` as little-endian bytes: the full chunks from
+        the spool file (then deleted), the rest from ``partial[:filled]``."""
+        if self.spool is not None:
+            self.spool.seek(0)
+            block = bytearray(2**22)
+            view = memoryview(block)
+            while n := self.spool.readinto(block):
+                h.update(view[:n])
+            self.discard()
+        h.update(np.ascontiguousarray(partial[:filled], dtype=self.dtype.newbyteorder("<")).data)
+
+    def discard(self) -> None:
+        """Close and delete the spool file, if there is one."""
+        if self.spool is not None:
+            self.spool.close()
+            self.spool = None
+            self.spool_path.unlink(missing_ok=True)
+
 
 class _Column(ChunkedColumn):
     """One array of a shard: the chunk being filled on the converting thread;
@@ -156,9 +186,7 @@ class _Column(ChunkedColumn):
                  chunk_rows: int):
         super().__init__(sink, name, dtype, width, chunk_rows)
         self.full = 0  # full chunks handed to the threads
-        self.crcs: list[int] = []  # per chunk written (encoder thread)
-        self.spool = None  # raw copy of the full chunks (hasher thread)
-        self.spool_path = sink.spool_dir / f".spool-{sink.i:05d}-{name}"
+        self.crcs: list[int] = []  # per chunk written (encoder thread; the hasher thread spools)
 
     def _chunk_full(self) -> None:
         # a fresh buffer (pages touched as rows arrive): the full one belongs to the threads now
@@ -192,31 +220,6 @@ class _Column(ChunkedColumn):
                 self.write_chunk(self.full, partial)
         write_file(self.sink.directory / self.name / "zarr.json",
                    self.sink.writers.docs.array(self.dtype, shape, chunks))
-
-    # ---- hasher thread
-    def spool_chunk(self, values: np.ndarray) -> None:
-        # the content hash covers indptr before indices: the full chunks are read back at the close
-        if self.spool is None:
-            self.spool = open(self.spool_path, "w+b")
-        self.spool.write(np.ascontiguousarray(values, dtype=self.dtype.newbyteorder("<")).data)
-
-    def hash_into(self, h, partial: np.ndarray, filled: int) -> None:
-        """Feed every value to ``h`` as little-endian bytes: the full chunks from
-        the spool file (then deleted), the rest from the last buffer."""
-        if self.spool is not None:
-            self.spool.seek(0)
-            block = bytearray(2**22)
-            view = memoryview(block)
-            while n := self.spool.readinto(block):
-                h.update(view[:n])
-            self.discard()
-        h.update(np.ascontiguousarray(partial[:filled], dtype=self.dtype.newbyteorder("<")).data)
-
-    def discard(self) -> None:
-        if self.spool is not None:
-            self.spool.close()
-            self.spool = None
-            self.spool_path.unlink(missing_ok=True)
 
 
 def write_file(path: Path, *parts) -> None:
