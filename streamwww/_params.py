@@ -71,8 +71,9 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
     _choice(owner, "device", device, ("auto", "cpu", "cuda"))
     _int(owner, "verbose", verbose, low=0)
     _int(owner, "inner_passes", inner_passes, low=1)
-    if not (isinstance(eval_every, str) and eval_every == "auto"):
-        _int(owner, "eval_every", eval_every, low=1)
+    if not (isinstance(eval_every, str) and eval_every == "auto") and (
+            isinstance(eval_every, bool) or not isinstance(eval_every, numbers.Integral) or eval_every < 1):
+        _fail(owner, "eval_every", "an int in [1, inf) or 'auto'", eval_every)
     _int(owner, "mix_shards", mix_shards, low=1)
     if not (random_state is None or isinstance(random_state, (numbers.Integral, np.random.RandomState))) \
             or isinstance(random_state, bool):

@@ -93,9 +93,10 @@ def _prefetch_arg(text: str):
         raise argparse.ArgumentTypeError(f"--prefetch must be 'auto' or a number of shards, got {text!r}") from None
 
 
-def _eval_every(text: str):
-    if text == "auto":
-        return text
+def _eval_every_arg(text: str):
+    """``auto`` or an int >= 1."""
+    if text.strip().lower() == "auto":
+        return "auto"
     try:
         value = int(text)
     except ValueError:
@@ -173,7 +174,7 @@ def register(sub) -> None:
     p.add_argument("--mix-shards", type=int, default=DEFAULTS["mix_shards"],
                    help="shards trained together, rows interleaved; groups change every epoch "
                         f"(default {DEFAULTS['mix_shards']})")
-    p.add_argument("--eval-every", type=_eval_every, default=DEFAULTS["eval_every"],
+    p.add_argument("--eval-every", type=_eval_every_arg, default=DEFAULTS["eval_every"],
                    help="objectives every N epochs, or 'auto': every epoch at first, then about every "
                         f"sqrt(epoch)/2 epochs (default {DEFAULTS['eval_every']})")
     p.add_argument("--cv", type=int, metavar="K", default=None,

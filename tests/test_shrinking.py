@@ -223,6 +223,9 @@ def test_the_auto_schedule_evaluates_every_epoch_first_then_spaced_out(rng):
         warnings.simplefilter("ignore")
         m = sw.WWClassifier(C=1.0, tol=0, max_iter=45, random_state=0).fit(X, y)
     assert [h["epoch"] for h in m.history_] == [e for e in range(1, 46) if evaluation_epoch(e) or e == 45]
+    for bad in ("sometimes", 0, 2.5, True):
+        with pytest.raises(ValueError, match=r"'eval_every' parameter of train must be an int in \[1, inf\) or 'auto'"):
+            sw.train((X, y), eval_every=bad)
 
 
 def test_sets_hold_until_the_next_objective_pass(monkeypatch, rng):
@@ -241,8 +244,8 @@ def test_sets_hold_until_the_next_objective_pass(monkeypatch, rng):
     m = sw.train((X, y), C=1.0, tol=1e-6, max_iter=2000, random_state=0, eval_every=3)
     assert not any(calls[:3]) and all(calls[3:]) and len(calls) == m.n_iter_ > 6
     full = sw.train((X, y), C=1.0, tol=1e-6, max_iter=2000, random_state=0, eval_every=1, shrinking=False)
-    p, d = m.history_[-1]["primal"], full.history_[-1]["primal"]
-    assert abs(p - d) <= 1e-5 * abs(d)
+    held, every = m.history_[-1]["primal"], full.history_[-1]["primal"]  # both within 1e-6 of the optimum
+    assert abs(held - every) <= 1e-5 * abs(every)
 
 
 @pytest.mark.parametrize("first,then", [("auto", "auto"), (0, 0), (0, "auto"), ("auto", 0)])

@@ -19,7 +19,7 @@ __all__ = ["SolverConfig", "ModelResult", "Cursor", "results_to_json", "results_
            "warn_not_converged"]
 
 
-# eval_every="auto": after epoch e, the next objective pass comes AUTO_SPACING(e) epochs
+# eval_every="auto": after epoch e, the next objective pass comes _auto_spacing(e) epochs
 # later: every epoch at first, then spaced by about sqrt(e) / AUTO_DIVISOR.  The passes
 # then cost ~4 sqrt(N) of N epochs' worth, and a stop comes at most ~sqrt(N) / 2 epochs
 # after the first epoch that met the rule (a relative overshoot of 1 / (2 sqrt(N))).

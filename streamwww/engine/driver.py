@@ -190,7 +190,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                                    sets_only=True)
         else:
             _near_pass(data, cfg, backend, feed, W, active, near, then=plan.next_groups(cur.epoch))
-            sets_W = np.array(backend.to_host(W)) if keep_sets_W else None
+            sets_W = backend.to_host(W) if keep_sets_W else None  # (to_host copies)
     elif active.size and near is not None and W_sets is not None and (cur.pos > 0 or 0 < cur.epoch):
         # resumed within an epoch, or after an epoch without objectives (sticky sets): the
         # sets in force, made again from the W that made them

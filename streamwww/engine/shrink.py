@@ -118,18 +118,21 @@ class NearSets:
     def _path(self, shard: int) -> str:
         return os.path.join(self._dir.name, f"{int(shard)}.npy")
 
-    def _pop(self, shard: int) -> np.ndarray | None:
-        if int(shard) in self._spilled:
-            self._spilled.discard(int(shard))
+    def _get(self, shard: int, drop: bool) -> np.ndarray | None:
+        """``shard``'s flags (``None``: it has none); forgotten after with ``drop``."""
+        shard = int(shard)
+        if shard in self._spilled:
             out = np.load(self._path(shard), allow_pickle=False)
-            os.remove(self._path(shard))
+            if drop:
+                self._spilled.discard(shard)
+                os.remove(self._path(shard))
             return out
-        return self._sets.pop(int(shard), None)
+        return self._sets.pop(shard, None) if drop else self._sets.get(shard)
 
     def take(self, group, keep: bool = False) -> np.ndarray | None:
         """The flags of ``group``'s rows (its shards' rows in group order), or ``None``
         (a full pass) when a shard of it has none; they are used up unless ``keep``."""
-        parts = [self._get(s) if keep else self._pop(s) for s in group]
+        parts = [self._get(s, drop=not keep) for s in group]
         if any(p is None for p in parts):
             return None
         return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
@@ -143,11 +146,6 @@ class NearSets:
             self.buffer(s)[...] = flags[:, lo:lo + n]
             self.filled(s)
             lo += n
-
-    def _get(self, shard: int) -> np.ndarray | None:
-        if int(shard) in self._spilled:
-            return np.load(self._path(shard), allow_pickle=False)
-        return self._sets.get(int(shard))
 
     def close(self) -> None:
         """Drop every set (and the temporary directory)."""
