@@ -54,7 +54,9 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         Seed of the shard and row orders.  Same seed, data and settings give a
         bitwise-identical model on the CPU.
     device : {'auto', 'cpu', 'cuda'}, default='auto'
-        Compute device; 'auto' uses a GPU when one is usable.
+        Compute device; 'auto' uses a usable GPU for runs of 10 or more models
+        (C values x folds) with 100 or more classes, where its exact kernel was
+        measured faster than the CPU, and the CPU otherwise (docs/gpu.md).
     verbose : int, default=0
         Log one line per epoch (to stderr unless logging is configured).
     class_weight : dict, 'balanced' or None, default=None

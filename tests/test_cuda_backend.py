@@ -174,3 +174,48 @@ def test_walrus_sweep_matches_the_cpu_solver():
         np.testing.assert_allclose(got, np.clip(v - gamma, 0, C), rtol=0, atol=1e-11 * scale)
         checked += 1
     assert checked == len(cases)
+
+
+def test_auto_takes_the_gpu_only_where_it_was_measured_faster(monkeypatch, caplog):
+    """With a usable GPU (stood in for here), 'auto' trains on it only for runs of at least
+    10 models of at least 100 classes (backends.select.gpu_pays); 'cuda' always does."""
+    from streamwww.backends import select
+
+    made = []
+
+    class FakeCUDA:
+        name = "cuda"
+
+        def __init__(self):
+            made.append(self)
+
+    monkeypatch.setattr(cuda_backend, "unavailable_reason", lambda auto=False: None)
+    monkeypatch.setattr(cuda_backend, "CUDABackend", FakeCUDA)
+    with caplog.at_level(logging.INFO, logger="streamwww.backends"):
+        assert get_backend("auto", n_models=10, n_classes=100).name == "cuda"
+        assert get_backend("auto").name == "cuda"  # a caller that does not know the run
+        for M, k in ((1, 1000), (9, 105), (10, 99), (50, 26)):
+            assert get_backend("auto", n_models=M, n_classes=k).name == "cpu", (M, k)
+        assert get_backend("cuda", n_models=1, n_classes=3).name == "cuda"
+    assert len(made) == 3
+    said = [r.getMessage() for r in caplog.records if r.name == "streamwww.backends.select"]
+    assert len(said) == 4 and said[0].startswith("device='auto': training on the CPU (1 model(s) of 1000 classes:")
+    assert select.gpu_pays(None, 3) and not select.gpu_pays(1, 1000)
+
+
+def test_a_fit_tells_auto_its_models_and_classes(monkeypatch, rng):
+    """The engine passes the run's model count (C values) and classes to the selection."""
+    from streamwww.backends import select
+    from streamwww.engine import run as engine_run
+
+    seen = []
+    real = select.get_backend
+
+    def spy(device="auto", n_models=None, n_classes=None):
+        seen.append((device, n_models, n_classes))
+        return real("cpu")
+
+    monkeypatch.setattr(engine_run, "get_backend", spy)
+    X, y = rng.normal(size=(40, 3)), np.arange(40) % 4
+    sw.train((X, y), C=[0.5, 1.0, 2.0], max_iter=2, tol=1e-1, device="auto")
+    assert seen == [("auto", 3, 4)]

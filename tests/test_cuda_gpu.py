@@ -100,3 +100,14 @@ def test_parallel_mode_reaches_the_tolerance_or_says_so():
         assert rel <= 1e-3 * (1 + 1e-6)  # the certificate is true, recomputed from scratch
     else:
         assert any("did not converge" in str(w.message) for w in caught)
+
+
+def test_cli_path_on_the_gpu_matches_the_cpu():
+    """convert -> train --device cuda (SIGKILLed after its first checkpoint) -> resume ->
+    evaluate against the CPU (tools/gpu_cli_check.py: objectives to 1e-8, same accuracy)."""
+    data = os.environ.get("STREAMWWW_DATA", str(ROOT.parent / "shared" / "data" / "libsvm"))
+    if not all(os.path.exists(os.path.join(data, f"{n}.scale{s}.xz")) for n in ("dna", "letter") for s in ("", ".t")):
+        pytest.skip(f"dna and letter (.xz) not in {data}")
+    res = subprocess.run([sys.executable, "tools/gpu_cli_check.py", "--data-dir", data, "--datasets", "letter,dna"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0 and res.stdout.count("| ok |") == 2, res.stdout[-4000:] + res.stderr[-3000:]

@@ -424,6 +424,12 @@ class CUDABackend:
         self._dummy_i64 = cuda.to_device(np.zeros(1, dtype=np.int64))
         self._none_f64 = cuda.device_array(0, dtype=np.float64)  # "no row weights"
         self._none_i64 = cuda.device_array(0, dtype=np.int64)  # "no split bits"
+        try:  # the first kernel compiles here, not in the middle of a fit
+            self._fill(cuda.device_array(1, dtype=np.float64, stream=self._stream), 0.0)
+        except Exception as exc:  # noqa: BLE001 - seen: numba-cuda 0.30.4 under numpy 2.5 (np.row_stack)
+            raise DeviceUnavailableError(
+                f"device='cuda' was requested but numba-cuda cannot compile a kernel here "
+                f"({type(exc).__name__}: {exc}); docs/gpu.md, 'Installing and selecting the device'") from exc
         if resident_bytes is None:
             try:
                 free, _ = cuda.current_context().get_memory_info()

@@ -11,15 +11,34 @@ from streamwww.errors import DeviceUnavailableError
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["get_backend"]
+__all__ = ["get_backend", "gpu_pays"]
 
 _BACKENDS = {"cpu": "streamwww.backends.cpu", "cuda": "streamwww.backends.cuda"}
 
+# Where 'auto' takes a usable GPU: the exact kernel runs one thread block per model
+# (one SM), so a single model is latency-bound there.  Measured on an H200 against
+# the CPU backend on 16 cores (docs/gpu.md, 2026-11-26): one model 0.15-0.33x the
+# CPU's speed (k = 26, 105, 1000); ten models in one launch 1.79x (sector, k = 105)
+# and 1.15x (k = 1000) but 0.13x at k = 26.
+AUTO_GPU_MIN_MODELS = 10
+AUTO_GPU_MIN_CLASSES = 100
 
-def get_backend(device: str = "auto") -> Backend:
+
+def gpu_pays(n_models: int | None, n_classes: int | None) -> bool:
+    """Whether ``device='auto'`` trains ``n_models`` models of ``n_classes`` classes on a usable
+    GPU (``None``: not known, the GPU)."""
+    if n_models is None or n_classes is None:
+        return True
+    return int(n_models) >= AUTO_GPU_MIN_MODELS and int(n_classes) >= AUTO_GPU_MIN_CLASSES
+
+
+def get_backend(device: str = "auto", n_models: int | None = None, n_classes: int | None = None) -> Backend:
     """Return the backend for ``device`` ('auto', 'cpu' or 'cuda').
 
-    'auto' picks CUDA when a usable GPU and its libraries are present, else CPU.
+    'auto' picks CUDA when a usable GPU and its libraries are present and, where the
+    run's ``n_models`` (C values x folds) and ``n_classes`` are given, when the GPU's
+    exact kernel was measured faster than the CPU for such a run (:func:`gpu_pays`:
+    at least 10 models of at least 100 classes); else the CPU, saying why at INFO.
     'cuda' without a usable GPU raises :class:`~streamwww.errors.DeviceUnavailableError`.
     """
     if device not in ("auto", "cpu", "cuda"):
@@ -35,6 +54,10 @@ def get_backend(device: str = "auto") -> Backend:
         else:
             # 'auto' asks the stricter question (e.g. it never picks the CUDA simulator).
             reason = cuda.unavailable_reason(auto=device == "auto")
+            if reason is None and device == "auto" and not gpu_pays(n_models, n_classes):
+                reason = (f"{n_models} model(s) of {n_classes} classes: the GPU's exact kernel, one thread block "
+                          f"per model, was measured slower than the CPU below {AUTO_GPU_MIN_MODELS} models of "
+                          f"{AUTO_GPU_MIN_CLASSES} classes; device='cuda' uses it anyway")
             if reason is None:
                 try:
                     return cuda.CUDABackend()

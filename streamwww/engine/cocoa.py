@@ -154,7 +154,7 @@ class _Local:
 
     def __init__(self, cfg: SolverConfig, device: str, n_partitions: int, W: np.ndarray, train: bool):
         self.cfg, self.train = cfg, train
-        self.backend = get_backend(device)
+        self.backend = get_backend(device, n_models=len(cfg.Cs), n_classes=int(W.shape[2]))
         self.alone = int(n_partitions) == 1  # the working copy is W_{t+1} itself
         M = len(cfg.Cs)
         self.every = np.arange(M, dtype=np.int64)

@@ -163,7 +163,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     # may swallow the KeyboardInterrupt. The stack closes in reverse: the commit in
     # progress first (it needs the beta writes and the executor), the backend last.
     with CtrlC() as interrupted, ExitStack() as stack:
-        backend = get_backend(params["device"])
+        backend = get_backend(params["device"], n_models=len(Cs), n_classes=int(data.n_classes))
         stack.callback(backend.close)
         # one model: the objectives of W_t may come with epoch t + 1's first pass: that pays
         # when a store is read from storage (one read per epoch, not two) and when the backend

@@ -235,3 +235,19 @@ def test_shrinking_flags_and_shrunk_pass_match_cpu(sparse):
     np.testing.assert_allclose(gpu.get_beta(bg), bc, **TOL)
     assert np.all(bc[(near_c == 0) & (beta == 0)] == 0)  # left out: still 0
     assert not np.array_equal(bc, beta)
+
+
+def test_a_compiler_that_cannot_build_kernels_is_an_unavailable_device(monkeypatch):
+    """numba-cuda that cannot compile (seen: 0.30.4 under numpy 2.5) fails when the backend is
+    made, with the reason, not at the first pass of a fit."""
+    from streamwww.backends import _cuda_kernels as KC
+    from streamwww.errors import DeviceUnavailableError
+
+    def broken():
+        raise AttributeError("module 'numpy' has no attribute 'row_stack'")
+
+    monkeypatch.setattr(KC, "fill_kernel", broken)
+    with pytest.raises(DeviceUnavailableError, match=r"cannot compile a kernel here \(AttributeError: .*row_stack"):
+        CUDABackend()
+    with pytest.raises(DeviceUnavailableError, match="row_stack"):
+        get_backend("cuda")
