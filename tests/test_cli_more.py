@@ -397,3 +397,18 @@ def test_train_eval_every_takes_auto_or_a_count(run, capsys, tmp_path):
               "--model-out", str(tmp_path / "x.npz")])
     assert exc.value.code == 2
     assert "--eval-every must be 'auto' or an int >= 1, got '0'" in capsys.readouterr().err
+
+
+def test_help_and_version_load_no_numerical_library():
+    """The parser (``--help``, ``--version``, a usage error) imports neither Numba, SciPy, Zarr
+    nor scikit-learn: ``streamwww.io`` names its members lazily (0.8 s -> 0.2 s here)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom streamwww.cli import main\n"
+            "for argv in (['--version'], ['--help'], ['train', '--help']):\n"
+            "    try:\n        main(argv)\n    except SystemExit:\n        pass\n"
+            "print(sorted(m for m in ('numba', 'scipy', 'zarr', 'sklearn', 'dask') if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout[-500:]

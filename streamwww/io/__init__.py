@@ -12,35 +12,42 @@ Public API::
     read_whole_chunks(array, path, out) -> the same, False for a layout it does not cover
     encode_raw_chunks(data, chunk_shape) -> the chunk objects Zarr writes for an uncompressed array
 
-The on-disk format is described in docs/FORMAT.md.
+The on-disk format is described in docs/FORMAT.md.  Names are imported on first
+use (as in ``streamwww``), so that the CLI's parser, ``--help`` and ``--version``
+do not load Numba, SciPy and Zarr.
 """
 
-from streamwww.io._chunks import encode_raw_chunks, read_into, read_whole_chunks
-from streamwww.io._progress import ProgressEvent
-from streamwww.io.convert import convert_libsvm
-from streamwww.io.datagen import make_data
-from streamwww.io.libsvm import (
-    LibsvmBlock,
-    LibsvmReader,
-    LibsvmStats,
-    iter_libsvm_blocks,
-    load_libsvm,
-)
-from streamwww.io.store import ShardStore, open_store, write_store
+from __future__ import annotations
 
-__all__ = [
-    "LibsvmBlock",
-    "LibsvmReader",
-    "LibsvmStats",
-    "ProgressEvent",
-    "ShardStore",
-    "convert_libsvm",
-    "encode_raw_chunks",
-    "iter_libsvm_blocks",
-    "load_libsvm",
-    "make_data",
-    "open_store",
-    "read_into",
-    "read_whole_chunks",
-    "write_store",
-]
+import importlib
+
+_LAZY = {
+    "LibsvmBlock": "streamwww.io.libsvm",
+    "LibsvmReader": "streamwww.io.libsvm",
+    "LibsvmStats": "streamwww.io.libsvm",
+    "ProgressEvent": "streamwww.io._progress",
+    "ShardStore": "streamwww.io.store",
+    "convert_libsvm": "streamwww.io.convert",
+    "encode_raw_chunks": "streamwww.io._chunks",
+    "iter_libsvm_blocks": "streamwww.io.libsvm",
+    "load_libsvm": "streamwww.io.libsvm",
+    "make_data": "streamwww.io.datagen",
+    "open_store": "streamwww.io.store",
+    "read_into": "streamwww.io._chunks",
+    "read_whole_chunks": "streamwww.io._chunks",
+    "write_store": "streamwww.io.store",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'streamwww.io' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -7,7 +7,6 @@ import json
 import logging
 import time
 
-from streamwww.io._format import MARKER
 from streamwww.io._progress import ProgressEvent
 
 logger = logging.getLogger(__name__)
@@ -165,6 +164,8 @@ def _convert(args: argparse.Namespace) -> int:
 
 def _what_is(path) -> str:
     """'store', 'checkpoint' or 'model' by what ``path`` (a Location) holds; a one-line error if none."""
+    from streamwww.io._format import MARKER  # (here: the parser stays free of NumPy and SciPy)
+
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
     if path.child(MARKER).isfile():
