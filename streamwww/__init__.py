@@ -17,7 +17,7 @@ Attributes are imported on first use, so ``import streamwww`` (and the CLI) stay
 
 from __future__ import annotations
 
-import importlib
+from streamwww._lazy import lazy_getattr
 
 __version__ = "0.1.0"
 
@@ -39,14 +39,7 @@ _LAZY = {
 __all__ = sorted(_LAZY) + ["__version__"]
 
 
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'streamwww' has no attribute {name!r}")
-    module, attr = _LAZY[name]
-    mod = importlib.import_module(module)
-    value = mod if attr is None else getattr(mod, attr)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def __dir__():

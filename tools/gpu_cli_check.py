@@ -20,6 +20,7 @@ Without a usable GPU it says why and exits 0 (nothing checked).
 from __future__ import annotations
 
 import argparse
+import json
 import lzma
 import os
 import re
@@ -48,8 +49,6 @@ def newest_step(ck: Path) -> int:
     man = ck / "manifest.json"
     if not man.exists():
         return 0
-    import json
-
     try:
         return int(json.loads(man.read_text()).get("step", 0))
     except (ValueError, OSError):

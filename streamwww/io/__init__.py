@@ -19,9 +19,9 @@ do not load Numba, SciPy and Zarr.
 
 from __future__ import annotations
 
-import importlib
+from streamwww._lazy import lazy_getattr
 
-_LAZY = {
+_LAZY = {name: (module, name) for name, module in {
     "LibsvmBlock": "streamwww.io.libsvm",
     "LibsvmReader": "streamwww.io.libsvm",
     "LibsvmStats": "streamwww.io.libsvm",
@@ -36,17 +36,10 @@ _LAZY = {
     "read_into": "streamwww.io._chunks",
     "read_whole_chunks": "streamwww.io._chunks",
     "write_store": "streamwww.io.store",
-}
+}.items()}
 
 __all__ = sorted(_LAZY)
-
-
-def __getattr__(name: str):
-    if name not in _LAZY:
-        raise AttributeError(f"module 'streamwww.io' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 def __dir__():
