@@ -2,7 +2,10 @@
 
 Both build :class:`~streamwww.WWClassifier` models from one
 :func:`~streamwww.engine.run.fit_source` call; ``resume`` reads the settings
-a checkpoint recorded and trains again with them.
+a checkpoint recorded and trains again with them.  :func:`train_fitted` and
+:func:`resume_fitted` do the same and return the models as plain records
+(:class:`~streamwww.fitted.FittedModel`): the command line's path, which imports
+no scikit-learn.
 """
 
 from __future__ import annotations
@@ -11,8 +14,6 @@ import os
 import tempfile
 
 import numpy as np
-from sklearn.base import clone
-from sklearn.utils.validation import validate_data
 
 from streamwww._location import Location, located
 from streamwww._params import (
@@ -27,12 +28,12 @@ from streamwww.checkpoint import CheckpointDir
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import cluster_options, fit_placed
 from streamwww.errors import CheckpointError, OutputPathError
-from streamwww.estimator import WWClassifier, fitted_attributes, model_params
+from streamwww.fitted import FittedModel, fitted_models, model_settings
 from streamwww.labels import classification_targets
 from streamwww.model_io import save_model
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
 
-__all__ = ["train", "resume", "model_paths", "check_writable"]
+__all__ = ["train", "resume", "train_fitted", "resume_fitted", "model_paths", "check_writable"]
 
 
 def _locate(data, checkpoint_dir, model_out, storage_options):
@@ -45,18 +46,6 @@ def _locate(data, checkpoint_dir, model_out, storage_options):
     if model_out is not None and model_out is not False:
         model_out = located(model_out, storage_options)
     return data, checkpoint_dir, model_out
-
-
-def _build_models(template, fit, source, n_features_in, feature_names=None) -> list[WWClassifier]:
-    models = []
-    for j, c in enumerate(fit.cfg.Cs):
-        est = clone(template).set_params(C=c)
-        est.n_features_in_ = n_features_in
-        if feature_names is not None:
-            est.feature_names_in_ = feature_names
-        est._set_fitted(fitted_attributes(fit, j, source))
-        models.append(est)
-    return models
 
 
 def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept: bool = True,
@@ -168,32 +157,46 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         few shards).  The model does not depend on it.  On a cluster it is per
         worker (``'auto'``: half the worker's Dask memory limit).
     """
-    data, checkpoint_dir, model_out = _locate(data, checkpoint_dir, model_out, storage_options)
+    result, fit = train_fitted(**locals())  # every argument, as given
+    if fit is not None:
+        warn_not_converged(fit.results, fit.cfg, "train")
+    return _estimators(result)
+
+
+def train_fitted(data, **options):
+    """:func:`train`, returning ``(models, fit)``: the models as
+    :class:`~streamwww.fitted.FittedModel` records (one, or a list as :func:`train`
+    returns), and the :class:`~streamwww.engine.run.Fit` (no convergence warning:
+    the caller warns); with ``cv``, the :class:`~streamwww.WWClassifierCV` and None.
+    Trained on a store without ``cv``, no scikit-learn is imported: the command
+    line's path (:mod:`streamwww.fitted`)."""
+    defaults = train.__kwdefaults__
+    unknown = sorted(set(options) - set(defaults))
+    if unknown:
+        raise TypeError(f"train() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
+    o = {**defaults, **options}
+    data, checkpoint_dir, model_out = _locate(data, o.pop("checkpoint_dir"), o.pop("model_out"),
+                                              o.pop("storage_options"))
+    client, workers, partitions = o.pop("client"), o.pop("workers"), o.pop("partitions")
+    cv = o.pop("cv")
     if cv is not None:
-        return _train_cv(data, C=C, cv=cv, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
-                         intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
-                         shrinking=shrinking,
-                         random_state=random_state, device=device, verbose=verbose, class_weight=class_weight,
-                         sample_weight=sample_weight, model_out=model_out,
-                         options=dict(checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-                                      checkpoint_interval=checkpoint_interval,
-                                      prefetch=prefetch, inner_passes=inner_passes, eval_every=eval_every,
-                                      mix_shards=mix_shards, callback=callback, progress=progress,
-                                      client=client, workers=workers, partitions=partitions,
-                                      memory_budget=memory_budget))
-    models, fit = _train(data, C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
-                         intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
-                         shrinking=shrinking,
-                         random_state=random_state, device=device, verbose=verbose,
-                         checkpoint_dir=checkpoint_dir, checkpoint_every=checkpoint_every,
-                         checkpoint_interval=checkpoint_interval, prefetch=prefetch,
-                         inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
-                         model_out=model_out, callback=callback, progress=progress,
-                         class_weight=class_weight, sample_weight=sample_weight,
-                         cluster=cluster_options(client, workers, partitions, "train"),
-                         memory_budget=memory_budget)
-    warn_not_converged(fit.results, fit.cfg, "train")
-    return models
+        C, sample_weight = o.pop("C"), o.pop("sample_weight")
+        run = {k: o.pop(k) for k in ("checkpoint_every", "checkpoint_interval", "prefetch", "inner_passes",
+                                     "eval_every", "mix_shards", "callback", "progress", "memory_budget")}
+        return _train_cv(data, C=C, cv=cv, sample_weight=sample_weight, model_out=model_out,
+                         options=dict(checkpoint_dir=checkpoint_dir, client=client, workers=workers,
+                                      partitions=partitions, **run), **o), None
+    return _train(data, checkpoint_dir=checkpoint_dir, model_out=model_out,
+                  cluster=cluster_options(client, workers, partitions, "train"), **o)
+
+
+def _estimators(result):
+    """``train_fitted``'s models as fitted :class:`~streamwww.WWClassifier` (a CV fit as it is)."""
+    from streamwww.estimator import WWClassifier  # scikit-learn: imported for estimators only
+
+    if isinstance(result, list):
+        return [WWClassifier.from_fitted(m) for m in result]
+    return WWClassifier.from_fitted(result) if isinstance(result, FittedModel) else result
 
 
 def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, shrinking, random_state,
@@ -214,27 +217,27 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
         raise ValueError(f"The 'checkpoint_every' parameter of train must be an int in [0, inf). "
                          f"Got {checkpoint_every!r} instead.")
     check_interval(checkpoint_interval, "train")
-    template = WWClassifier(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
-                            intercept_scaling=intercept_scaling, gap_decay=gap_decay,
-                            subproblem=subproblem, shrinking=shrinking, random_state=random_state, device=device,
-                            verbose=verbose, class_weight=class_weight)
-    source, n_features_in, feature_names = _source(data, template, class_weight, sample_weight)
+    params = model_settings(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
+                            intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
+                            shrinking=shrinking, random_state=random_state, device=device, verbose=verbose,
+                            class_weight=class_weight, warm_start=False)
+    source, n_features_in, feature_names = _source(data, params, class_weight, sample_weight)
     many = isinstance(C, (list, tuple, np.ndarray))
     outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
     for out in outs:  # before any work: an unwritable model path found after a day's run loses it
         check_writable(out)
-    fit = fit_placed(source, model_params(template), Cs, cluster, checkpoint_dir=checkpoint_dir,
+    fit = fit_placed(source, params, Cs, cluster, checkpoint_dir=checkpoint_dir,
                      checkpoint_every=checkpoint_every, checkpoint_interval=checkpoint_interval, prefetch=prefetch, inner_passes=inner_passes,
                      eval_every=eval_every, mix_shards=mix_shards, callback=callback, progress=progress,
                      C_is_list=many, memory_budget=memory_budget,
                      run_info={"model_out": located(model_out).url if model_out is not None else None})
-    models = _build_models(template, fit, source, n_features_in, feature_names)
+    models = fitted_models(fit, source, params, n_features_in, feature_names)
     for m, out in zip(models, outs):
         save_model(m, out)
     return (models if many else models[0]), fit
 
 
-def _source(data, template: WWClassifier, class_weight, sample_weight):
+def _source(data, params: dict, class_weight, sample_weight):
     """``train``'s data as a source: ``(source, n_features_in, feature_names)``."""
     store = as_store(data)
     if store is not None:
@@ -244,6 +247,11 @@ def _source(data, template: WWClassifier, class_weight, sample_weight):
         source = StoreSource(store, class_weight, owner="train")
         return source, source.data.n_features, None
     if isinstance(data, tuple) and len(data) == 2:
+        from sklearn.utils.validation import validate_data  # arrays: checked as scikit-learn checks them
+
+        from streamwww.estimator import WWClassifier
+
+        template = WWClassifier(**params)
         X, y = validate_data(template, data[0], data[1], accept_sparse="csr",
                              dtype=[np.float64, np.float32], order="C", reset=True)
         source = ArraySource.from_labels(X, classification_targets(y), "train", class_weight=class_weight,
@@ -422,6 +430,22 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
     WWClassifier or list of WWClassifier
         A list when the run trained several values of ``C``.
     """
+    result, fit = resume_fitted(**locals())  # every argument, as given
+    if fit is not None:
+        warn_not_converged(fit.results, fit.cfg, "resume")
+    return _estimators(result)
+
+
+def resume_fitted(checkpoint_dir, **options):
+    """:func:`resume`, returning ``(models, fit)`` as :func:`train_fitted` does."""
+    defaults = resume.__kwdefaults__
+    unknown = sorted(set(options) - set(defaults) - {"store"})
+    if unknown:
+        raise TypeError(f"resume() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
+    o = {**defaults, "store": None, **options}
+    store, model_out, storage_options = o["store"], o["model_out"], o["storage_options"]
+    verbose, callback, progress, max_iter = o["verbose"], o["callback"], o["progress"], o["max_iter"]
+    memory_budget = o["memory_budget"]
     checkpoint_dir = located(checkpoint_dir, storage_options)
     with CheckpointDir(checkpoint_dir, lock=False) as probe:
         manifest = probe.load_settings()
@@ -430,11 +454,11 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
                               "train((X, y), checkpoint_dir=...) again with the same arrays and settings")
     store = as_store(store if store is not None else manifest["data"]["path"], storage_options)
     cfg = manifest["config"]
-    placement = _placement(manifest, client, workers, partitions)
+    placement = _placement(manifest, o["client"], o["workers"], o["partitions"])
     if manifest["run"].get("cv"):
         return _resume_cv(checkpoint_dir, store, manifest, model_out=model_out, verbose=verbose,
                           callback=callback, progress=progress, max_iter=max_iter, placement=placement,
-                          storage_options=storage_options, memory_budget=memory_budget)
+                          storage_options=storage_options, memory_budget=memory_budget), None
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
     params.setdefault("shrinking", False)  # a checkpoint from before shrinking: its runs did not shrink
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
@@ -449,5 +473,4 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
                          model_out=_located_or_none(_resumed_model_out(manifest["run"], model_out),
                                                     storage_options),
                          callback=callback, progress=progress, cluster=placement, memory_budget=memory_budget)
-    warn_not_converged(fit.results, fit.cfg, "resume")
-    return models
+    return models, fit

@@ -445,8 +445,8 @@ def _report_run(args, result, paths, command: str) -> None:
 
 
 def run_train(args) -> int:
-    import streamwww as sw
-    from streamwww.api import model_paths
+    from streamwww.api import model_paths, train_fitted
+    from streamwww.engine.config import warn_not_converged
 
     on_cluster = args.workers is not None or args.scheduler is not None
     if not on_cluster:
@@ -464,30 +464,32 @@ def run_train(args) -> int:
         labels = _model_labels([c for _ in range(max(args.cv, 0)) for c in args.C] + args.C, splits)
     rep = _Reporter(args.show_progress, args.quiet, args.max_iter, labels=labels)
     try:
-        result = sw.train(args.store, C=C, tol=args.tol,
-                          max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
-                          fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
-                          subproblem=args.subproblem, shrinking=not args.no_shrinking, device=args.device,
-                          checkpoint_dir=args.checkpoint_dir,
-                          checkpoint_every=args.checkpoint_every, checkpoint_interval=args.checkpoint_interval,
-                          prefetch=args.prefetch,
-                          inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
-                          model_out=args.model_out, class_weight=class_weight, cv=args.cv,
-                          client=args.scheduler, workers=args.workers, partitions=args.partitions,
-                          callback=rep.epoch_done, progress=rep.progress, storage_options=options,
-                          memory_budget=args.memory_budget)
+        result, fit = train_fitted(args.store, C=C, tol=args.tol,
+                                   max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
+                                   fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
+                                   subproblem=args.subproblem, shrinking=not args.no_shrinking, device=args.device,
+                                   checkpoint_dir=args.checkpoint_dir,
+                                   checkpoint_every=args.checkpoint_every, checkpoint_interval=args.checkpoint_interval,
+                                   prefetch=args.prefetch,
+                                   inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
+                                   model_out=args.model_out, class_weight=class_weight, cv=args.cv,
+                                   client=args.scheduler, workers=args.workers, partitions=args.partitions,
+                                   callback=rep.epoch_done, progress=rep.progress, storage_options=options,
+                                   memory_budget=args.memory_budget)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
+    if fit is not None:
+        warn_not_converged(fit.results, fit.cfg, "train")
     paths = model_paths(args.model_out, args.C, many=len(args.C) > 1 and args.cv is None)
     _report_run(args, result, paths, "train")
     return 0
 
 
 def run_resume(args) -> int:
-    import streamwww as sw
     from streamwww._location import located
-    from streamwww.api import model_paths
+    from streamwww.api import model_paths, resume_fitted
     from streamwww.checkpoint import CheckpointDir
+    from streamwww.engine.config import warn_not_converged
 
     options = storage_options(args)
     with CheckpointDir(located(args.checkpoint_dir, options), lock=False) as probe:
@@ -496,12 +498,14 @@ def run_resume(args) -> int:
                     labels=_model_labels(run["config"]["Cs"], run["config"].get("splits")))
     model_out = False if args.no_model else args.model_out
     try:
-        result = sw.resume(args.checkpoint_dir, store=args.store, model_out=model_out,
-                           callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter,
-                           client=args.scheduler, workers=args.workers, partitions=args.partitions,
-                           storage_options=options, memory_budget=args.memory_budget)
+        result, fit = resume_fitted(args.checkpoint_dir, store=args.store, model_out=model_out,
+                                    callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter,
+                                    client=args.scheduler, workers=args.workers, partitions=args.partitions,
+                                    storage_options=options, memory_budget=args.memory_budget)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
+    if fit is not None:
+        warn_not_converged(fit.results, fit.cfg, "resume")
     out = None if model_out is False else (model_out or run["run"].get("model_out"))
     paths = []
     if out:

@@ -29,7 +29,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from streamwww._params import check_params, resolve_seed
 from streamwww.engine.run import cluster_options, fit_placed
-from streamwww.estimator import WWClassifier, fitted_attributes
+from streamwww.estimator import WWClassifier
+from streamwww.fitted import fitted_attributes
 from streamwww.labels import classification_targets
 from streamwww.stream.folds import MAX_SPLITS, shard_folds, train_bits
 from streamwww.stream.sources import ArraySource, StoreSource, as_store

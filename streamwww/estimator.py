@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 
 import numpy as np
@@ -13,6 +14,7 @@ from streamwww._params import check_params
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import Fit, cluster_options, fit_placed, fit_source
 from streamwww.errors import DataFormatError
+from streamwww.fitted import FittedModel, fitted_attributes, model_params
 from streamwww.labels import classification_targets
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
 
@@ -233,6 +235,14 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         scale = min(1.0, float(self.C) / prev[1])
         return prev[2][None] * scale, prev[3][None] * scale
 
+    @classmethod
+    def from_fitted(cls, model: FittedModel) -> "WWClassifier":
+        """The fitted estimator of a :class:`~streamwww.fitted.FittedModel` (its settings
+        copied, as scikit-learn's ``clone`` copies them)."""
+        est = cls(**copy.deepcopy(model.params))
+        est._set_fitted(model.attributes())
+        return est
+
     def _set_fitted(self, fitted) -> None:
         """Install the fitted attributes all at once (a failed fit sets none)."""
         for name, value in fitted.items():
@@ -286,21 +296,6 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
             total += len(hit)
         n = total if sample_weight is None else float(np.sum(sample_weight))
         return correct / n if n else float("nan")
-
-
-def model_params(model) -> dict:
-    """``model.get_params()`` without what is not a model setting (``client``): what
-    fits, manifests and model files take."""
-    return {k: v for k, v in model.get_params().items() if k != "client"}
-
-
-def fitted_attributes(fit: Fit, j: int, source) -> dict:
-    """The estimator attributes of the ``j``-th model of ``fit`` on ``source``."""
-    result = fit.results[j]
-    coef, intercept = fit.cfg.coef_intercept(result.W, source.data.n_features)
-    return {"classes_": source.classes, "coef_": coef, "intercept_": intercept,
-            "n_iter_": int(result.n_iter), "history_": list(result.history),
-            "converged_": bool(result.converged), "seed_": int(fit.seed), "device_": fit.device}
 
 
 def store_shards(store, n_features: int, owner: str = "WWClassifier"):

@@ -18,11 +18,10 @@ import os
 from pathlib import Path
 
 import numpy as np
-from sklearn.utils.validation import check_is_fitted
 
 from streamwww._location import Location, is_url, location
 from streamwww.errors import StorageError
-from streamwww.estimator import WWClassifier, model_params
+from streamwww.fitted import FittedModel
 
 __all__ = ["save_model", "load_model", "MODEL_FORMAT", "MODEL_VERSION"]
 
@@ -39,15 +38,17 @@ def _remote(path) -> Location | None:
 
 
 def save_model(model, path) -> Path | Location:
-    """Write a fitted :class:`~streamwww.WWClassifier` to ``path`` (``.npz``) atomically.
+    """Write a fitted :class:`~streamwww.WWClassifier` (or its
+    :class:`~streamwww.fitted.FittedModel`) to ``path`` (``.npz``) atomically.
 
     ``path`` is a local path, or a URL or :class:`~streamwww._location.Location` on an
     object store; returns the :class:`~pathlib.Path`, or the Location, written.
     """
-    check_is_fitted(model)
+    if not isinstance(model, FittedModel):
+        model = FittedModel.of(model)  # NotFittedError for an unfitted estimator
     remote = _remote(path)
     path = remote if remote is not None else Path(location(path).path if isinstance(path, Location) else path)
-    meta = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "params": model_params(model),
+    meta = {"format": MODEL_FORMAT, "version": MODEL_VERSION, "params": dict(model.params),
             "n_iter": int(model.n_iter_), "converged": bool(getattr(model, "converged_", False)),
             "seed": int(getattr(model, "seed_", -1)), "history": list(model.history_),
             "n_features_in": int(model.n_features_in_),
@@ -106,6 +107,8 @@ def load_model(path):
     if isinstance(params.get("class_weight"), dict):
         params["class_weight"] = {c: w for c, w in zip(arrays["classes"].tolist(), params["class_weight"]["per_class"])
                                   if w != 1.0}
+    from streamwww.estimator import WWClassifier  # scikit-learn: imported when a model is read
+
     model = WWClassifier(**params)
     model._set_fitted({"classes_": arrays["classes"], "coef_": arrays["coef"], "intercept_": arrays["intercept"],
                        "n_iter_": meta["n_iter"], "history_": meta["history"],

@@ -23,7 +23,7 @@ from streamwww._location import located, location
 from streamwww.api import model_paths
 from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
 from streamwww.errors import CheckpointError, StreamwwwError
-from streamwww.estimator import model_params
+from streamwww.fitted import model_params
 from streamwww.model_io import load_model
 
 __all__ = ["describe_model", "describe_checkpoint", "format_model", "format_checkpoint", "gap_histories",

@@ -270,7 +270,7 @@ def test_train_cluster_flags_reach_the_api(run, capsys, monkeypatch):
         seen.update(kw)
         raise ValueError("stop here")
 
-    monkeypatch.setattr(sw, "train", fake_train)
+    monkeypatch.setattr("streamwww.api.train_fitted", fake_train)  # what the CLI calls
     capsys.readouterr()
     rc = main(["train", str(tmp / "train.zarr"), "--workers", "3", "--partitions", "6", "--model-out", "m.npz"])
     assert rc == 1 and "stop here" in capsys.readouterr().err

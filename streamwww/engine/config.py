@@ -10,7 +10,6 @@ import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 
 from streamwww._params import UNMIXED
 from streamwww.solvers.shark import SHARK_EPS
@@ -170,6 +169,8 @@ def warn_not_converged(results: list[ModelResult], cfg: SolverConfig, owner: str
     for res in results:
         if res.status != "max_iter" or not res.history:
             continue
+        from sklearn.exceptions import ConvergenceWarning  # here: importing scikit-learn takes a second
+
         last = res.history[-1]
         crit = f"relative duality gap {last['rel_gap']:.3g} > tol {cfg.tol:g}"
         if cfg.gap_decay is not None:

@@ -1,0 +1,95 @@
+"""A trained model as plain data: its settings and fitted attributes, without scikit-learn.
+
+:class:`FittedModel` holds what a :class:`~streamwww.WWClassifier` holds after ``fit``
+(``coef_``, ``intercept_``, ``classes_``, ``history_``, ...) and its settings (``params``,
+``get_params()`` without ``client``).  :func:`streamwww.api.train_fitted` returns these
+records and :func:`streamwww.model_io.save_model` writes them; the estimators are built
+from them only where a user asks for estimators.  Why a second form: importing
+scikit-learn takes a second or more (it imports SciPy's statistics and, when installed,
+pandas), which the command line would pay before every small job only to write a model
+file (issue 18).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["FittedModel", "SETTINGS", "model_settings", "model_params", "fitted_attributes", "fitted_models"]
+
+#: The model settings of :class:`~streamwww.WWClassifier`: its constructor's
+#: parameters without ``client`` (a connection, not a setting), in ``get_params()``
+#: order. ``tests/test_fitted.py`` checks this against the estimator.
+SETTINGS = ("C", "class_weight", "device", "fit_intercept", "gap_decay", "intercept_scaling", "max_iter",
+            "random_state", "shrinking", "subproblem", "tol", "verbose", "warm_start")
+
+
+def model_settings(**values) -> dict:
+    """The settings dict of a model with these values (every name of :data:`SETTINGS`)."""
+    if set(values) != set(SETTINGS):
+        missing, extra = sorted(set(SETTINGS) - set(values)), sorted(set(values) - set(SETTINGS))
+        raise TypeError(f"model_settings: missing {missing}, unknown {extra}")
+    return {k: values[k] for k in SETTINGS}
+
+
+def model_params(model) -> dict:
+    """The settings of ``model`` (a :class:`FittedModel` or an estimator's ``get_params()``
+    without ``client``): what fits, manifests and model files take."""
+    if isinstance(model, FittedModel):
+        return dict(model.params)
+    return {k: v for k, v in model.get_params().items() if k != "client"}
+
+
+def fitted_attributes(fit, j: int, source) -> dict:
+    """The estimator attributes of the ``j``-th model of ``fit`` (a
+    :class:`~streamwww.engine.run.Fit`) on ``source``."""
+    result = fit.results[j]
+    coef, intercept = fit.cfg.coef_intercept(result.W, source.data.n_features)
+    return {"classes_": source.classes, "coef_": coef, "intercept_": intercept,
+            "n_iter_": int(result.n_iter), "history_": list(result.history),
+            "converged_": bool(result.converged), "seed_": int(fit.seed), "device_": fit.device}
+
+
+class FittedModel:
+    """A trained model's settings (``params``) and fitted attributes, as plain data.
+
+    The attributes are the estimator's: ``classes_``, ``coef_``, ``intercept_``,
+    ``n_iter_``, ``history_``, ``converged_``, ``seed_``, ``n_features_in_``, and where
+    known ``device_`` and ``feature_names_in_``; ``C`` is ``params["C"]``.
+    """
+
+    def __init__(self, params: dict, attributes: dict):
+        self.params = dict(params)
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
+    @property
+    def C(self) -> float:
+        return self.params["C"]
+
+    def attributes(self) -> dict:
+        """The fitted attributes (the names that end in ``_``)."""
+        return {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
+
+    @classmethod
+    def of(cls, estimator) -> "FittedModel":
+        """The record of a fitted estimator (``NotFittedError`` if it is not fitted)."""
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(estimator)
+        attrs = {k: v for k, v in vars(estimator).items() if k.endswith("_") and not k.startswith("_")}
+        return cls(model_params(estimator), attrs)
+
+    def __repr__(self) -> str:
+        return (f"FittedModel(C={self.C:g}, classes={len(np.asarray(self.classes_))}, "
+                f"n_features_in={self.n_features_in_}, n_iter={self.n_iter_})")
+
+
+def fitted_models(fit, source, params: dict, n_features_in: int, feature_names=None) -> list[FittedModel]:
+    """One :class:`FittedModel` per ``C`` of ``fit`` (a :class:`~streamwww.engine.run.Fit`)."""
+    models = []
+    for j, c in enumerate(fit.cfg.Cs):
+        attrs = {**fitted_attributes(fit, j, source), "n_features_in_": int(n_features_in)}
+        if feature_names is not None:
+            attrs["feature_names_in_"] = feature_names
+        models.append(FittedModel({**params, "C": c}, attrs))
+    return models

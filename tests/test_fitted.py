@@ -1,0 +1,86 @@
+"""Models as plain records (streamwww.fitted): the command line's path without scikit-learn."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+
+import streamwww as sw
+from streamwww.api import train_fitted
+from streamwww.fitted import SETTINGS, FittedModel, model_params, model_settings
+from streamwww.io import write_store
+from streamwww.model_io import load_model, save_model
+
+from .conftest import make_classification
+
+
+def test_settings_are_the_estimators_parameters():
+    assert tuple(k for k in sw.WWClassifier().get_params() if k != "client") == SETTINGS
+    values = dict(C=0.5, class_weight={1: 2.0}, device="cpu", fit_intercept=False, gap_decay=0.1,
+                  intercept_scaling=3.0, max_iter=7, random_state=4, shrinking=False, subproblem="shark",
+                  tol=1e-5, verbose=1, warm_start=True)
+    assert model_settings(**values) == model_params(sw.WWClassifier(**values))
+    assert list(model_settings(**values)) == list(model_params(sw.WWClassifier(**values)))
+    with pytest.raises(TypeError, match=r"missing \['warm_start'\], unknown \['wrong'\]"):
+        model_settings(**{k: v for k, v in values.items() if k != "warm_start"}, wrong=1)
+
+
+@pytest.fixture
+def store(tmp_path):
+    X, y = make_classification(np.random.default_rng(5), n=300, d=8, k=3, dtype=np.float32)
+    write_store(tmp_path / "s.zarr", X, np.array(["a", "b", "c"])[y], shard_rows=100)
+    return tmp_path / "s.zarr", X
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_records_are_the_models_train_returns(store, tmp_path):
+    path, X = store
+    kw = dict(C=[0.5, 2.0], random_state=3, max_iter=30, checkpoint_dir=None)
+    models, fit = train_fitted(path, **kw)
+    estimators = sw.train(path, **kw)
+    assert [type(m) for m in models] == [FittedModel, FittedModel] and fit.seed == 3
+    for rec, est in zip(models, estimators):
+        assert rec.C == est.C and model_params(rec) == model_params(est)
+        np.testing.assert_array_equal(rec.coef_, est.coef_)  # the same run: bitwise
+        np.testing.assert_array_equal(sw.WWClassifier.from_fitted(rec).predict(X), est.predict(X))
+        assert [(h["epoch"], h["primal"], h["dual"]) for h in rec.history_] == \
+            [(h["epoch"], h["primal"], h["dual"]) for h in est.history_]
+        assert rec.n_features_in_ == est.n_features_in_ == 8 and rec.n_iter_ == est.n_iter_
+    # a record and its estimator write the same model file
+    save_model(models[1], tmp_path / "rec.npz")
+    save_model(estimators[1], tmp_path / "est.npz")
+    a, b = load_model(tmp_path / "rec.npz"), load_model(tmp_path / "est.npz")
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.get_params() == b.get_params() and list(a.classes_) == ["a", "b", "c"]
+    with pytest.raises(TypeError, match="unexpected keyword argument.*'Cs'"):
+        train_fitted(path, Cs=[1.0])
+    with pytest.raises(NotFittedError):
+        save_model(sw.WWClassifier(), tmp_path / "x.npz")
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    res = subprocess.run([sys.executable, "-c", "import sys\nfrom streamwww.cli import main\n" + code],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res
+
+
+def test_cli_train_and_resume_import_no_scikit_learn(store, tmp_path):
+    """`streamwww train` and `resume` on a store write their model files from the records:
+    importing scikit-learn (1.5 s of a 4.5 s dna run here) is left to Python users."""
+    path, X = store
+    ck, m = str(tmp_path / "ck"), str(tmp_path / "m.npz")
+    res = _run(f"main(['train', {str(path)!r}, '--checkpoint-dir', {ck!r}, '--model-out', {m!r}, "
+               "'--seed', '2', '--max-iter', '2', '--quiet'])")
+    assert "train did not converge after 2 epochs" in res.stderr  # the warning is still given
+    res = _run(f"main(['resume', {ck!r}, '--max-iter', '1000', '--quiet'])\n"
+               f"main(['train', {str(path)!r}, '--checkpoint-dir', {ck + '2'!r}, '--model-out', "
+               f"{m + '2'!r}, '--seed', '2', '--quiet'])\n"
+               "print(sorted(k for k in ('sklearn', 'pandas') if k in sys.modules))")
+    assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout[-800:]
+    expected = sw.train(path, random_state=2, max_iter=1000)
+    assert expected.converged_
+    for out in (m, m + "2"):  # resumed and uninterrupted: the Python API's model, bitwise
+        np.testing.assert_array_equal(load_model(out).coef_, expected.coef_)
