@@ -15,12 +15,19 @@ between them).  The ``eval_every=2`` run keeps its setting in all three; with
 shrinking its hash changed when sets began to hold across epochs without
 objectives (it was ``55a20340c44f9e92d80b`` before).
 
+Those three tables are runs with row-order version 1 (engine.order: NumPy's seeded
+permutation), every run's before 2026-11-26 and the version a checkpoint written then
+resumes with. ``GOLDEN_V2`` pins the defaults with version 2, the compiled shuffle new
+runs use; the hashes of the other tables did not change when it came.
+
 Run ``python -m tests.test_golden`` to print the current hashes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import warnings
 
 import numpy as np
@@ -28,6 +35,7 @@ import pytest
 import scipy.sparse as sp
 
 import streamwww as sw
+import streamwww.engine.run as engine_run
 from streamwww.io import write_store
 
 
@@ -56,14 +64,30 @@ def _digest(models) -> str:
     return h.hexdigest()[:20]
 
 
-# the tables: the runs' settings beyond each run's own
-MODES = {"GOLDEN": {"shrinking": False, "eval_every": 1},
-         "GOLDEN_SHRINKING": {"shrinking": True, "eval_every": 1},
-         "GOLDEN_AUTO": {}}  # the defaults
+# the tables: the runs' settings beyond each run's own, and the row-order version of new runs
+MODES = {"GOLDEN": {"shrinking": False, "eval_every": 1, "row_order": 1},
+         "GOLDEN_SHRINKING": {"shrinking": True, "eval_every": 1, "row_order": 1},
+         "GOLDEN_AUTO": {"row_order": 1},
+         "GOLDEN_V2": {"row_order": 2}}  # the defaults
+
+
+@contextlib.contextmanager
+def row_order_of_new_runs(version: int):
+    """New runs use row-order ``version`` (engine.order) inside the block."""
+    saved, engine_run.ROW_ORDER = engine_run.ROW_ORDER, version
+    try:
+        yield
+    finally:
+        engine_run.ROW_ORDER = saved
 
 
 def _run(name: str, tmp, mode: str) -> str:
     sh = dict(MODES[mode])
+    with row_order_of_new_runs(sh.pop("row_order")):
+        return _run_settings(name, tmp, sh)
+
+
+def _run_settings(name: str, tmp, sh: dict) -> str:
     every = {"eval_every": sh.pop("eval_every")} if "eval_every" in sh else {}
 
     def fit(X, y, **params):  # the estimator with the defaults; train() where eval_every is set
@@ -146,6 +170,18 @@ GOLDEN_AUTO = {
 }
 
 
+GOLDEN_V2 = {
+    "memory-dense": "bd149aa1fd2dfcd796d8",
+    "memory-sparse-gapdecay": "cdf44f69ed1a5dad745e",
+    "memory-multiC": "ba3eff8c00110566a2c8",
+    "memory-shark": "8f0b92c38f0418854a14",
+    "memory-k12-binary": "515fbadacdefff72c35e",
+    "store-zarr-mix2": "75d13adf965ca42d4316",
+    "store-checkpoint-mix1-multiC": "97a4c9ce6d6ec082fac7",
+    "store-parquet-resume": "050d43045bb7eecb6fac",
+}
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_golden_model(name, mode, tmp_path):
@@ -162,6 +198,33 @@ def test_shrinking_changes_the_trajectory():
     for name in GOLDEN:
         assert (GOLDEN[name] == GOLDEN_SHRINKING[name]) == (name == "memory-shark"), name
         assert (GOLDEN_AUTO[name] == GOLDEN_SHRINKING[name]) == (name == "store-checkpoint-mix1-multiC"), name
+        assert GOLDEN_V2[name] != GOLDEN_AUTO[name], name  # the row order is part of every run
+
+
+def test_a_checkpoint_keeps_its_row_order(tmp_path):
+    """A run checkpointed with version 1 resumes with version 1 (its settings lack the
+    field): bitwise the run resumed with version 1 throughout; a new run takes version 2."""
+    X, y = _data(11, 300, 10, 3, False)
+    write_store(tmp_path / "d.zarr", X, y, shard_rows=100)
+    kw = dict(C=1.0, tol=1e-5, random_state=12)
+
+    def interrupted(ck, resume_version: int | None):
+        sw.train(tmp_path / "d.zarr", **kw, max_iter=3, checkpoint_dir=tmp_path / ck)
+        if resume_version is None:
+            return sw.resume(tmp_path / ck)
+        with row_order_of_new_runs(resume_version):
+            return sw.resume(tmp_path / ck)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with row_order_of_new_runs(1):
+            v1 = interrupted("ck1", 1)
+            mixed = interrupted("ck", 2)  # resumed where new runs take version 2
+        v2 = interrupted("ck2", None)
+    assert _digest(mixed) == _digest(v1) != _digest(v2)
+    manifest = json.loads((tmp_path / "ck2" / "manifest.json").read_text())
+    assert manifest["config"]["row_order"] == 2
+    assert "row_order" not in json.loads((tmp_path / "ck" / "manifest.json").read_text())["config"]
 
 
 if __name__ == "__main__":

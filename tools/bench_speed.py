@@ -211,10 +211,11 @@ def fit(**params):  # the estimator, or train() (the same engine) where eval_eve
 
 # the kernels this fit uses loaded from Numba's cache (the same data: dense or CSR, shrinking, overlap)
 fit(C=1.0, fit_intercept=False, max_iter=3, random_state=0)
+seed = int(os.environ.get("BENCH_SEED", "0"))
 best = None
 for _ in range(int(os.environ.get("BENCH_FITS", "1"))):  # the same fit again: the best of them
     t, cpu = time.perf_counter(), time.process_time()
-    m = fit(C=1.0, fit_intercept=False, gap_decay=0.0009, tol=0.0, max_iter=100000, random_state=0)
+    m = fit(C=1.0, fit_intercept=False, gap_decay=0.0009, tol=0.0, max_iter=100000, random_state=seed)
     got = {"wall": time.perf_counter() - t, "cpu": time.process_time() - cpu, "solver": m.history_[-1]["time"],
            "epochs": int(m.n_iter_)}
     best = got if best is None else {k: min(best[k], got[k]) for k in got}
@@ -305,26 +306,32 @@ def run_gap(args, work: str, trees: dict) -> str:
     binary = _build_cpp(args.cpp_src, work) if args.cpp_src else None
     files = FILES[:2] if args.quick else FILES
     tree = next(iter(trees.values()))
+    # (key, tree, child flags): shrinking and the "auto" schedule, every epoch, no shrinking;
+    # with --before, the defaults of that tree as well
+    runs = [("on", tree, ["1"]), ("every", tree, ["1", "1"]), ("off", tree, ["0"])]
+    runs += [(name, t, ["1"]) for name, t in list(trees.items())[1:]]
     rows = []
     for name in files:
         src = os.path.join(args.data_dir, name + ".xz")
         data = os.path.join(work, name)
         with open(data, "wb") as f:
             subprocess.run(["xz", "-dc", src], stdout=f, check=True)
-        row = {"data": name.split(".")[0], "cpp": [], "on": [], "every": [], "off": []}
-        for _ in range(args.repeats):  # interleaved: the four share the machine's moods
-            if binary:
-                row["cpp"].append(_cpp_run(binary, data, work))
-            for key, flags in (("on", ["1"]), ("every", ["1", "1"]), ("off", ["0"])):
-                _, out = _run([sys.executable, "-c", OURS_CHILD, data, *flags], env=_env(tree))
-                row[key].append(json.loads(out.strip().splitlines()[-1]))
+        row = {"data": name.split(".")[0], "cpp": [], **{key: [] for key, _, _ in runs}}
+        for _ in range(args.repeats):  # interleaved: the variants share the machine's moods
+            for seed in range(args.seeds):
+                if binary:
+                    row["cpp"].append(_cpp_run(binary, data, work))
+                for key, t, flags in runs:
+                    _, out = _run([sys.executable, "-c", OURS_CHILD, data, *flags],
+                                  env={**_env(t), "BENCH_SEED": str(seed)})
+                    row[key].append(json.loads(out.strip().splitlines()[-1]))
         rows.append(row)
 
     def med(rs, key):
         return median(r[key] for r in rs)
 
     lines = [header("Time to a certified gap (issue 18, goal 2): shrinking, side by side with the authors' C++"),
-             "Ours: `WWClassifier(C=1, fit_intercept=False, gap_decay=0.0009, tol=0, random_state=0)` on the "
+             "Ours: `WWClassifier(C=1, fit_intercept=False, gap_decay=0.0009, tol=0, random_state=seed)` on the "
              "`load_svmlight_file` matrices with the defaults (*default*: shrinking, objectives on the "
              "`eval_every=\"auto\"` schedule), with shrinking and objectives after every epoch (*every*: "
              "`train((X, y), ..., eval_every=1)`, the default before 2026-11-26) and with `shrinking=False` "
@@ -335,9 +342,13 @@ def run_gap(args, work: str, trees: dict) -> str:
              "included), *fit CPU* = the process's CPU seconds during `fit` (both cores). C++: "
              "`train -s 30 -c 1` of `YutongWangUMich/liblinear` at `ea8db6c` (its Makefile, `-O3`, "
              "`TRACE_OPTIM_TRAJ`): solver time from its trace. All stop at the first epoch with "
-             f"`gap <= 0.0009 gap_1`. Medians of {args.repeats}, the runs interleaved.", ""]
-    variants = ("on", "every", "off")
-    tag = "(default / every / full)"
+             f"`gap <= 0.0009 gap_1`. Medians of {args.repeats * args.seeds} runs"
+             + (f" ({args.repeats} x random_state 0 .. {args.seeds - 1}; the C++ has one row-order seed)"
+                if args.seeds > 1 else "") + ", the runs interleaved"
+             + (f"; *{', '.join(list(trees)[1:])}*: the defaults of that commit, in the same run" if len(trees) > 1
+                else "") + ".", ""]
+    variants = tuple(key for key, _, _ in runs)
+    tag = "(" + " / ".join({"on": "default", "every": "every", "off": "full"}.get(v, v) for v in variants) + ")"
 
     def each(row, fmt, value):
         return " / ".join(fmt.format(value(row[v])) for v in variants)
@@ -371,6 +382,8 @@ def main(argv=None) -> int:
     p.add_argument("--shard-rows", type=int, nargs="+", default=[5_000, 50_000])
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seeds", type=int, default=1,
+                   help="gap: each repeat runs ours with random_state 0 .. N-1 (the row orders differ)")
     p.add_argument("--fits", type=int, default=1,
                    help="gap: timed fits per process (after the warm-up), the best of them reported")
     p.add_argument("--before", metavar="REV", help="also run these children on a git worktree of REV")

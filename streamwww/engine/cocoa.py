@@ -184,7 +184,7 @@ class _Local:
             return None
         dbeta = backend.put_beta(beta)
         for p in range(cfg.inner_passes):
-            order = row_order(cfg.seed, t, first_shard, p, block.n_rows)
+            order = row_order(cfg.seed, t, first_shard, p, block.n_rows, cfg.row_order)
             backend.bcd_pass(self.Wl, dblock, dbeta, self.Cs, active, order, cfg.bias, self.solver,
                              cfg.shark_eps, self.splits, **({} if near is None else {"near": near}))
         new = backend.get_beta(dbeta)

@@ -64,6 +64,7 @@ class SolverConfig:
     mix_shards: int = UNMIXED
     splits: tuple[int, ...] | None = None  # per model, the cross-validation split it trains on (-1: all rows)
     shrinking: bool = False  # engine.shrink (False: what runs before shrinking existed did)
+    row_order: int = 1  # engine.order's version (1: what runs before version 2 existed did)
 
     @property
     def bias(self) -> float:
@@ -115,6 +116,8 @@ class SolverConfig:
             out["splits"] = list(self.splits)
         if not self.shrinking:
             del out["shrinking"]  # as before shrinking existed: old checkpoints stay comparable
+        if self.row_order == 1:
+            del out["row_order"]  # as before version 2 existed: old checkpoints stay comparable
         return out
 
 

@@ -208,7 +208,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             # (late, after an evaluated epoch, the certificate's pass makes the group's sets)
             shrunk = {} if near is None or pending is not None else {"near": near.take(group, keep=sticky)}
             for p in range(cfg.inner_passes):  # exact block minimization over the group's rows
-                order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows)
+                order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows, cfg.row_order)
                 if p == 0 and pending is not None:  # with W_t's objectives (and the group's sets)
                     shrunk = pending.certify_pass(group, block, host_beta, W, beta, Cs, order, solver)
                     if sticky and near is not None and "near" in shrunk:

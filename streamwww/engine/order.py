@@ -1,16 +1,26 @@
 """The seeded orders of a run: shards per epoch, shard groups, rows per pass.
 
-The shard order of epoch ``e`` and the row order of pass ``p`` over shard ``s``
-come from ``SeedSequence(seed, spawn_key=...)`` of ``(e)`` and ``(e, s, p)``;
+The shard order of epoch ``e`` comes from ``SeedSequence(seed, spawn_key=(1, e))``
+and the row order of pass ``p`` over shard ``s`` from the key ``(seed, 2, e, s, p)``;
 they depend on nothing else, so a resumed run reproduces them without saving
-generator state.
+generator state.  Row orders have two versions, recorded in a run's settings
+(``SolverConfig.row_order``): 1, NumPy's ``Generator.permutation`` of that
+``SeedSequence`` (every run before 2026-11-26, and the checkpoints they left), and 2,
+the compiled shuffle of :mod:`streamwww.engine._shuffle` (12x cheaper per pass; new
+runs). A resumed run keeps its checkpoint's version, so it ends bitwise where the
+uninterrupted run would have.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["shard_order", "row_order", "shard_groups", "EpochPlan"]
+from streamwww.engine._shuffle import permutation
+
+__all__ = ["shard_order", "row_order", "shard_groups", "EpochPlan", "ROW_ORDER"]
+
+#: The row-order version new runs use (a checkpoint without one: version 1).
+ROW_ORDER = 2
 
 
 def _rng(seed: int, *key: int) -> np.random.Generator:
@@ -24,9 +34,14 @@ def shard_order(seed: int, epoch: int, n_shards: int) -> np.ndarray:
     return _rng(seed, 1, epoch).permutation(n_shards)
 
 
-def row_order(seed: int, epoch: int, shard: int, inner: int, n_rows: int) -> np.ndarray:
-    """The seeded order of rows for inner pass ``inner`` over ``shard`` in ``epoch``."""
-    return _rng(seed, 2, epoch, shard, inner).permutation(n_rows)
+def row_order(seed: int, epoch: int, shard: int, inner: int, n_rows: int, version: int) -> np.ndarray:
+    """The seeded order of rows for inner pass ``inner`` over ``shard`` in ``epoch``
+    (``version``: 1 or 2, see the module's docstring)."""
+    if version == 2:
+        return permutation((seed, 2, epoch, shard, inner), n_rows)
+    if version == 1:
+        return _rng(seed, 2, epoch, shard, inner).permutation(n_rows)
+    raise ValueError(f"row order version {version!r} is not known to this streamwww (1 or 2)")
 
 
 def shard_groups(order, mix: int) -> list[tuple[int, ...]]:

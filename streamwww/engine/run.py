@@ -37,6 +37,7 @@ from streamwww.engine.config import (
     results_to_json,
 )
 from streamwww.engine.driver import Hooks, late_allowed, run_bcd
+from streamwww.engine.order import ROW_ORDER
 from streamwww.errors import CheckpointError
 from streamwww.stream.betas import DiskBetas, InMemoryBetas
 from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
@@ -58,8 +59,9 @@ class Fit:
 
 
 def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every: int | str = 1,
-                  mix_shards: int = UNMIXED, splits=None) -> SolverConfig:
-    """The :class:`SolverConfig` of estimator parameters ``params`` (``get_params()``)."""
+                  mix_shards: int = UNMIXED, splits=None, manifest: dict | None = None) -> SolverConfig:
+    """The :class:`SolverConfig` of estimator parameters ``params`` (``get_params()``); with the
+    ``manifest`` of the checkpoint it continues, that run's row-order version (engine.order)."""
     gap_decay = params["gap_decay"]
     return SolverConfig(Cs=tuple(float(c) for c in Cs), tol=float(params["tol"]),
                         max_iter=int(params["max_iter"]),
@@ -71,7 +73,8 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         eval_every=eval_every if eval_every == "auto" else int(eval_every),
                         mix_shards=int(mix_shards),
                         splits=None if splits is None else tuple(int(s) for s in splits),
-                        shrinking=bool(params.get("shrinking", False)))
+                        shrinking=bool(params.get("shrinking", False)),
+                        row_order=ROW_ORDER if manifest is None else int(manifest["config"].get("row_order", 1)))
 
 
 def check_manifest(path, manifest: dict, data) -> None:
@@ -182,7 +185,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
         cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards if source.streamed else UNMIXED,
-                            splits)
+                            splits, manifest)
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
@@ -388,7 +391,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
-        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits)
+        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits, manifest)
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)

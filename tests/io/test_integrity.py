@@ -298,21 +298,27 @@ def test_v1_store_opens_reads_and_warns_once(fmt, monkeypatch, caplog):
     assert (Xs != X).nnz == 0 and np.array_equal(s.classes[ys], y)
 
 
-def test_v1_store_trains_the_same_model_and_its_checkpoint_resumes(tmp_path):
+def test_v1_store_trains_the_same_model_and_its_checkpoint_resumes(tmp_path, monkeypatch):
+    """The model recorded with the version-1 code: a new run with that code's row order
+    (version 1; new runs take version 2, engine.order) and the run's old checkpoint,
+    which resumes with the row order it recorded (none: version 1)."""
     expected = np.load(DATA / "v1-expected.npz")
     ck = tmp_path / "ck"
     shutil.copytree(DATA / "v1-zarr-ckpt", ck)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        m = streamwww.train(DATA / "v1-zarr", max_iter=3, **TRAIN)
         r = streamwww.resume(ck, store=DATA / "v1-zarr", max_iter=3)
+        monkeypatch.setattr("streamwww.engine.run.ROW_ORDER", 1)
+        m = streamwww.train(DATA / "v1-zarr", max_iter=3, **TRAIN)
     for model in (m, r):
         assert np.array_equal(model.coef_, expected["coef"])
         assert np.array_equal(model.intercept_, expected["intercept"])
 
 
-def test_v2_store_trains_the_same_model_as_v1(tmp_path):
-    """Checksums change no model: the same rows as a version-2 store train bitwise alike."""
+def test_v2_store_trains_the_same_model_as_v1(tmp_path, monkeypatch):
+    """Checksums change no model: the same rows as a version-2 store train bitwise alike
+    (with the row order the expected model was recorded with, version 1)."""
+    monkeypatch.setattr("streamwww.engine.run.ROW_ORDER", 1)
     X, y = _v1_arrays()
     s = write_store(tmp_path / "s", X, y, shard_rows=25)
     assert s.format_version == 2 and s.verified and s.fingerprint != V1_FINGERPRINT
