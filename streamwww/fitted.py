@@ -4,7 +4,7 @@
 (``coef_``, ``intercept_``, ``classes_``, ``history_``, ...) and its settings (``params``,
 ``get_params()`` without ``client``).  :func:`streamwww.api.train_fitted` returns these
 records and :func:`streamwww.model_io.save_model` writes them; the estimators are built
-from them only where a user asks for estimators.  Why a second form: importing
+from them (``WWClassifier.from_fitted``) only where a user asks for estimators.  Why a second form: importing
 scikit-learn takes a second or more (it imports SciPy's statistics and, when installed,
 pandas), which the command line would pay before every small job only to write a model
 file (issue 18).
@@ -32,11 +32,14 @@ def model_settings(**values) -> dict:
 
 
 def model_params(model) -> dict:
-    """The settings of ``model`` (a :class:`FittedModel` or an estimator's ``get_params()``
-    without ``client``): what fits, manifests and model files take."""
-    if isinstance(model, FittedModel):
-        return dict(model.params)
+    """An estimator's ``get_params()`` without what is not a model setting (``client``):
+    what fits, manifests and model files take."""
     return {k: v for k, v in model.get_params().items() if k != "client"}
+
+
+def _fitted_vars(obj) -> dict:
+    """The fitted attributes of ``obj``: its public names that end in ``_``."""
+    return {k: v for k, v in vars(obj).items() if k.endswith("_") and not k.startswith("_")}
 
 
 def fitted_attributes(fit, j: int, source) -> dict:
@@ -68,7 +71,7 @@ class FittedModel:
 
     def attributes(self) -> dict:
         """The fitted attributes (the names that end in ``_``)."""
-        return {k: v for k, v in vars(self).items() if k.endswith("_") and not k.startswith("_")}
+        return _fitted_vars(self)
 
     @classmethod
     def of(cls, estimator) -> "FittedModel":
@@ -76,8 +79,7 @@ class FittedModel:
         from sklearn.utils.validation import check_is_fitted
 
         check_is_fitted(estimator)
-        attrs = {k: v for k, v in vars(estimator).items() if k.endswith("_") and not k.startswith("_")}
-        return cls(model_params(estimator), attrs)
+        return cls(model_params(estimator), _fitted_vars(estimator))
 
     def __repr__(self) -> str:
         return (f"FittedModel(C={self.C:g}, classes={len(np.asarray(self.classes_))}, "

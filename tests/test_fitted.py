@@ -42,7 +42,7 @@ def test_records_are_the_models_train_returns(store, tmp_path):
     estimators = sw.train(path, **kw)
     assert [type(m) for m in models] == [FittedModel, FittedModel] and fit.seed == 3
     for rec, est in zip(models, estimators):
-        assert rec.C == est.C and model_params(rec) == model_params(est)
+        assert rec.C == est.C and rec.params == model_params(est)
         np.testing.assert_array_equal(rec.coef_, est.coef_)  # the same run: bitwise
         np.testing.assert_array_equal(sw.WWClassifier.from_fitted(rec).predict(X), est.predict(X))
         assert [(h["epoch"], h["primal"], h["dual"]) for h in rec.history_] == \

@@ -2,8 +2,8 @@
 
 Written here rather than taken from NumPy because of its cost per call: NumPy's
 seeded permutation (a ``SeedSequence``, a ``PCG64`` and ``Generator.permutation``)
-takes about 90 us for 2,000 rows on the benchmark machine, a quarter of a dna epoch
-(0.4 ms), paid every pass of every shard; this kernel takes a few microseconds.
+takes about 90 us for 2,000 rows on the benchmark machine, a fifth of a dna epoch
+(0.45 ms), paid every pass of every shard; this kernel takes about 7 us.
 
 The stream is SplitMix64 (Steele, Lea & Flood, 2014; the generator Java's
 ``SplittableRandom`` and the seeding of xoshiro use) started at a hash of the key,
