@@ -12,10 +12,14 @@ process per run:
   60 s and at the end);
 - *store > budget*: ``memory_budget=0`` with a checkpoint directory, committed every epoch
   (``checkpoint_interval=0``): every shard and ``beta`` read from disk every time, beta written
-  every epoch, as a store larger than memory is trained.
+  every epoch, as a store larger than memory is trained;
+- *store > budget, dynamic malloc*: the same with ``STREAMWWW_RELEASE_MEMORY=0`` (glibc's
+  dynamic thresholds: freed shard buffers stay resident, later ones reuse their pages).
 
 Reported: the ``train`` call's wall time per epoch (start-up of the run, first epoch, objective
-passes, commits included), median of ``--repeats``, and its ratio to the in-memory run.
+passes, commits included), median of ``--repeats``, and its ratio to the in-memory run; the
+process's user and system CPU and its minor page faults (fresh pages touched) per epoch
+during the call (``getrusage``), medians too.
 ``--before REV`` runs the same children on a git worktree of ``REV`` too (side by side, in
 the same run). Every run of a store must give the in-memory model bitwise (checked).
 
@@ -59,7 +63,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FILES = ("dna.scale", "satimage.scale", "letter.scale", "sector.scale")
 
 TAX_CHILD = r'''
-import hashlib, inspect, json, sys, time, warnings
+import hashlib, inspect, json, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 import numpy as np, scipy.sparse as sp
 import streamwww as sw
@@ -74,10 +78,14 @@ if a["mode"] == "memory":
 else:
     data = a["store"]
 sw.train((np.eye(4, 3), np.array([0, 1, 2, 0])), C=1.0, max_iter=2, random_state=0)  # kernels loaded
+r0 = resource.getrusage(resource.RUSAGE_SELF)
 t = time.perf_counter()
 m = sw.train(data, **kw, **opts)
 wall = time.perf_counter() - t
-print(json.dumps({"wall": wall, "epochs": int(m.n_iter_), "coef": hashlib.sha256(m.coef_.tobytes()).hexdigest()}))
+r1 = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"wall": wall, "epochs": int(m.n_iter_), "coef": hashlib.sha256(m.coef_.tobytes()).hexdigest(),
+                  "user": r1.ru_utime - r0.ru_utime, "sys": r1.ru_stime - r0.ru_stime,
+                  "faults": r1.ru_minflt - r0.ru_minflt}))
 '''
 
 
@@ -127,10 +135,12 @@ def run_tax(args, work: str, trees: dict) -> str:
     text = os.path.join(work, "gen.libsvm")
     _run([sys.executable, "-m", "streamwww.cli", "make-data", text, "--rows", str(args.rows), "--features",
           str(args.features), "--nnz-per-row", str(args.nnz), "--classes", str(args.classes), "--seed", "0", "-q"])
-    modes = [("in memory", "memory", {}),
-             ("store", "store", {}),
-             ("store + checkpoints", "store", {"checkpoint_dir": True}),
-             ("store > budget", "store", {"checkpoint_dir": True, "memory_budget": 0, "checkpoint_interval": 0})]
+    over = {"checkpoint_dir": True, "memory_budget": 0, "checkpoint_interval": 0}
+    modes = [("in memory", "memory", {}, {}),
+             ("store", "store", {}, {}),
+             ("store + checkpoints", "store", {"checkpoint_dir": True}, {}),
+             ("store > budget", "store", over, {}),
+             ("store > budget, dynamic malloc", "store", over, {"STREAMWWW_RELEASE_MEMORY": "0"})]
     rows = []
     for shard_rows in args.shard_rows:
         store = os.path.join(work, f"s{shard_rows}.zarr")
@@ -140,12 +150,13 @@ def run_tax(args, work: str, trees: dict) -> str:
         res: dict = {}
         for rep in range(args.repeats):  # modes interleaved: drift hits them alike
             for tree_name, tree in trees.items():
-                for label, mode, opts in modes:
+                for label, mode, opts, extra_env in modes:
                     o = dict(opts)
                     if o.get("checkpoint_dir"):
                         o["checkpoint_dir"] = tempfile.mkdtemp(dir=work, prefix="ck-")
                     payload = {"mode": mode, "store": store, "epochs": args.epochs, "opts": o}
-                    _, out = _run([sys.executable, "-c", TAX_CHILD, json.dumps(payload)], env=_env(tree))
+                    _, out = _run([sys.executable, "-c", TAX_CHILD, json.dumps(payload)],
+                                  env={**_env(tree), **extra_env})
                     r = json.loads(out.strip().splitlines()[-1])
                     res.setdefault((tree_name, label), []).append(r)
                     if o.get("checkpoint_dir"):
@@ -154,9 +165,11 @@ def run_tax(args, work: str, trees: dict) -> str:
         assert len(coefs) == 1, f"the store runs gave {len(coefs)} different models"
         for tree_name in trees:
             base = median(r["wall"] for r in res[(tree_name, "in memory")]) / args.epochs
-            for label, _, _ in modes:
-                per = median(r["wall"] for r in res[(tree_name, label)]) / args.epochs
-                rows.append((shard_rows, n_shards, tree_name, label, per * 1e3, per / base))
+            for label, _, _, _ in modes:
+                rs = res[(tree_name, label)]
+                per = median(r["wall"] for r in rs) / args.epochs
+                cpu = [median(r.get(key, float("nan")) for r in rs) / args.epochs for key in ("user", "sys", "faults")]
+                rows.append((shard_rows, n_shards, tree_name, label, per * 1e3, per / base, *cpu))
     lines = [header("Fixed cost of a streamed epoch (issue 18): store vs in memory"),
              f"Generated data: {args.rows:,} rows, {args.features:,} features, {args.nnz} non-zeros per row, "
              f"{args.classes} classes (`streamwww make-data`, `convert --shuffle`), float32 CSR shards. "
@@ -168,10 +181,14 @@ def run_tax(args, work: str, trees: dict) -> str:
              "memory budget, no "
              "checkpoint directory; *+ checkpoints*: a checkpoint directory with the defaults; *> budget*: "
              "`memory_budget=0` and a commit every epoch (every shard and beta read from disk every epoch, "
-             "beta written every epoch).", "",
-             "| shard rows | shards | code | run | ms per epoch | vs memory |", "|---|---|---|---|---|---|"]
-    for shard_rows, n_shards, tree_name, label, ms, ratio in rows:
-        lines.append(f"| {shard_rows:,} | {n_shards} | {tree_name} | {label} | {ms:.1f} | {ratio:.2f} |")
+             "beta written every epoch); *dynamic malloc*: the same with `STREAMWWW_RELEASE_MEMORY=0`. "
+             "CPU and page faults: the process's user and system CPU time and minor page faults per epoch "
+             "during the call (`getrusage`; the second core's threads included).", "",
+             "| shard rows | shards | code | run | ms per epoch | vs memory | user CPU ms per epoch "
+             "| system CPU ms per epoch | page faults per epoch |", "|---|---|---|---|---|---|---|---|---|"]
+    for shard_rows, n_shards, tree_name, label, ms, ratio, user, sys_, faults in rows:
+        lines.append(f"| {shard_rows:,} | {n_shards} | {tree_name} | {label} | {ms:.1f} | {ratio:.2f} "
+                     f"| {1e3 * user:.0f} | {1e3 * sys_:.0f} | {faults:,.0f} |")
     return "\n".join(lines) + "\n"
 
 

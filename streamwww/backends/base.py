@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 import scipy.sparse as sp
 
+from streamwww import _buffers as buffers
 from streamwww.backends import _kernels as K
 
 __all__ = ["Block", "Backend", "make_block", "model_splits", "ordered_row_sums", "row_range"]
@@ -100,14 +101,14 @@ def make_block(X, y, bias: float, weights=None, trains=None) -> Block:
             X = X.astype(np.float64)
         if not X.has_sorted_indices:
             X = X.sorted_indices()
-        sq = np.empty(X.shape[0], dtype=np.float64)
+        sq = buffers.empty(X.shape[0], np.float64)
         K.row_sqnorms_csr(X.data, X.indptr, float(bias), sq)
     else:
         X = np.asarray(X)
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         X = np.ascontiguousarray(X)
-        sq = np.empty(X.shape[0], dtype=np.float64)
+        sq = buffers.empty(X.shape[0], np.float64)
         K.row_sqnorms_dense(X, float(bias), sq)
     y = np.ascontiguousarray(y, dtype=np.int32)
     if weights is not None:

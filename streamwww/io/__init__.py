@@ -11,6 +11,7 @@ Public API::
     read_into(array, path, out)  -> a local Zarr array's chunks decoded into a caller's buffer
     read_whole_chunks(array, path, out) -> the same, False for a layout it does not cover
     encode_raw_chunks(data, chunk_shape) -> the chunk objects Zarr writes for an uncompressed array
+    raw_chunk_parts(data, chunk_shape) -> the same objects as (values, crc32c) parts, written without a copy
 
 The on-disk format is described in docs/FORMAT.md.  Names are imported on first
 use (as in ``streamwww``), so that the CLI's parser, ``--help`` and ``--version``
@@ -33,6 +34,7 @@ _LAZY = {name: (module, name) for name, module in {
     "load_libsvm": "streamwww.io.libsvm",
     "make_data": "streamwww.io.datagen",
     "open_store": "streamwww.io.store",
+    "raw_chunk_parts": "streamwww.io._chunks",
     "read_into": "streamwww.io._chunks",
     "read_whole_chunks": "streamwww.io._chunks",
     "write_store": "streamwww.io.store",

@@ -434,6 +434,13 @@ def encode_raw_chunks(data: np.ndarray, chunk_shape: tuple[int, ...]) -> dict[st
     ``chunk_shape``, codecs ``bytes`` (little endian) then ``crc32c``, default chunk keys
     (``c/i/j/...``), fill value 0: exactly what Zarr writes (every chunk, C order, edge
     chunks padded with zeros), without its codec pipeline."""
+    return {key: b"".join(parts) for key, parts in raw_chunk_parts(data, chunk_shape).items()}
+
+
+def raw_chunk_parts(data: np.ndarray, chunk_shape: tuple[int, ...]) -> dict[str, tuple]:
+    """:func:`encode_raw_chunks`'s objects in two parts each, ``(payload, trailer)``: the
+    chunk's values (a view of ``data`` where it is contiguous, so a file can be written
+    from it without a copy) and its 4-byte crc32c."""
     shape = tuple(data.shape)
     chunk = tuple(int(c) for c in chunk_shape)
     dtype = data.dtype.newbyteorder("<")
@@ -445,8 +452,8 @@ def encode_raw_chunks(data: np.ndarray, chunk_shape: tuple[int, ...]) -> dict[st
             full = np.zeros(chunk, dtype=dtype)
             full[tuple(slice(0, n) for n in part.shape)] = part
             part = full
-        raw = np.ascontiguousarray(part, dtype=dtype).tobytes()
-        out["c/" + "/".join(map(str, coords))] = raw + struct.pack("<I", crc32c(raw))
+        raw = np.ascontiguousarray(part, dtype=dtype).reshape(-1).view(np.uint8)
+        out["c/" + "/".join(map(str, coords))] = (raw, struct.pack("<I", crc32c(raw)))
     return out
 
 

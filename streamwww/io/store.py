@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamwww import __version__
+from streamwww import _buffers as buffers
 from streamwww._location import (
     Location,
     is_storage_failure,
@@ -333,14 +334,16 @@ class ShardStore:
         n = int(rows.sum())
         y = np.empty(n, dtype=np.int32)
         w = np.ones(n, dtype=np.float64) if weights else None
+        # (pooled: every epoch reads groups of the same sizes again, streamwww._buffers)
         if self.layout == "dense":
-            X = np.empty((n, self.n_features), dtype=self.dtype)
+            X = buffers.empty((n, self.n_features), self.dtype)
         else:
             itype = index_dtype(int(nnz.sum()), self.n_features)
-            indptr = np.zeros(n + 1, dtype=itype)
+            indptr = buffers.empty(n + 1, itype)
+            indptr[0] = 0
             # stored indices are int32; a group too large for them is read via int32 and widened
-            indices = np.empty(int(nnz.sum()), dtype=np.int32)
-            data = np.empty(int(nnz.sum()), dtype=self.dtype)
+            indices = buffers.empty(int(nnz.sum()), np.int32)
+            data = buffers.empty(int(nnz.sum()), self.dtype)
         r0 = z0 = 0
         for i, r, z in zip(ids, rows.tolist(), nnz.tolist()):
             where = f"{self.path}: shard {i} ({self._backend.shard_relpath(i)})"
@@ -357,16 +360,15 @@ class ShardStore:
             else:
                 ptr = self._read_into(i, out)
             if self.layout == "dense":
-                piece = out["X"]
+                problem = self._check_shard(i, ys, out["X"])
             else:
                 ptr = np.asarray(ptr)
                 if ptr.shape != (r + 1,) or ptr[0] != 0 or ptr[-1] != z:
                     raise ShardFormatError(f"{where}: X's row pointers (shape {ptr.shape}) do not "
                                            f"describe {r} rows with {z} stored values")
-                piece = make_csr(out["data"], out["indices"], ptr, r, self.n_features,
-                                 index_dtype(z, self.n_features))
+                # (no CSR matrix of the shard's slice: scipy would copy its arrays, views of the group's)
+                problem = self._check_shard(i, ys, None, out["data"], out["indices"])
                 indptr[r0 + 1:r0 + r + 1] = ptr[1:] + z0
-            problem = self._check_shard(i, piece, ys)
             if problem:
                 raise ShardFormatError(f"{where}: {problem}")
             if self._keep_budget and kept is None:
@@ -376,20 +378,25 @@ class ShardStore:
             X = make_csr(data, indices, indptr, n, self.n_features, indptr.dtype)
         return (X, y, w) if weights else (X, y)
 
-    def _check_shard(self, i: int, X, y) -> str | None:
+    def _check_shard(self, i: int, y, X=None, data=None, indices=None) -> str | None:
+        """What is wrong with shard ``i`` as read (``None``: nothing): its ``y`` and its dense
+        ``X``, or the ``data`` and ``indices`` of its CSR rows (row pointers checked by the caller)."""
         rows = int(self.shard_rows[i])
         if y.dtype != np.int32 or y.shape != (rows,):
             return f"y has dtype {y.dtype} and shape {y.shape}; expected int32 ({rows},)"
         if rows and (y.min() < 0 or y.max() >= self.n_classes):
             return f"class index out of range [0, {self.n_classes})"
-        if X.shape != (rows, self.n_features) or X.dtype != self.dtype:
-            return (f"X has shape {X.shape} and dtype {X.dtype}; expected "
-                    f"({rows}, {self.n_features}) and {self.dtype}")
-        if sp.issparse(X):
-            if X.nnz != self._shard_nnz[i] or X.indptr[0] != 0:
-                return f"X has {X.nnz} stored values; expected {self._shard_nnz[i]}"
-            if X.nnz and (X.indices.min() < 0 or X.indices.max() >= self.n_features):
-                return f"column index out of range [0, {self.n_features})"
+        if X is not None:
+            if X.shape != (rows, self.n_features) or X.dtype != self.dtype:
+                return (f"X has shape {X.shape} and dtype {X.dtype}; expected "
+                        f"({rows}, {self.n_features}) and {self.dtype}")
+            return None
+        if data.dtype != self.dtype:
+            return f"X has dtype {data.dtype}; expected {self.dtype}"
+        if data.shape != (self._shard_nnz[i],) or indices.shape != data.shape:
+            return f"X has {data.shape[0]} stored values; expected {self._shard_nnz[i]}"
+        if indices.size and (indices.min() < 0 or indices.max() >= self.n_features):
+            return f"column index out of range [0, {self.n_features})"
         return None
 
     def verify(self, progress=None) -> int:

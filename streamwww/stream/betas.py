@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from streamwww import _buffers as buffers
 from streamwww._fsutil import fsync_path, fsync_tree
 from streamwww._location import (
     is_storage_failure,
@@ -82,12 +83,19 @@ class InMemoryBetas:
     def hold(self) -> None:
         """Keep a copy of every shard's ``beta``: :meth:`rewind` returns to it (the start of an
         epoch whose predecessor's certificate is still to come; the passes train in place)."""
-        self._held = [a.copy() for a in self._arrays]
+        self._held = [_pooled_copy(a) for a in self._arrays]
 
     def rewind(self) -> None:
         """Make the held copies the current ``beta`` again."""
         self._arrays = self._held
-        self._held = [a.copy() for a in self._arrays]
+        self._held = [_pooled_copy(a) for a in self._arrays]
+
+
+def _pooled_copy(a: np.ndarray) -> np.ndarray:
+    """A copy of ``a`` in a recycled buffer (every epoch copies every shard's ``beta``)."""
+    out = buffers.empty(a.shape, a.dtype)
+    np.copyto(out, a)
+    return out
 
 
 class DiskBetas:
@@ -186,7 +194,7 @@ class DiskBetas:
         (a float64 view of shape ``(n_models, rows, k-1)``, e.g. a slice of a group's beta)."""
         shape = (self.n_models, self.shard_rows[s], self.m)
         if out is None:
-            out = np.empty(shape, dtype=np.float64)
+            out = buffers.empty(shape, np.float64)
         if out.shape != shape or out.dtype != np.float64:
             raise ValueError(f"beta buffer of shape {out.shape}/{out.dtype}; expected {shape}/float64")
         if v == 0:
@@ -253,7 +261,7 @@ class DiskBetas:
         """The ``beta`` of several shards (given versions), rows stacked in order, read
         straight into one array."""
         rows = [self.shard_rows[s] for s in shards]
-        beta = np.empty((self.n_models, sum(rows), self.m), dtype=np.float64)
+        beta = buffers.empty((self.n_models, sum(rows), self.m), np.float64)
         r0 = 0
         for s, v, r in zip(shards, versions, rows):
             self.read(s, v, out=beta[:, r0:r0 + r])
@@ -292,14 +300,15 @@ class DiskBetas:
                                  # full extra pass over beta on Zarr's one I/O thread
                                  config={"write_empty_chunks": True})
 
-    def _objects(self, beta: np.ndarray) -> dict[str, bytes]:
-        """A version's objects as Zarr writes them: its ``zarr.json`` (made by Zarr, once per
-        shape) and its chunks (:func:`~streamwww.io.encode_raw_chunks`: Zarr's bytes without
-        Zarr's per-write cost)."""
-        from streamwww.io import encode_raw_chunks
+    def _objects(self, beta: np.ndarray) -> dict[str, tuple]:
+        """A version's objects as Zarr writes them, each as the parts to write one after the
+        other: its ``zarr.json`` (made by Zarr, once per shape) and its chunks
+        (:func:`~streamwww.io.raw_chunk_parts`: Zarr's bytes without Zarr's per-write
+        cost, the values written from ``beta`` itself: no copy in fresh pages per epoch)."""
+        from streamwww.io import raw_chunk_parts
 
         meta, array = self._layout(tuple(beta.shape))
-        return {"zarr.json": meta, **encode_raw_chunks(beta, tuple(array.metadata.chunk_grid.chunk_shape))}
+        return {"zarr.json": (meta,), **raw_chunk_parts(beta, tuple(array.metadata.chunk_grid.chunk_shape))}
 
     def _layout(self, shape: tuple[int, ...]):
         """The ``zarr.json`` (made by Zarr) of a version of ``shape``, and the (empty,
@@ -320,14 +329,15 @@ class DiskBetas:
         """The version's objects (chunks and ``zarr.json``) are created in one concurrent
         batch of create-only PUTs."""
         where = self.root / beta_name(s, v)
-        write_once({where.child(key): data for key, data in sorted(self._objects(beta).items())})
+        write_once({where.child(key): b"".join(parts) for key, parts in sorted(self._objects(beta).items())})
 
     def _write_local(self, path: Path, beta: np.ndarray) -> None:
-        for key, data in self._objects(beta).items():
+        for key, parts in self._objects(beta).items():
             target = path / key
             target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") as f:
-                f.write(data)
+                for part in parts:
+                    f.write(part)
 
     def _write_version(self, s: int, v: int, beta: np.ndarray) -> None:
         path = self.root / beta_name(s, v)

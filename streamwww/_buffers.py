@@ -1,0 +1,141 @@
+"""Recycled large buffers for the arrays streaming makes for every shard, every epoch.
+
+A streamed epoch allocates the same few large arrays again and again: a group's
+rows (``y``, ``indices``, ``data`` or ``X``), its ``beta``, its row norms.  glibc
+returns large freed blocks to the OS (streamwww fixes its thresholds so that
+peak RSS stays bounded, :mod:`streamwww._memory`), so each new array is fresh
+zeroed pages, which the kernel hands out one page fault at a time: on the
+2-core development VM 24,000 faults per epoch of a 200,000-row store in
+5,000-row shards that fits its memory budget (its epoch 1.25x the in-memory
+one; 1.05x with this pool), 48,000 beyond the budget (13,000 with it)
+(tools/bench_speed.py tax, docs/benchmarks.md).
+
+:func:`empty` lends such arrays from a pool and takes them back when nothing
+references them any more, so their pages stay mapped and are reused.  A
+buffer is free when its reference count (CPython's) shows no array, view,
+memoryview or matrix built on it: every NumPy view of a pooled array holds its
+base, so a shard kept in memory, a ``beta`` queued for its background write or
+a block still in a kernel's hands keeps its buffer out of the pool.  Nothing
+else ever writes to a lent buffer.  No library does this for NumPy arrays
+(NumPy caches only small blocks; glibc's own reuse is what the fixed thresholds
+turn off), hence this module.
+
+Memory stays bounded: buffers are made only when none of their size is free,
+so the pool holds at most what the pipeline had in use at once (per size
+class, sizes rounded up by at most 1/8), and a free buffer that no request took
+for :data:`IDLE_TAKES` requests is dropped.  :func:`release` drops every free
+buffer; a training run calls it at its end.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import threading
+
+import numpy as np
+
+__all__ = ["empty", "release", "pooled_bytes"]
+
+# Smaller arrays come from NumPy and malloc directly (their heap is reused anyway).
+MIN_BYTES = 64 * 1024
+# A free buffer not taken by any of this many requests is dropped (returned to the OS).
+IDLE_TAKES = 512
+# At most this many buffers of one size class (in use or free) are pooled.
+MAX_PER_CLASS = 64
+
+_lock = threading.Lock()
+_pool: dict[tuple[str, int], list[np.ndarray]] = {}  # (dtype, size class in bytes) -> its buffers
+_last: dict[int, int] = {}  # id(base) -> the request count when it was last lent
+_takes = 0
+
+
+def _size_class(nbytes: int) -> int:
+    """``nbytes`` rounded up to a multiple of an eighth of its power of two (waste <= 1/8)."""
+    step = 1 << max(0, int(nbytes).bit_length() - 4)
+    return -(-int(nbytes) // step) * step
+
+
+def _refs_when_free() -> int:
+    """The reference count :func:`_free` sees for a buffer only the pool holds."""
+    probe = [np.empty(1, dtype=np.uint8)]
+    return sys.getrefcount(probe[0])
+
+
+_FREE_REFS = _refs_when_free()
+
+
+def _free(bases: list, i: int) -> bool:
+    return sys.getrefcount(bases[i]) <= _FREE_REFS  # (the same expression as the probe's)
+
+
+def empty(shape, dtype) -> np.ndarray:
+    """An uninitialized C-contiguous array, like :func:`numpy.empty`, from the pool when large.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+    dtype : data-type
+
+    Returns
+    -------
+    ndarray
+        A view of a pooled buffer (or a plain new array below :data:`MIN_BYTES`);
+        its buffer goes back to the pool once no array refers to it.
+    """
+    global _takes
+    dtype = np.dtype(dtype)
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < MIN_BYTES:
+        return np.empty(shape, dtype=dtype)
+    size = _size_class(nbytes)
+    with _lock:
+        _takes += 1
+        bases = _pool.setdefault((dtype.str, size), [])
+        base = None
+        for i in range(len(bases)):
+            if _free(bases, i):
+                base = bases[i]
+                break
+        if base is None:
+            # typed, so that a view's size is close to its base's: scipy.sparse copies the
+            # arrays of a CSR matrix that are views of a base twice their size (_prune_array)
+            base = np.empty(-(-size // dtype.itemsize), dtype=dtype)
+            if len(bases) < MAX_PER_CLASS:
+                bases.append(base)
+                _last[id(base)] = _takes
+        else:
+            _last[id(base)] = _takes
+        if _takes % 64 == 0:
+            _drop_idle()
+    return base[:math.prod(shape)].reshape(shape)
+
+
+def _drop_idle() -> None:
+    """Drop free buffers that no request took for :data:`IDLE_TAKES` requests (lock held)."""
+    for key in list(_pool):
+        bases = _pool[key]
+        keep = []
+        for i in range(len(bases)):
+            if _free(bases, i) and _takes - _last.get(id(bases[i]), 0) > IDLE_TAKES:
+                _last.pop(id(bases[i]), None)
+            else:
+                keep.append(bases[i])
+        if keep:
+            _pool[key] = keep
+        else:
+            del _pool[key]
+
+
+def release() -> None:
+    """Drop every free buffer (those in use leave the pool too, and are freed with their last array)."""
+    with _lock:
+        _pool.clear()
+        _last.clear()
+
+
+def pooled_bytes() -> int:
+    """Bytes of the buffers the pool holds (in use or free)."""
+    with _lock:
+        return sum(size * len(bases) for (_, size), bases in _pool.items())
