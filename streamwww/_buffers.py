@@ -5,9 +5,9 @@ rows (``y``, ``indices``, ``data`` or ``X``), its ``beta``, its row norms.  glib
 returns large freed blocks to the OS (streamwww fixes its thresholds so that
 peak RSS stays bounded, :mod:`streamwww._memory`), so each new array is fresh
 zeroed pages, which the kernel hands out one page fault at a time: on the
-2-core development VM 24,000 faults per epoch of a 200,000-row store in
-5,000-row shards that fits its memory budget (its epoch 1.25x the in-memory
-one; 1.05x with this pool), 48,000 beyond the budget (13,000 with it)
+2-core development VM 24,000 faults (about 100 ms of system CPU) per epoch of
+a 200,000-row store in 5,000-row shards that fits its memory budget, 5,000
+(45 ms) with this pool; 48,000 beyond the budget, 13,000 with it
 (tools/bench_speed.py tax, docs/benchmarks.md).
 
 :func:`empty` lends such arrays from a pool and takes them back when nothing
