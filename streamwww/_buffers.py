@@ -23,8 +23,10 @@ turn off), hence this module.
 Memory stays bounded: buffers are made only when none of their size is free,
 so the pool holds at most what the pipeline had in use at once (per size
 class, sizes rounded up by at most 1/8), and a free buffer that no request took
-for :data:`IDLE_TAKES` requests is dropped.  :func:`release` drops every free
-buffer; a training run calls it at its end.
+for :data:`IDLE_TAKES` requests is dropped.  The pool lends only inside
+:func:`recycling` (a training run, :func:`streamwww.engine.run.fit_source`)
+and is emptied when the last such scope ends; elsewhere (prediction, a user's
+``read_shards``, a cluster worker's rounds) :func:`empty` is :func:`numpy.empty`.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ from __future__ import annotations
 import math
 import sys
 import threading
+from contextlib import contextmanager
 
 import numpy as np
 
-__all__ = ["empty", "release", "pooled_bytes"]
+__all__ = ["empty", "recycling", "pooled_bytes"]
 
 # Smaller arrays come from NumPy and malloc directly (their heap is reused anyway).
 MIN_BYTES = 64 * 1024
@@ -45,9 +48,10 @@ IDLE_TAKES = 512
 MAX_PER_CLASS = 64
 
 _lock = threading.Lock()
-_pool: dict[tuple[str, int], list[np.ndarray]] = {}  # (dtype, size class in bytes) -> its buffers
-_last: dict[int, int] = {}  # id(base) -> the request count when it was last lent
+# (dtype, size class in bytes) -> its buffers, each [base array, the request count when last lent]
+_pool: dict[tuple[str, int], list[list]] = {}
 _takes = 0
+_scopes = 0  # recycling() scopes open
 
 
 def _size_class(nbytes: int) -> int:
@@ -58,19 +62,36 @@ def _size_class(nbytes: int) -> int:
 
 def _refs_when_free() -> int:
     """The reference count :func:`_free` sees for a buffer only the pool holds."""
-    probe = [np.empty(1, dtype=np.uint8)]
-    return sys.getrefcount(probe[0])
+    probe = [[np.empty(1, dtype=np.uint8), 0]]
+    return sys.getrefcount(probe[0][0])
 
 
 _FREE_REFS = _refs_when_free()
 
 
-def _free(bases: list, i: int) -> bool:
-    return sys.getrefcount(bases[i]) <= _FREE_REFS  # (the same expression as the probe's)
+def _free(entry: list) -> bool:
+    return sys.getrefcount(entry[0]) <= _FREE_REFS  # (the same expression as the probe's)
+
+
+@contextmanager
+def recycling():
+    """The scope in which :func:`empty` lends pooled buffers; the pool is emptied when the
+    last open scope ends (its buffers then live as long as arrays refer to them)."""
+    global _scopes
+    with _lock:
+        _scopes += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _scopes -= 1
+            if _scopes == 0:
+                _pool.clear()
 
 
 def empty(shape, dtype) -> np.ndarray:
-    """An uninitialized C-contiguous array, like :func:`numpy.empty`, from the pool when large.
+    """An uninitialized C-contiguous array, like :func:`numpy.empty`, from the pool when
+    large and inside :func:`recycling`.
 
     Parameters
     ----------
@@ -80,62 +101,46 @@ def empty(shape, dtype) -> np.ndarray:
     Returns
     -------
     ndarray
-        A view of a pooled buffer (or a plain new array below :data:`MIN_BYTES`);
-        its buffer goes back to the pool once no array refers to it.
+        A view of a pooled buffer (or a plain new array below :data:`MIN_BYTES` or
+        outside :func:`recycling`); its buffer goes back to the pool once no array
+        refers to it.
     """
     global _takes
     dtype = np.dtype(dtype)
     shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
-    nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < MIN_BYTES:
+    count = math.prod(shape)
+    nbytes = count * dtype.itemsize
+    if nbytes < MIN_BYTES or not _scopes:
         return np.empty(shape, dtype=dtype)
     size = _size_class(nbytes)
     with _lock:
         _takes += 1
-        bases = _pool.setdefault((dtype.str, size), [])
-        base = None
-        for i in range(len(bases)):
-            if _free(bases, i):
-                base = bases[i]
-                break
-        if base is None:
+        entries = _pool.setdefault((dtype.str, size), [])
+        entry = next((e for e in entries if _free(e)), None)
+        if entry is None:
             # typed, so that a view's size is close to its base's: scipy.sparse copies the
             # arrays of a CSR matrix that are views of a base twice their size (_prune_array)
-            base = np.empty(-(-size // dtype.itemsize), dtype=dtype)
-            if len(bases) < MAX_PER_CLASS:
-                bases.append(base)
-                _last[id(base)] = _takes
-        else:
-            _last[id(base)] = _takes
+            entry = [np.empty(-(-size // dtype.itemsize), dtype=dtype), _takes]
+            if len(entries) < MAX_PER_CLASS:
+                entries.append(entry)
+        entry[1] = _takes
+        base = entry[0]
         if _takes % 64 == 0:
             _drop_idle()
-    return base[:math.prod(shape)].reshape(shape)
+    return base[:count].reshape(shape)
 
 
 def _drop_idle() -> None:
     """Drop free buffers that no request took for :data:`IDLE_TAKES` requests (lock held)."""
     for key in list(_pool):
-        bases = _pool[key]
-        keep = []
-        for i in range(len(bases)):
-            if _free(bases, i) and _takes - _last.get(id(bases[i]), 0) > IDLE_TAKES:
-                _last.pop(id(bases[i]), None)
-            else:
-                keep.append(bases[i])
-        if keep:
-            _pool[key] = keep
+        kept = [e for e in _pool[key] if not (_free(e) and _takes - e[1] > IDLE_TAKES)]
+        if kept:
+            _pool[key] = kept
         else:
             del _pool[key]
-
-
-def release() -> None:
-    """Drop every free buffer (those in use leave the pool too, and are freed with their last array)."""
-    with _lock:
-        _pool.clear()
-        _last.clear()
 
 
 def pooled_bytes() -> int:
     """Bytes of the buffers the pool holds (in use or free)."""
     with _lock:
-        return sum(size * len(bases) for (_, size), bases in _pool.items())
+        return sum(size * len(entries) for (_, size), entries in _pool.items())

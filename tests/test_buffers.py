@@ -11,18 +11,18 @@ from streamwww import _buffers as buffers
 BIG = buffers.MIN_BYTES // 8 * 4  # float64 elements: half a MIN_BYTES over it
 
 
-@pytest.fixture(autouse=True)
-def _empty_pool():
-    buffers.release()
-    yield
-    buffers.release()
+@pytest.fixture
+def scope():
+    with buffers.recycling():
+        yield
+    assert buffers.pooled_bytes() == 0
 
 
 def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-def test_a_freed_buffer_is_lent_again():
+def test_a_freed_buffer_is_lent_again(scope):
     a = buffers.empty(BIG, np.float64)
     where = _address(a)
     del a
@@ -32,7 +32,7 @@ def test_a_freed_buffer_is_lent_again():
 
 
 @pytest.mark.parametrize("keep", ["slice", "reshape", "memoryview", "csr"])
-def test_a_buffer_with_a_live_view_is_not_lent(keep):
+def test_a_buffer_with_a_live_view_is_not_lent(scope, keep):
     a = buffers.empty(BIG, np.float64)
     a[...] = 7.0
     held = {"slice": lambda: a[10:20], "reshape": lambda: a.reshape(-1, 2),
@@ -46,7 +46,7 @@ def test_a_buffer_with_a_live_view_is_not_lent(keep):
     assert np.all(values == 7.0)  # nothing wrote into the buffer still referenced
 
 
-def test_shapes_dtypes_and_small_arrays():
+def test_shapes_dtypes_and_small_arrays(scope):
     a = buffers.empty((BIG // 4, 4), np.float32)
     assert a.shape == (BIG // 4, 4) and a.dtype == np.float32 and a.flags.c_contiguous
     b = buffers.empty(BIG, np.int32)
@@ -65,7 +65,7 @@ def _class_bytes(a: np.ndarray) -> int:
     return buffers._size_class(a.nbytes)
 
 
-def test_scipy_keeps_pooled_csr_arrays_without_copies():
+def test_scipy_keeps_pooled_csr_arrays_without_copies(scope):
     n = BIG
     data = buffers.empty(n, np.float32)
     indices = buffers.empty(n, np.int32)
@@ -77,12 +77,25 @@ def test_scipy_keeps_pooled_csr_arrays_without_copies():
     assert np.shares_memory(X.data, data) and np.shares_memory(X.indices, indices)
 
 
-def test_release_and_idle_buffers_are_dropped():
+def test_the_pool_lends_only_inside_a_recycling_scope(scope):
     a = buffers.empty(BIG, np.float64)
+    where = _address(a)
     del a
+    with buffers.recycling():  # nested: the outer scope keeps the pool
+        b = buffers.empty(BIG, np.float64)
+        assert _address(b) == where
+        del b
     assert buffers.pooled_bytes() > 0
-    buffers.release()
-    assert buffers.pooled_bytes() == 0
+
+
+def test_outside_a_scope_nothing_is_pooled():
+    with buffers.recycling():
+        pass
+    a = buffers.empty(BIG, np.float64)
+    assert buffers.pooled_bytes() == 0 and a.base is None
+
+
+def test_idle_buffers_are_dropped(scope):
     a = buffers.empty(BIG, np.float64)
     del a
     for _ in range(buffers.IDLE_TAKES + 2 * 64):  # other sizes only: the first buffer idles
@@ -90,7 +103,7 @@ def test_release_and_idle_buffers_are_dropped():
     assert buffers._size_class(BIG * 8) not in {size for (_, size) in buffers._pool}
 
 
-def test_threads_never_share_a_live_buffer():
+def test_threads_never_share_a_live_buffer(scope):
     errors = []
 
     def work(tag):

@@ -168,7 +168,7 @@ def run_tax(args, work: str, trees: dict) -> str:
             for label, _, _, _ in modes:
                 rs = res[(tree_name, label)]
                 per = median(r["wall"] for r in rs) / args.epochs
-                cpu = [median(r.get(key, float("nan")) for r in rs) / args.epochs for key in ("user", "sys", "faults")]
+                cpu = [median(r[key] for r in rs) / args.epochs for key in ("user", "sys", "faults")]
                 rows.append((shard_rows, n_shards, tree_name, label, per * 1e3, per / base, *cpu))
     lines = [header("Fixed cost of a streamed epoch (issue 18): store vs in memory"),
              f"Generated data: {args.rows:,} rows, {args.features:,} features, {args.nnz} non-zeros per row, "

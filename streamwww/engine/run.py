@@ -167,7 +167,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     # may swallow the KeyboardInterrupt. The stack closes in reverse: the commit in
     # progress first (it needs the beta writes and the executor), the backend last.
     with CtrlC() as interrupted, ExitStack() as stack:
-        stack.callback(buffers.release)  # the recycled shard buffers go back to the OS at the end
+        stack.enter_context(buffers.recycling())  # shard-sized arrays recycled during the run
         backend = get_backend(params["device"], n_models=len(Cs), n_classes=int(data.n_classes))
         stack.callback(backend.close)
         # one model: the objectives of W_t may come with epoch t + 1's first pass: that pays
