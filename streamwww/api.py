@@ -141,9 +141,12 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     workers : int, optional
         Start a local cluster of this many single-threaded worker processes for the run.
     partitions : int, optional
-        ``K``, the number of row partitions (whole shards) of a cluster run; default: the
-        number of workers.  A model setting: the same ``K`` gives the bitwise-same model
-        on any cluster, and ``K = 1`` is the sequential run's model.
+        ``K``, the number of row partitions (whole shards) of a cluster run; default: half
+        the workers for a store with shrinking on the ``"auto"`` schedule, whose rounds are
+        pipelined (each partition's sweep of ``W`` runs beside its training, on a worker of
+        its own; docs/DISTRIBUTED.md), else the number of workers.  A model setting: the
+        same ``K`` gives the bitwise-same model on any cluster, and ``K = 1`` with
+        ``eval_every=1`` is the sequential run's model.
     storage_options : dict, optional
         Options of the file system of the URLs among ``data``, ``checkpoint_dir``
         and ``model_out`` (endpoint, credentials, ...; docs/STORAGE.md). Never

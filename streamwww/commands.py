@@ -189,9 +189,11 @@ def register(sub) -> None:
     _cluster_options(p, workers="train on a local Dask cluster of N single-threaded worker processes "
                                 "(CoCoA+ rounds with the exact local solver; a checkpoint after every round)",
                      scheduler="train on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)",
-                     partitions="row partitions (whole shards) of a cluster run (default: the number of "
-                                "workers); a model setting: the same K gives the same model on any cluster, "
-                                "K=1 the sequential run's")
+                     partitions="row partitions (whole shards) of a cluster run (default: half the "
+                                "workers, each partition's sweep running beside its training; the number of "
+                                "workers with --no-shrinking or --eval-every N); a model setting: the same K "
+                                "gives the same model on any cluster, K=1 with --eval-every 1 the sequential "
+                                "run's")
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout (per model: C, epochs, converged, primal, dual, "
                         "rel_gap, seed, model file; with --cv the table) and nothing else there")

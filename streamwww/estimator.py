@@ -76,11 +76,12 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         stores, resume a checkpoint.
     client : distributed.Client, str or None, default=None
         Train on this Dask cluster (a client, or a scheduler address) by CoCoA+
-        rounds, with as many partitions ``K`` as it has workers now: arrays are
+        rounds, with as many partitions ``K`` as it has workers now (half as many
+        for a store, whose rounds are pipelined: :func:`streamwww.train`): arrays are
         scattered to the workers, a store is read by them (every worker must
         reach it; docs/DISTRIBUTED.md). ``K`` is part of the model: the same data,
         seed and ``K`` give the bitwise-same model on any cluster, and ``K = 1`` the
-        model of ``client=None``; for a fixed ``K`` on any cluster use
+        model of ``client=None`` (for a store, with ``eval_every=1``); for a fixed ``K`` on any cluster use
         :func:`streamwww.train` (``partitions``). The client is not a model
         setting: :func:`~sklearn.base.clone` shares it (a live client cannot be
         copied), pickles and model files leave it out. ``warm_start`` does not

@@ -47,12 +47,35 @@ def test_partitions_are_balanced_and_a_pure_function_of_sizes_and_seed():
 
 
 def test_one_partition_is_the_sequential_model_bitwise(client, store):
-    seq = sw.train(store, max_iter=5, **KW)
-    k1 = sw.train(store, client=client, partitions=1, max_iter=5, **KW)
+    """With objectives every epoch (a round's task sweeps its rows at W_t and then trains them
+    with those sets, as one process does) one partition trains the sequential epochs."""
+    seq = sw.train(store, max_iter=5, eval_every=1, **KW)
+    k1 = sw.train(store, client=client, partitions=1, max_iter=5, eval_every=1, **KW)
     for a, b in zip(seq, k1):
         assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
         assert a.n_iter_ == b.n_iter_ == 5
         assert b.history_[-1]["primal"] == pytest.approx(a.history_[-1]["primal"], rel=1e-12)
+
+
+def test_pipelined_rounds_sweep_beside_the_training_and_reach_the_optimum(client, store):
+    """On the "auto" schedule with shrinking, a round's sweep of W_t (certificate and sets) is
+    a task of its own, run beside the round's training, which shrinks with the sets of
+    W_{t-1}: deterministic, the dual monotone, and at a tight tolerance the optimum of one
+    process (primal to 1e-6 relative)."""
+    kw = dict(C=0.05, tol=4e-7, max_iter=5000, random_state=1, device="cpu")
+    one = sw.train(store, **kw)
+    with distributed.get_task_stream(client) as ts:
+        a = sw.train(store, client=client, partitions=1, **kw)
+    keys = [str(t["key"]) for t in ts.data]
+    assert sum("-cert-" in k for k in keys) >= a.n_iter_ - 1  # a sweep per training round
+    b = sw.train(store, client=client, partitions=1, **kw)
+    assert a.converged_ and np.array_equal(a.coef_, b.coef_) and a.n_iter_ == b.n_iter_
+    duals = [h["dual"] for h in a.history_]
+    assert all(d1 >= d0 - 1e-12 * abs(d0) for d0, d1 in zip(duals, duals[1:]))
+    assert a.history_[-1]["primal"] == pytest.approx(one.history_[-1]["primal"], rel=1e-6)
+    fused = sw.train(store, client=client, partitions=1, eval_every=1, **kw)
+    assert not any("-cert-" in str(t["key"]) for t in ts.data[len(keys):])  # (not recorded: outside)
+    assert fused.converged_ and not np.array_equal(fused.coef_, a.coef_)  # other sets, another path
 
 
 def test_two_partitions_deterministic_monotone_and_certified(client, store):
@@ -255,12 +278,12 @@ def test_driver_sigkilled_then_resumed_is_bitwise(client, store, tmp_path):
 
 
 def test_cross_validation_on_a_cluster(client, store, tmp_path):
-    """WWClassifierCV / train(cv=) on a cluster: K = 1 is the in-process CV (objectives after
-    every epoch, as every round has them) bitwise; a K = 2 run interrupted after a round
-    resumes to the undisturbed result."""
+    """WWClassifierCV / train(cv=) on a cluster: K = 1 is the in-process CV bitwise (with
+    objectives after every epoch: fused rounds); a K = 2 run (pipelined rounds) interrupted
+    after a round resumes to the undisturbed result."""
     cv_kw = dict(Cs=[0.5, 2.0], cv=3, tol=1e-2, max_iter=30, random_state=1, device="cpu")
     seq = sw.train(store, C=cv_kw["Cs"], **{k: v for k, v in cv_kw.items() if k != "Cs"}, eval_every=1)
-    one = sw.WWClassifierCV(**cv_kw).fit(store, client=client, partitions=1)
+    one = sw.WWClassifierCV(**cv_kw).fit(store, client=client, partitions=1, eval_every=1)
     assert np.array_equal(seq.cv_results_["mean_test_score"], one.cv_results_["mean_test_score"])
     assert np.array_equal(seq.coef_, one.coef_) and seq.best_C_ == one.best_C_
 
@@ -344,21 +367,27 @@ def test_a_worker_keeps_decoded_shards_within_its_budget(store, tmp_path):
                                    beta_root=str(tmp_path / f"b{budget}"), class_weights=None, folds=None,
                                    device="cpu", memory_budget=budget)
 
+    from streamwww import _buffers
+
     W = np.zeros((1, store.n_features + 1, len(store.classes)))
+    scopes = _buffers._scopes
     try:
         cocoa.round_task(spec(10**8), W, 0, np.arange(1))
+        assert _buffers._scopes == scopes + 1  # the worker recycles its buffers from round to round
         opened = next(iter(cocoa._STORES.values()))
-        assert opened.kept_bytes == sum(store.shard_nbytes(i) for i in range(store.n_shards))
+        # the decoded shards, and their row norms (8 bytes a row) kept with them
+        assert opened.kept_bytes == sum(store.shard_nbytes(i) for i in range(store.n_shards)) + 8 * store.n_rows
         cocoa.round_task(spec(0), W, 0, np.arange(1))
         assert opened.kept_bytes == 0
     finally:
         cocoa.release_stores()
-    assert cocoa._STORES == {}
+    assert cocoa._STORES == {} and _buffers._scopes == scopes  # ... until the run ends
 
 
 def test_the_estimator_takes_a_client(client, store, tmp_path):
-    """WWClassifier(client=): K = the client's workers, the model of train(partitions=K); the
-    client is shared by clone, left out of pickles and model files; a scheduler address works."""
+    """WWClassifier(client=): K = the client's workers for arrays, half of them for a store
+    (pipelined rounds), the model of train(partitions=K); the client is shared by clone,
+    left out of pickles and model files; a scheduler address works."""
     import pickle
 
     from sklearn.base import clone
@@ -372,7 +401,9 @@ def test_the_estimator_takes_a_client(client, store, tmp_path):
     assert np.array_equal(est.coef_, ref.coef_) and est.n_iter_ == 4
     assert not np.array_equal(est.coef_, sw.WWClassifier(**kw).fit(X, labels).coef_)  # K = 2, not 1
     on_store = sw.WWClassifier(client=client, **kw).fit(store)
-    assert np.array_equal(on_store.coef_, sw.train(store, client=client, partitions=2, **kw).coef_)
+    assert np.array_equal(on_store.coef_, sw.train(store, client=client, partitions=1, **kw).coef_)
+    fused = sw.WWClassifier(client=client, shrinking=False, **kw).fit(store)  # not pipelined: K = 2
+    assert np.array_equal(fused.coef_, sw.train(store, client=client, partitions=2, shrinking=False, **kw).coef_)
     by_address = sw.WWClassifier(client=client.scheduler.address, **kw).fit(X, labels)
     assert np.array_equal(by_address.coef_, est.coef_)
 

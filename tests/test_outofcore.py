@@ -683,3 +683,41 @@ def test_a_full_disk_during_a_checkpoint_is_one_error_and_the_previous_checkpoin
     with pytest.warns(ConvergenceWarning):
         resumed = sw.resume(ck)
     assert resumed.coef_.tobytes() == reference.coef_.tobytes()
+
+
+def test_kept_shards_keep_their_row_norms(tmp_path, rng, monkeypatch):
+    """A store that keeps its decoded shards keeps their row norms with them: a group of
+    kept shards computes none, and its norms are bitwise those its rows give, whatever
+    shards it is grouped with, as a CSR block or a dense one (the group's density decides)."""
+    import scipy.sparse as sp
+
+    from streamwww.backends import _kernels as K
+    from streamwww.stream.sources import StoreData
+
+    X = rng.normal(size=(600, 12)).astype(np.float32)
+    X[200:][rng.random((400, 12)) < 0.9] = 0.0  # shard 0 dense, shards 1 and 2 sparse
+    y = rng.integers(0, 3, size=600)
+    write_store(tmp_path / "s.zarr", sp.csr_matrix(X), y, shard_rows=200, layout="sparse")
+    groups = [(0, 1), (2,), (1, 2), (2, 0), (0,), (1, 2, 0)]
+    fresh = StoreData(sw.open_store(tmp_path / "s.zarr"))
+    ref = {(g, b): np.array(fresh.block_of(g, b).sqnorms) for g in groups for b in (0.0, 1.0)}
+    kinds = {fresh.block_of(g, 0.0).X.__class__.__name__ for g in groups}
+    assert kinds == {"ndarray", "csr_matrix"}  # both kinds of block occur
+
+    calls = []
+    for name in ("row_sqnorms_csr", "row_sqnorms_dense"):
+        monkeypatch.setattr(K, name, lambda *a, _f=getattr(K, name): (calls.append(1), _f(*a))[1])
+    store = sw.open_store(tmp_path / "s.zarr")
+    store.keep_decoded(10**9)
+    data = StoreData(store)
+    for bias in (0.0, 1.0):
+        for g in groups:
+            assert data.block_of(g, bias).sqnorms.tobytes() == ref[(g, bias)].tobytes()
+        assert len(calls) == (2 if bias == 0.0 else 4)  # (0, 1) and (2,) computed them, once per bias
+    kept = store.kept_bytes
+    assert store.kept_array(1, "sqnorms:1.0") is not None and kept > sum(
+        store.read_shards([i])[0].data.nbytes for i in range(3))
+    store.keep_decoded(0)  # dropped with the shards
+    assert store.kept_array(1, "sqnorms:1.0") is None and store.kept_bytes == 0
+    store.keep_array(1, "sqnorms:1.0", np.ones(200))  # not kept: the shard is not
+    assert store.kept_array(1, "sqnorms:1.0") is None

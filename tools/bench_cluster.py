@@ -15,6 +15,7 @@ quote them):
 
 Usage: python tools/bench_cluster.py [--rows 400000] [--features 2000] [--classes 20]
        [--nnz 30] [--shard-rows 25000] [--tol 1e-2] [--C 0.1] [--max-workers 2] [--ks 1,2,4]
+       (--ks 1x1f,1x1,1x2: K = 1 with fused rounds and pipelined on 1 worker, pipelined on 2)
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ def fixed_cost(tmp: str, rounds: int, Ks, max_workers: int) -> None:
         print(f"{K:3d} {w:7d} {startup:10.2f} {per:9.1f} {seq:20.1f}")
 
 
+def _run_spec(text: str, max_workers: int) -> tuple[int, int, bool]:
+    """``K``, ``KxP`` (K partitions on P workers) or either with ``f`` (fused rounds:
+    ``eval_every=1``, each round's task sweeps and trains): ``(K, P, fused)``."""
+    fused = text.endswith("f")
+    K, _, P = text.rstrip("f").partition("x")
+    return int(K), int(P) if P else min(int(K), max_workers), fused
+
+
 def to_gap(tmp: str, args) -> None:
     import streamwww as sw
     from streamwww.io import convert_libsvm, make_data
@@ -110,18 +119,18 @@ def to_gap(tmp: str, args) -> None:
     t_seq = time.perf_counter() - t
     print(f"{0:3d} {'-':>7} {seq.n_iter_:6d} {t_seq:8.2f} {t_seq / seq.n_iter_:8.3f} "
           f"{seq.history_[-1]['primal']:14.6g} {1.0:7.2f}")
-    for K in (int(k) for k in args.ks.split(",")):
-        w = min(K, args.max_workers)
+    for K, w, fused in (_run_spec(r, args.max_workers) for r in args.ks.split(",")):
         cluster, client, startup = _client(w)
         try:
             t = time.perf_counter()
-            m = sw.train(store, client=client, partitions=K, **kw)
+            m = sw.train(store, client=client, partitions=K, **kw, **({"eval_every": 1} if fused else {}))
             wall = time.perf_counter() - t
         finally:
             client.close()
             cluster.close()
+        rounds = "fused (eval_every=1)" if fused else "pipelined" if w > K else "auto"
         print(f"{K:3d} {w:7d} {m.n_iter_:6d} {wall:8.2f} {wall / max(1, m.n_iter_ + 1):8.3f} "
-              f"{m.history_[-1]['primal']:14.6g} {wall / t_seq:7.2f}   (cluster start-up {startup:.1f} s)")
+              f"{m.history_[-1]['primal']:14.6g} {wall / t_seq:7.2f}   (cluster start-up {startup:.1f} s; {rounds})")
     print(f"\n3. bytes per round and partition: W {D * k * 8:,} B out, Delta W {D * k * 8:,} B back "
           f"(d+1 = {D:,}, k = {k}, float64, one model)")
 
@@ -140,7 +149,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=30, help="rounds of the fixed-cost measurement")
     ap.add_argument("--skip-gap", action="store_true", help="only the fixed cost per round")
     ap.add_argument("--inner-passes", type=int, default=1, help="local passes per round (and per epoch)")
-    ap.add_argument("--ks", default="1,2,4", help="partition counts K to run, comma-separated")
+    ap.add_argument("--ks", default="1,2,4", help="partition counts K to run, comma-separated: K (on "
+                    "min(K, --max-workers) workers), KxP (on P workers) and either with a trailing f (fused "
+                    "rounds, eval_every=1)")
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     import dask

@@ -87,9 +87,11 @@ def model_splits(splits, n_models: int) -> np.ndarray:
     return np.ascontiguousarray(splits, dtype=np.int64)
 
 
-def make_block(X, y, bias: float, weights=None, trains=None) -> Block:
+def make_block(X, y, bias: float, weights=None, trains=None, sqnorms=None) -> Block:
     """Normalize ``(X, y)`` (and optional row ``weights``, split bits ``trains``) into a
-    :class:`Block` (no copy when already in shape)."""
+    :class:`Block` (no copy when already in shape).  ``sqnorms``: the rows' squared norms
+    with ``bias`` as this function computes them, when known (dense or CSR, the same bits:
+    the features are added in the same order and a zero adds nothing)."""
     if sp.issparse(X) and _dense_is_smaller(X):
         # Nearly dense rows: the dense kernel skips zeros in the same feature
         # order, so the model is bitwise the same, ~10% faster (satimage, letter),
@@ -101,15 +103,19 @@ def make_block(X, y, bias: float, weights=None, trains=None) -> Block:
             X = X.astype(np.float64)
         if not X.has_sorted_indices:
             X = X.sorted_indices()
-        sq = buffers.empty(X.shape[0], np.float64)
-        K.row_sqnorms_csr(X.data, X.indptr, float(bias), sq)
+        sq = sqnorms
+        if sq is None:
+            sq = buffers.empty(X.shape[0], np.float64)
+            K.row_sqnorms_csr(X.data, X.indptr, float(bias), sq)
     else:
         X = np.asarray(X)
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
         X = np.ascontiguousarray(X)
-        sq = buffers.empty(X.shape[0], np.float64)
-        K.row_sqnorms_dense(X, float(bias), sq)
+        sq = sqnorms
+        if sq is None:
+            sq = buffers.empty(X.shape[0], np.float64)
+            K.row_sqnorms_dense(X, float(bias), sq)
     y = np.ascontiguousarray(y, dtype=np.int32)
     if weights is not None:
         weights = np.ascontiguousarray(weights, dtype=np.float64)

@@ -47,13 +47,16 @@ with any ``K``, continues from it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from streamwww import _buffers as buffers
 from streamwww._params import AUTO_MEMORY_SHARE, resolve_memory_budget
 from streamwww.backends.select import get_backend
 from streamwww.engine import objective
@@ -109,7 +112,21 @@ class PartitionSpec:
 _STORES: dict[tuple[object, str], object] = {}  # per worker process: opened stores
 
 
+# Per worker process, from a run's first task to release_stores(): the scope in which the
+# tasks' shard-sized arrays are recycled (streamwww._buffers).  Every round reads the same
+# groups and beta again; without it each was fresh memory, and Dask's workers set
+# MALLOC_TRIM_THRESHOLD_, which fixes glibc's mmap threshold: each such array was new
+# zeroed pages (about 1 ms per MiB on the benchmark machine, most of a round's overhead).
+_RECYCLING: contextlib.ExitStack | None = None
+_RECYCLING_LOCK = threading.Lock()
+
+
 def _open(spec: PartitionSpec):
+    global _RECYCLING
+    with _RECYCLING_LOCK:
+        if _RECYCLING is None:
+            _RECYCLING = contextlib.ExitStack()
+            _RECYCLING.enter_context(buffers.recycling())
     key = (spec.store, spec.fingerprint)
     store = _STORES.get(key)
     if store is None:
@@ -127,9 +144,14 @@ def _open(spec: PartitionSpec):
 def release_stores() -> None:
     """Drop this process's opened stores and the shards they keep (run on every
     worker when a cluster run ends)."""
+    global _RECYCLING
     for store in _STORES.values():
         store.keep_decoded(0)
     _STORES.clear()
+    with _RECYCLING_LOCK:
+        if _RECYCLING is not None:
+            _RECYCLING.close()  # (the pool is emptied with the last scope)
+            _RECYCLING = None
 
 
 def _worker_budget(memory_budget) -> int:
@@ -168,17 +190,24 @@ class _Local:
         self.beta_sum = np.zeros(M)
         self.local_sum = np.zeros(M)  # sum of the local passes' beta', for the line search
 
-    def step(self, block, beta: np.ndarray, t: int, first_shard: int, active: np.ndarray) -> np.ndarray | None:
+    def step(self, block, beta: np.ndarray, t: int, first_shard: int, active: np.ndarray,
+             sets: np.ndarray | None = None, swept: bool = False) -> np.ndarray | None:
         """Certificate sums of ``block`` at ``W_t`` and ``beta``; with ``train``, the local
         passes (row orders of ``(seed, t, first_shard, pass)``) and the block's new ``beta``.
-        ``beta`` is the task's own array: it is trained in place."""
+        ``beta`` is the task's own array: it is trained in place.  ``swept``: the rows' sweep
+        at ``W_t`` is another task's (:func:`cert_task`, pipelined rounds): only ``beta``'s
+        sum is taken here, and the passes shrink with ``sets`` (those of ``W_{t-1}``; None:
+        every coordinate)."""
         backend, cfg = self.backend, self.cfg
         dblock = backend.put_block(block)
-        # shrinking: the certificate's sweep at W_t also flags the coordinates the passes update
-        near = new_near(len(cfg.Cs), block.n_rows, self.W.shape[2]) if \
-            self.train and round_shrinks(cfg, backend, t) else None
-        self.hinge += backend.hinge_sums(self.W0, dblock, cfg.bias, self.every, self.splits,
-                                         **near_args(near))
+        if swept:
+            near = sets if self.train and sets is not None and round_shrinks(cfg, backend, t) else None
+        else:
+            # shrinking: the certificate's sweep at W_t also flags the coordinates the passes update
+            near = new_near(len(cfg.Cs), block.n_rows, self.W.shape[2]) if \
+                self.train and round_shrinks(cfg, backend, t) else None
+            self.hinge += backend.hinge_sums(self.W0, dblock, cfg.bias, self.every, self.splits,
+                                             **near_args(near))
         self.beta_sum += beta.sum(axis=(1, 2))
         if not self.train:
             return None
@@ -215,7 +244,7 @@ def mix(base: np.ndarray, local: np.ndarray, gamma) -> np.ndarray:
 
 def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, train: bool = True,
                versions: tuple[int, ...] | None = None, pending: tuple[int, ...] | None = None,
-               gamma=None) -> dict:
+               gamma=None, swept: bool = False, sets: dict | None = None) -> dict:
     """Round ``t`` on one partition of a store: the certificate parts of ``W_t`` and
     (``train``) ``Delta W_k``.
 
@@ -227,7 +256,9 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
     ``W_t`` and ``beta_t``), ``made`` (``{shard: (version, per-model sum)}`` of ``beta_t``:
     the version read, or the mixed one written) and, when training, ``delta`` (``Delta W_k``, or
     ``W_{t+1}`` itself when ``K = 1``) and ``sums`` (``{shard: per-model sum}`` of the
-    local versions).
+    local versions).  Pipelined (``swept``): the hinge sums are :func:`cert_task`'s, and
+    ``sets`` (the result of the partition's :func:`cert_task` of round ``t - 1``; None: no
+    sets) gives the shrinking sets of ``W_{t-1}``.
     """
     cfg = spec.cfg
     store = _open(spec)
@@ -254,7 +285,10 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
                 else:
                     made[s] = (version[s], b.sum(axis=(1, 2)))
             block = data.block_of(group, cfg.bias)
-            new = local.step(block, beta, t, group[0], active)
+            near = None
+            if swept and sets is not None and sets.get("near"):
+                near = np.concatenate([sets["near"][s] for s in group], axis=1)
+            new = local.step(block, beta, t, group[0], active, sets=near, swept=swept)
             if new is None:
                 continue
             for s, b in zip(group, split_rows(new, rows)):
@@ -263,6 +297,40 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
         return {**local.result(), "sums": new_sums, "made": made}
     finally:
         local.close()
+
+
+def cert_task(spec: PartitionSpec, W: np.ndarray, t: int, sets: bool) -> dict:
+    """The sweep of round ``t`` on one partition, apart from its training (pipelined
+    rounds, :func:`run_rounds`): the hinge sums of its rows at ``W_t`` (per model, its
+    shards added in order, each swept where the worker keeps it: no copy) and, with
+    ``sets`` and where the backend shrinks, each shard's near-flags at ``W_t`` (``near``:
+    ``{shard: (n_models, rows, k - 1) uint8}``), the sets round ``t + 1`` trains with.
+    Needs no ``beta``: it runs beside round ``t``'s training, on another worker."""
+    cfg = spec.cfg
+    store = _open(spec)
+    cw = None if spec.class_weights is None else np.asarray(spec.class_weights)
+    data = StoreData(store, cw, spec.folds)
+    shards = spec.shards
+    local = _Local(cfg, spec.device, spec.n_partitions, W, train=False)
+    flags = sets and round_shrinks(cfg, local.backend, t + 1)
+    near_out = {}
+    try:
+        for s in shards:  # shard by shard: a kept shard is swept where it is kept, with no copy
+            block = data.block_of((s,), cfg.bias)
+            near = new_near(len(cfg.Cs), block.n_rows, W.shape[2]) if flags else None
+            local.hinge += local.backend.hinge_sums(local.W0, local.backend.put_block(block), cfg.bias,
+                                                    local.every, local.splits, **near_args(near))
+            if near is not None:
+                near_out[s] = near
+        return {"hinge": local.hinge, "near": near_out}
+    finally:
+        local.close()
+
+
+def _hinge_of(cert: dict) -> np.ndarray:
+    """A :func:`cert_task` result's hinge sums (a task of its own: the driver gathers
+    these, and the near-flags stay on the workers)."""
+    return cert["hinge"]
 
 
 @dataclass(frozen=True)
@@ -315,11 +383,21 @@ class StoreParts:
         self.specs, self.versions = specs, dict(versions)
         self.pending: dict[int, int] | None = None
         self.gamma = None
+        self.pipelined = bool(specs) and pipelines(specs[0].cfg)
 
-    def submit(self, client, Wf, t, active, train, prefix):
+    def submit(self, client, Wf, t, active, train, prefix, sets=None):
+        """Round ``t``'s tasks; pipelined (``sets``: the futures of the round before's
+        :func:`cert_task`, or ``None`` per partition), training only."""
+        swept = sets is not None
         return [client.submit(round_task, spec, Wf, t, active, train, tuple(self.versions[s] for s in spec.shards),
                               None if self.pending is None else tuple(self.pending[s] for s in spec.shards),
-                              self.gamma, key=f"{prefix}-{t}-{k}", pure=False, retries=3)
+                              self.gamma, swept, sets[k] if swept else None,
+                              key=f"{prefix}-{t}-{k}", pure=False, retries=3)
+                for k, spec in enumerate(self.specs)]
+
+    def submit_certs(self, client, Wf, t, sets: bool, prefix):
+        """The sweeps of ``W_t`` (:func:`cert_task`), one per partition."""
+        return [client.submit(cert_task, spec, Wf, t, sets, key=f"{prefix}-cert-{t}-{k}", pure=False, retries=3)
                 for k, spec in enumerate(self.specs)]
 
     def read(self, outs) -> tuple[dict[int, int], dict]:
@@ -354,6 +432,7 @@ class ArrayParts:
     and sent with each task (a task is pure: it returns its local ``beta'``)."""
 
     device = "cpu"  # the tasks' backend, once a round has run
+    pipelined = False  # (arrays: every round's task sweeps its rows itself)
 
     def __init__(self, specs: list[ArraySpec], blocks: list, betas: list[np.ndarray]):
         self.specs, self.blocks, self.betas = specs, blocks, betas
@@ -369,14 +448,25 @@ class ArrayParts:
         return []
 
 
+def pipelines(cfg: SolverConfig) -> bool:
+    """Whether a cluster run of a store pipelines its rounds (:func:`run_rounds`): with
+    shrinking (Walrus) on the ``"auto"`` objective schedule, where the shrinking sets may
+    come from an earlier ``W`` than the round's (as in one process, where they hold
+    across the epochs without objectives)."""
+    return bool(cfg.shrinking) and cfg.subproblem == "walrus" and cfg.eval_every == "auto"
+
+
 @dataclass
 class RoundsStart:
-    """Where a run of rounds starts: round ``t`` from ``W`` (``W_t``) and the models' results so far."""
+    """Where a run of rounds starts: round ``t`` from ``W`` (``W_t``) and the models' results
+    so far; ``W_sets``: the ``W`` whose shrinking sets round ``t`` trains with when the
+    rounds are pipelined (a checkpoint's; None: ``W`` itself)."""
 
     t: int
     W: np.ndarray
     results: list[ModelResult]
     wall: float = 0.0
+    W_sets: np.ndarray | None = None
 
 
 def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: int,
@@ -385,11 +475,23 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
     task per partition of ``parts`` (:class:`StoreParts` or :class:`ArrayParts`).
 
     ``superseded(keys)`` is called once a round is complete with the store versions
-    ``(shard, version)`` no task reads any more; ``checkpoint(t, W, versions, sums, wall)``
-    after each training round with ``W_t`` (finished models' rows: their certified ``W``)
-    and the versions that hold its ``beta`` (module docstring: ``t`` is the round's own
-    when its step was scaled, the next one otherwise).  The history and stopping rule are
+    ``(shard, version)`` no task reads any more; ``checkpoint(t, W, versions, sums, wall,
+    W_sets)`` after each training round with ``W_t`` (finished models' rows: their certified
+    ``W``) and the versions that hold its ``beta`` (module docstring: ``t`` is the round's
+    own when its step was scaled, the next one otherwise), and, pipelined, the ``W`` whose
+    shrinking sets round ``t`` trains with (else None).  The history and stopping rule are
     the sequential driver's; ``time`` in the history is the rounds' wall time.
+
+    **Pipelined rounds** (:attr:`StoreParts.pipelined`, :func:`pipelines`): a round's
+    sweep of ``W_t`` (the certificate's hinge sums, and the shrinking sets) is a task of
+    its own (:func:`cert_task`) that runs beside the round's training on another worker,
+    and the training of round ``t`` shrinks with the sets of ``W_{t-1}``, which the sweep
+    of the round before made while that round trained (round 1, the first that shrinks,
+    sweeps ``W_1`` itself: the sets of ``W_0`` leave nothing out).  With ``K`` partitions
+    on ``2K`` workers a round then takes about the longer of the two instead of their sum.  The
+    sets stay on the workers (a lost one is swept again by Dask from its ``W``); a
+    checkpoint holds the ``W`` they come from (``W_sets``), and a resumed run sweeps it
+    again before its first round, so it continues bitwise.
     """
     results, W, t = start.results, start.W, start.t
     active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
@@ -397,8 +499,15 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
     prefix = f"streamwww-round-{id(parts):x}-{time.time_ns():x}"
 
     committed = [None]  # the round of the last commit
+    pipelined = bool(getattr(parts, "pipelined", False))
+    # pipelined: the W whose shrinking sets round t trains with (W_{t-1}; a resumed run's
+    # checkpoint names it), and the futures of its sweeps, whose near-flags stay on the workers
+    W_sets, certs, certs_scattered = None, None, False
+    if pipelined and t > 1 and active.size and t < cfg.max_iter:
+        W_sets = start.W if start.W_sets is None else start.W_sets
+        certs = parts.submit_certs(client, W_sets, t - 1, True, prefix + "-resume")
 
-    def commit(t, W, versions, sums):
+    def commit(t, W, versions, sums, W_sets=None):
         if committed[0] == t:  # (W_t, beta_t) is the checkpoint already
             return
         committed[0] = t
@@ -406,19 +515,42 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
         Wc = W.copy() if done else W
         for i in done:
             Wc[i] = results[i].W
-        checkpoint(t, Wc, versions, sums, time.perf_counter() - t0)
+        checkpoint(t, Wc, versions, sums, time.perf_counter() - t0, W_sets if pipelined else None)
+
+    def run_round(Wf, t, train, prefix):
+        """Round ``t``'s task results (pipelined: with the hinge sums of its sweeps, and
+        those sweeps' futures, which round ``t + 1`` trains with)."""
+        if not (pipelined and train):
+            return client.gather(parts.submit(client, Wf, t, active, train, prefix)), None
+        if t == 1:  # the first round that shrinks sweeps W_1 itself (W_0's sets leave nothing out) ...
+            trained = parts.submit(client, Wf, t, active, train, prefix)
+            new = parts.submit_certs(client, Wf, t, t + 1 < cfg.max_iter, prefix)  # ... beside round 2's sets
+            return client.gather(trained), new
+        # (training first: Dask then places it where its sets are, and the sweep on a free worker)
+        trained = parts.submit(client, Wf, t, active, train, prefix,
+                               sets=certs if certs is not None else [None] * len(parts.specs))
+        new = parts.submit_certs(client, Wf, t, t + 1 < cfg.max_iter and t > 0, prefix)  # (round 1: its own)
+        hinges = [client.submit(_hinge_of, c, key=f"{prefix}-hinge-{t}-{k}", pure=False) for k, c in enumerate(new)]
+        got = client.gather(trained + hinges)  # (one round trip)
+        outs = got[:len(trained)]
+        for o, h in zip(outs, got[len(trained):]):
+            o["hinge"] = h
+        return outs, new
 
     while active.size:
         train = t < cfg.max_iter
         Wf = _round_W(client, W)
         try:
-            outs = client.gather(parts.submit(client, Wf, t, active, train, prefix))
-        except Exception as exc:  # noqa: BLE001 - the scattered W lost with its worker, or a task's own failure
-            if Wf is W:
+            outs, new_certs = run_round(Wf, t, train, prefix)
+        except Exception as exc:  # noqa: BLE001 - a scattered W lost with its worker, or a task's own failure
+            if Wf is W and not certs_scattered:
                 raise
             logger.warning("round %d failed (%s: %s); running it again with W inside its tasks",
                            t, type(exc).__name__, exc)
-            outs = client.gather(parts.submit(client, W, t, active, train, prefix + "-again"))
+            if certs is not None:  # (their lineage may hold the last round's scattered W)
+                certs = parts.submit_certs(client, W_sets, t - 1, True, prefix + "-again")
+            outs, new_certs = run_round(W, t, train, prefix + "-again")
+        certs_scattered = Wf is not W
         del Wf
         parts.device = outs[0]["device"]  # where the tasks ran (Fit.device)
         if (t > 0 and cfg.evaluates_round(t) or not train) and not _certified(results, active, t):
@@ -429,7 +561,7 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
             if getattr(parts, "pending", None) is not None:  # its tasks wrote the mixed beta_t: name it
                 parts.settle(outs)
                 if checkpoint is not None:
-                    commit(t, W, parts.versions, parts.read(outs)[1])
+                    commit(t, W, parts.versions, parts.read(outs)[1], W_sets)
             break
         if len(outs) == 1:  # K = 1: the sequential epoch, its working copy W_{t+1} itself
             gamma, W_next = np.ones(W.shape[0]), outs[0]["delta"]
@@ -441,16 +573,17 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
         scaled = not np.all(gamma == 1.0)
         logger.debug("round %d: steps %s", t, np.array2string(gamma, precision=4))
         if checkpoint is not None and scaled:  # beta_{t+1} is not written yet: W_t and beta_t
-            commit(t, W, *parts.read(outs))
+            commit(t, W, *parts.read(outs), W_sets)
         obsolete = parts.advance(outs, gamma)
         if superseded is not None:
             superseded(obsolete)
+        W_sets, certs = W, new_certs  # round t + 1 trains with the sets of W_t
         W = W_next
         t += 1
         for i in active:
             results[i].n_iter = t
         if checkpoint is not None and not scaled:
-            commit(t, W, parts.versions, parts.sums(outs))
+            commit(t, W, parts.versions, parts.sums(outs), W_sets)
     for i, r in enumerate(results):
         if r.W is None:
             r.W = W[i].copy()

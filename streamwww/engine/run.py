@@ -366,7 +366,8 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
     """Train one model per ``Cs`` on a store by CoCoA+ rounds on a ``distributed.Client``
     (:mod:`streamwww.engine.cocoa`).
 
-    ``partitions`` (``K``; default: a checkpoint's, else the client's worker count) is a
+    ``partitions`` (``K``; default: a checkpoint's, else the client's worker count, halved
+    when the rounds are pipelined: :func:`~streamwww.engine.cocoa.pipelines`) is a
     model setting: the same store, seed, settings and ``K`` give the bitwise-same
     model wherever the tasks run.  ``beta`` lives in ``checkpoint_dir`` (committed after
     every round, resumed from as :func:`fit_source` does, also a sequential run's
@@ -378,6 +379,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         RoundsStart,
         StoreParts,
         partition_shards,
+        pipelines,
         run_rounds,
     )
 
@@ -399,7 +401,10 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
         if partitions is None:
             recorded = manifest["run"].get("partitions") if manifest is not None else None
-            partitions = recorded or _worker_count(client, data.n_shards)
+            # pipelined rounds (engine.cocoa.pipelines): a partition's sweep and its training
+            # run side by side, so two workers per partition
+            share = 2 if pipelines(cfg) else 1
+            partitions = recorded or max(1, _worker_count(client, data.n_shards * share) // share)
         parts = partition_shards(data.shard_rows, int(partitions), seed)
         stack.callback(_release_worker_stores, client)
         if ckpt is not None:
@@ -416,7 +421,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         cursor, state = _resume_state(ckpt, manifest, W0, cfg, data)
         start = RoundsStart(t=cursor.epoch, W=np.array(state.get("W0", np.zeros(shape)), dtype=np.float64),
                             results=state.get("results", [ModelResult(C=float(C)) for C in cfg.Cs]),
-                            wall=cursor.train_time)
+                            wall=cursor.train_time, W_sets=state.get("W_sets"))
         checkpoint = superseded = commit = None
         if ckpt is not None:
             stack.callback(ckpt.drain)
@@ -425,10 +430,10 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                               "C_is_list": bool(C_is_list), "partitions": len(parts), **(run_info or {})})
             commit = _committer(ckpt, betas, header, step=int(manifest["step"]) if manifest else 0)
 
-            def checkpoint(t, W, versions, sums, wall):
+            def checkpoint(t, W, versions, sums, wall, W_sets=None):
                 ckpt.wait()  # the commit before must have settled its beta sums before these are adopted
                 betas.adopt(versions, sums)
-                commit(W, Cursor(t, 0, wall), start.results)
+                commit(W, Cursor(t, 0, wall), start.results, W_sets=W_sets)
         else:
             def superseded(keys):
                 for s, v in keys:

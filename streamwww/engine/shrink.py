@@ -39,9 +39,11 @@ The sets of an objective pass hold until the next one (``eval_every > 1`` or
 without objectives leave out the same coordinates.  An epoch-end checkpoint after
 such an epoch then holds ``W_sets`` too, and with the late objectives the sets that
 each certificate's sweep makes are kept (:meth:`NearSets.keep`) for those epochs.
-A cluster round makes its sets from ``W_t`` and keeps none: there an epoch after
-one without objectives (an integer ``eval_every > 1``) passes over every
-coordinate, and ``"auto"`` is every round (engine.run).
+A fused cluster round makes its sets from ``W_t`` and keeps none: there an epoch
+after one without objectives (an integer ``eval_every > 1``) passes over every
+coordinate; with ``"auto"`` (every round evaluated) a store's rounds are pipelined
+and train with the sets of the ``W`` before, which the previous round's sweep made
+on another worker (:func:`streamwww.engine.cocoa.run_rounds`).
 """
 
 from __future__ import annotations
@@ -67,9 +69,9 @@ def shrinking_applies(cfg, backend) -> bool:
 def round_shrinks(cfg, backend, t: int) -> bool:
     """Whether round ``t`` of a cluster run shrinks (:mod:`streamwww.engine.cocoa`).
 
-    A round's task sweeps its rows at ``W_t`` for the certificate before its local
-    passes, so it makes the sets right before it uses them, as the late objectives
-    do: no checkpoint or memory limit applies.  As in one process, the first epoch
+    A fused round's task sweeps its rows at ``W_t`` for the certificate before its
+    local passes, so it makes the sets right before it uses them, as the late
+    objectives do (a pipelined round trains with those its predecessor's sweep made).  As in one process, the first epoch
     and an epoch after one without objectives (``eval_every > 1``) pass over every
     coordinate; one partition trains the sequential run's epochs bitwise with
     ``eval_every=1`` (the sequential run holds its sets across epochs without

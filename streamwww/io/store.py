@@ -74,6 +74,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_SHARD_MB = 128.0
 DENSE_THRESHOLD = 0.5  # layout="auto" stores dense at or above this density
+_DERIVED = "derived:"  # the prefix of keep_array's names among a kept shard's arrays
 
 
 # --------------------------------------------------------------------------- reading
@@ -175,6 +176,23 @@ class ShardStore:
     def kept_bytes(self) -> int:
         """Bytes of the shards :meth:`keep_decoded` holds now."""
         return self._kept_bytes
+
+    def kept_array(self, i: int, name: str) -> np.ndarray | None:
+        """The array :meth:`keep_array` keeps under ``name`` with shard ``i`` (None: none)."""
+        kept = self._kept.get(i)
+        return None if kept is None else kept.get(_DERIVED + name)
+
+    def keep_array(self, i: int, name: str, array: np.ndarray) -> None:
+        """Keep a copy of ``array``, derived from shard ``i``'s rows (e.g. their norms),
+        beside the shard's decoded arrays while :meth:`keep_decoded` keeps them (it is
+        dropped with them, and counted in :attr:`kept_bytes`); nothing when the shard
+        is not kept."""
+        with self._keep_lock:
+            kept = self._kept.get(i)
+            if kept is None or _DERIVED + name in kept:
+                return
+            kept[_DERIVED + name] = np.array(array, copy=True)
+            self._kept_bytes += array.nbytes
 
     def _keep(self, i: int, arrays: dict[str, np.ndarray]) -> None:
         nbytes = sum(a.nbytes for a in arrays.values())
@@ -294,7 +312,7 @@ class ShardStore:
                                    f"{DAMAGED_FIX}")
         return ptr
 
-    def read_shards(self, ids, *, weights: bool = False) -> tuple:
+    def read_shards(self, ids, *, weights: bool = False, lend: bool = False) -> tuple:
         """Read several shards as one matrix, their rows stacked in the order of ``ids``.
 
         The shards are decoded straight into one buffer (no stacking copy) and
@@ -308,6 +326,9 @@ class ShardStore:
         weights : bool, default=False
             Also return the rows' sample weights, read in the same pass (as
             :meth:`read_weights`: all ones for a store without weights).
+        lend : bool, default=False
+            For one shard that :meth:`keep_decoded` keeps: return its kept arrays
+            themselves, not a copy (training's reads; the caller must not write to them).
 
         Returns
         -------
@@ -330,6 +351,8 @@ class ShardStore:
         ids = [self._check_index(i) for i in ids]
         if not ids:
             raise ValueError(f"{self.path}: read_shards needs at least one shard index")
+        if lend and len(ids) == 1 and (lent := self._lend_kept(ids[0], weights)) is not None:
+            return lent
         rows, nnz = self.shard_rows[ids], self._shard_nnz[ids]
         n = int(rows.sum())
         y = np.empty(n, dtype=np.int32)
@@ -354,11 +377,16 @@ class ShardStore:
                 out[WEIGHT_ARRAY] = w[r0:r0 + r]
             kept = self._kept.get(i)
             if kept is not None and all(name in kept for name in out):
+                # (checked when it was read and kept: a private copy nothing writes to)
                 for name, target in out.items():
                     target[...] = kept[name]
                 ptr = kept.get("indptr")
-            else:
-                ptr = self._read_into(i, out)
+                if ptr is not None:  # (added in the group's dtype: a kept int32 one may not hold the sum)
+                    indptr[r0 + 1:r0 + r + 1] = ptr[1:]
+                    indptr[r0 + 1:r0 + r + 1] += z0
+                r0, z0 = r0 + r, z0 + z
+                continue
+            ptr = self._read_into(i, out)
             if self.layout == "dense":
                 problem = self._check_shard(i, ys)
             else:
@@ -371,12 +399,32 @@ class ShardStore:
                 indptr[r0 + 1:r0 + r + 1] = ptr[1:] + z0
             if problem:
                 raise ShardFormatError(f"{where}: {problem}")
-            if self._keep_budget and kept is None:
-                self._keep(i, {**out, **({"indptr": ptr} if ptr is not None else {})})
+            if self._keep_budget:  # (row pointers in the dtype a read of the shard alone returns)
+                self._keep(i, {**out, **({"indptr": ptr.astype(index_dtype(z, self.n_features), copy=False)}
+                                         if ptr is not None else {})})
             r0, z0 = r0 + r, z0 + z
         if self.layout != "dense":
             X = make_csr(data, indices, indptr, n, self.n_features, indptr.dtype)
         return (X, y, w) if weights else (X, y)
+
+    def _lend_kept(self, i: int, weights: bool) -> tuple | None:
+        """:meth:`read_shards` of kept shard ``i`` alone with ``lend``: its kept arrays
+        themselves (no copy; ``None`` when it is not kept with all that is asked).  Views
+        the caller must not write to (not flagged read-only: Numba would compile every
+        kernel again for read-only arrays)."""
+        kept = self._kept.get(i)
+        names = (["X"] if self.layout == "dense" else ["data", "indices", "indptr"]) + ["y"]
+        if weights and self.has_weights:
+            names.append(WEIGHT_ARRAY)
+        if kept is None or any(n not in kept for n in names):
+            return None
+        a = {n: kept[n].view() for n in names}
+        r, z = int(self.shard_rows[i]), int(self._shard_nnz[i])
+        X = a["X"] if self.layout == "dense" else \
+            make_csr(a["data"], a["indices"], a["indptr"], r, self.n_features, index_dtype(z, self.n_features))
+        if not weights:
+            return X, a["y"]
+        return X, a["y"], a[WEIGHT_ARRAY] if self.has_weights else np.ones(r, dtype=np.float64)
 
     def _check_shard(self, i: int, y, indices=None) -> str | None:
         """What is wrong with the values of shard ``i`` as read (``None``: nothing): its class

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from streamwww import _buffers as buffers
 from streamwww.backends.base import Block, make_block
 from streamwww.labels import encode_labels
 from streamwww.stream.folds import shard_folds, train_bits
@@ -116,10 +117,11 @@ class StoreData:
         return block
 
     def _make_block(self, ids: list[int], bias: float) -> Block:
+        # (a kept shard read alone is lent, not copied: blocks are only read)
         if self.store.has_weights:
-            X, y, w = self.store.read_shards(ids, weights=True)
+            X, y, w = self.store.read_shards(ids, weights=True, lend=True)
         else:
-            (X, y), w = self.store.read_shards(ids), None
+            (X, y), w = self.store.read_shards(ids, lend=True), None
         if self.class_weights is not None:
             cw = self.class_weights[y]
             w = cw if w is None else w * cw
@@ -127,7 +129,21 @@ class StoreData:
         if self.folds is not None:
             n_splits = self.folds[0]
             trains = np.concatenate([train_bits(f, n_splits) for f in self.shard_folds(ids, y)])
-        return make_block(X, y, bias, w, trains)
+        # the row norms of shards the store keeps decoded are kept with them: a store that
+        # fits computes them once, not every epoch (or cluster round) for each new group
+        name = f"sqnorms:{float(bias)!r}"
+        kept = [self.store.kept_array(i, name) for i in ids]
+        if all(k is not None for k in kept):
+            sq = buffers.empty(len(y), np.float64)
+            np.concatenate(kept, out=sq)
+            return make_block(X, y, bias, w, trains, sqnorms=sq)
+        block = make_block(X, y, bias, w, trains)
+        lo = 0
+        for i in ids:
+            hi = lo + int(self.shard_rows[i])
+            self.store.keep_array(i, name, block.sqnorms[lo:hi])
+            lo = hi
+        return block
 
     def shard_folds(self, ids, y) -> list[np.ndarray]:
         """The cross-validation fold of each row of shards ``ids`` (``y``: their stacked labels)."""
