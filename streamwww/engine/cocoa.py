@@ -529,7 +529,8 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
         # (training first: Dask then places it where its sets are, and the sweep on a free worker)
         trained = parts.submit(client, Wf, t, active, train, prefix,
                                sets=certs if certs is not None else [None] * len(parts.specs))
-        new = parts.submit_certs(client, Wf, t, t + 1 < cfg.max_iter and t > 0, prefix)  # (round 1: its own)
+        # (the sweep of W_0 makes no sets: round 1 makes its own)
+        new = parts.submit_certs(client, Wf, t, t + 1 < cfg.max_iter and t > 0, prefix)
         hinges = [client.submit(_hinge_of, c, key=f"{prefix}-hinge-{t}-{k}", pure=False) for k, c in enumerate(new)]
         got = client.gather(trained + hinges)  # (one round trip)
         outs = got[:len(trained)]
