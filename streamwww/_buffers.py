@@ -24,9 +24,10 @@ Memory stays bounded: buffers are made only when none of their size is free,
 so the pool holds at most what the pipeline had in use at once (per size
 class, sizes rounded up by at most 1/8), and a free buffer that no request took
 for :data:`IDLE_TAKES` requests is dropped.  The pool lends only inside
-:func:`recycling` (a training run, :func:`streamwww.engine.run.fit_source`)
-and is emptied when the last such scope ends; elsewhere (prediction, a user's
-``read_shards``, a cluster worker's rounds) :func:`empty` is :func:`numpy.empty`.
+:func:`recycling` (a training run, :func:`streamwww.engine.run.fit_source`; a
+cluster worker's rounds, from its first task to the end of the run,
+:mod:`streamwww.engine.cocoa`) and is emptied when the last such scope ends;
+elsewhere (prediction, a user's ``read_shards``) :func:`empty` is :func:`numpy.empty`.
 """
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def register(sub) -> None:
                      scheduler="train on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)",
                      partitions="row partitions (whole shards) of a cluster run (default: half the "
                                 "workers, each partition's sweep running beside its training; the number of "
-                                "workers with --no-shrinking or --eval-every N); a model setting: the same K "
+                                "workers with --no-shrinking, --subproblem shark or --eval-every N); a model setting: the same K "
                                 "gives the same model on any cluster, K=1 with --eval-every 1 the sequential "
                                 "run's")
     p.add_argument("--json", action="store_true",

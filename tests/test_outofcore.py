@@ -721,3 +721,25 @@ def test_kept_shards_keep_their_row_norms(tmp_path, rng, monkeypatch):
     assert store.kept_array(1, "sqnorms:1.0") is None and store.kept_bytes == 0
     store.keep_array(1, "sqnorms:1.0", np.ones(200))  # not kept: the shard is not
     assert store.kept_array(1, "sqnorms:1.0") is None
+
+
+def test_a_kept_shard_read_alone_is_lent_only_when_asked(tmp_path, rng):
+    """read_shards(..., lend=True) of one kept shard returns its kept arrays (training's reads:
+    no copy); a plain read, a group, or a shard not kept gets arrays of its own, equal."""
+    X, y = _data(rng, sparse=True)
+    w = rng.uniform(0.5, 2.0, size=len(y))
+    store = write_store(tmp_path / "s.zarr", X, y, shard_rows=200, sample_weight=w, layout="sparse")
+    ref = store.read_shards([1], weights=True)
+    unkept = store.read_shards([1], weights=True, lend=True)  # nothing kept: a read of its own
+    assert not np.shares_memory(unkept[0].data, ref[0].data) and (unkept[0] != ref[0]).nnz == 0
+    store.keep_decoded(10**9)
+    store.read_shards([0, 1], weights=True)  # reads and keeps both
+    lent = store.read_shards([1], weights=True, lend=True)
+    again = store.read_shards([1], weights=True, lend=True)
+    assert np.shares_memory(lent[0].data, again[0].data) and np.shares_memory(lent[1], again[1])
+    assert np.shares_memory(lent[2], again[2])
+    own = store.read_shards([1], weights=True)
+    assert not np.shares_memory(own[0].data, lent[0].data) and not np.shares_memory(own[1], lent[1])
+    for got in (lent, own):
+        assert (got[0] != ref[0]).nnz == 0 and np.array_equal(got[1], ref[1]) and np.array_equal(got[2], ref[2])
+        assert got[0].indptr.dtype == ref[0].indptr.dtype == got[0].indices.dtype

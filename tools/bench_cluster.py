@@ -128,7 +128,7 @@ def to_gap(tmp: str, args) -> None:
         finally:
             client.close()
             cluster.close()
-        rounds = "fused (eval_every=1)" if fused else "pipelined" if w > K else "auto"
+        rounds = "fused (eval_every=1)" if fused else "pipelined"
         print(f"{K:3d} {w:7d} {m.n_iter_:6d} {wall:8.2f} {wall / max(1, m.n_iter_ + 1):8.3f} "
               f"{m.history_[-1]['primal']:14.6g} {wall / t_seq:7.2f}   (cluster start-up {startup:.1f} s; {rounds})")
     print(f"\n3. bytes per round and partition: W {D * k * 8:,} B out, Delta W {D * k * 8:,} B back "

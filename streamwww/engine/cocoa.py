@@ -172,10 +172,13 @@ def _worker_budget(memory_budget) -> int:
 
 class _Local:
     """One task's view of a round: the backend, ``W_t`` and the working copy, and the
-    local step on a block (the certificate parts of ``W_t``, then the local passes)."""
+    local step on a block (the certificate parts of ``W_t``, then the local passes).
+    ``sweeps=False``: the sweep of ``W_t`` is another task's (:func:`cert_task`,
+    pipelined rounds), so no copy of ``W_t`` is made for it."""
 
-    def __init__(self, cfg: SolverConfig, device: str, n_partitions: int, W: np.ndarray, train: bool):
-        self.cfg, self.train = cfg, train
+    def __init__(self, cfg: SolverConfig, device: str, n_partitions: int, W: np.ndarray, train: bool,
+                 sweeps: bool = True):
+        self.cfg, self.train, self.sweeps = cfg, train, sweeps
         self.backend = get_backend(device, n_models=len(cfg.Cs), n_classes=int(W.shape[2]))
         self.alone = int(n_partitions) == 1  # the working copy is W_{t+1} itself
         M = len(cfg.Cs)
@@ -184,23 +187,22 @@ class _Local:
         self.Cs = np.asarray(cfg.Cs, dtype=np.float64)
         self.solver = SOLVER_IDS[cfg.subproblem]
         self.W = W
-        self.W0 = self.backend.put_W(W)  # W_t, for the certificate
+        self.W0 = self.backend.put_W(W) if sweeps else None  # W_t, for the certificate's sweep
         self.Wl = self.backend.put_W(W) if train else None  # the working copy W_t + Delta W_k
         self.hinge = np.zeros(M)
         self.beta_sum = np.zeros(M)
         self.local_sum = np.zeros(M)  # sum of the local passes' beta', for the line search
 
     def step(self, block, beta: np.ndarray, t: int, first_shard: int, active: np.ndarray,
-             sets: np.ndarray | None = None, swept: bool = False) -> np.ndarray | None:
+             sets: np.ndarray | None = None) -> np.ndarray | None:
         """Certificate sums of ``block`` at ``W_t`` and ``beta``; with ``train``, the local
         passes (row orders of ``(seed, t, first_shard, pass)``) and the block's new ``beta``.
-        ``beta`` is the task's own array: it is trained in place.  ``swept``: the rows' sweep
-        at ``W_t`` is another task's (:func:`cert_task`, pipelined rounds): only ``beta``'s
-        sum is taken here, and the passes shrink with ``sets`` (those of ``W_{t-1}``; None:
-        every coordinate)."""
+        ``beta`` is the task's own array: it is trained in place.  Without ``sweeps`` only
+        ``beta``'s sum is taken here, and the passes shrink with ``sets`` (those of
+        ``W_{t-1}``; None: every coordinate)."""
         backend, cfg = self.backend, self.cfg
         dblock = backend.put_block(block)
-        if swept:
+        if not self.sweeps:
             near = sets if self.train and sets is not None and round_shrinks(cfg, backend, t) else None
         else:
             # shrinking: the certificate's sweep at W_t also flags the coordinates the passes update
@@ -269,7 +271,7 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
     version = dict(zip(shards, versions if versions is not None else [t] * len(shards)))
     mixed = dict(zip(shards, pending)) if pending is not None else None
     new_sums, made = {}, {}
-    local = _Local(cfg, spec.device, spec.n_partitions, W, train)
+    local = _Local(cfg, spec.device, spec.n_partitions, W, train, sweeps=not swept)
     try:
         for ids in EpochPlan(cfg, len(shards)).groups(t):
             group = tuple(shards[i] for i in ids)
@@ -288,7 +290,7 @@ def round_task(spec: PartitionSpec, W: np.ndarray, t: int, active: np.ndarray, t
             near = None
             if swept and sets is not None and sets.get("near"):
                 near = np.concatenate([sets["near"][s] for s in group], axis=1)
-            new = local.step(block, beta, t, group[0], active, sets=near, swept=swept)
+            new = local.step(block, beta, t, group[0], active, sets=near)
             if new is None:
                 continue
             for s, b in zip(group, split_rows(new, rows)):

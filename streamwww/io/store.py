@@ -409,16 +409,16 @@ class ShardStore:
 
     def _lend_kept(self, i: int, weights: bool) -> tuple | None:
         """:meth:`read_shards` of kept shard ``i`` alone with ``lend``: its kept arrays
-        themselves (no copy; ``None`` when it is not kept with all that is asked).  Views
-        the caller must not write to (not flagged read-only: Numba would compile every
-        kernel again for read-only arrays)."""
+        themselves (no copy; ``None`` when it is not kept with all that is asked), which the
+        caller must not write to (not flagged read-only: Numba would compile every kernel
+        again for read-only arrays)."""
         kept = self._kept.get(i)
         names = (["X"] if self.layout == "dense" else ["data", "indices", "indptr"]) + ["y"]
         if weights and self.has_weights:
             names.append(WEIGHT_ARRAY)
         if kept is None or any(n not in kept for n in names):
             return None
-        a = {n: kept[n].view() for n in names}
+        a = {n: kept[n] for n in names}
         r, z = int(self.shard_rows[i]), int(self._shard_nnz[i])
         X = a["X"] if self.layout == "dense" else \
             make_csr(a["data"], a["indices"], a["indptr"], r, self.n_features, index_dtype(z, self.n_features))

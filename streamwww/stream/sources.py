@@ -133,9 +133,8 @@ class StoreData:
         # fits computes them once, not every epoch (or cluster round) for each new group
         name = f"sqnorms:{float(bias)!r}"
         kept = [self.store.kept_array(i, name) for i in ids]
-        if all(k is not None for k in kept):
-            sq = buffers.empty(len(y), np.float64)
-            np.concatenate(kept, out=sq)
+        if all(k is not None for k in kept):  # (one shard's are lent as its arrays are)
+            sq = kept[0] if len(kept) == 1 else np.concatenate(kept, out=buffers.empty(len(y), np.float64))
             return make_block(X, y, bias, w, trains, sqnorms=sq)
         block = make_block(X, y, bias, w, trains)
         lo = 0
