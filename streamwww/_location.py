@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from streamwww import _obstore
 from streamwww.errors import CheckpointError, StorageError, StorageURLError
 
 __all__ = ["Location", "location", "located", "is_url", "parse_storage_options", "is_storage_failure",
@@ -59,7 +60,10 @@ def is_url(path: Any) -> bool:
 _ANSWERS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError)
 # where the clients of the object stores fsspec wraps keep their (non-OSError) errors:
 # botocore's EndpointConnectionError is what s3fs raises when the endpoint is down
-_CLIENT_ERROR_MODULES = ("botocore.", "aiobotocore.", "aiohttp.", "google.", "azure.", "requests.", "urllib3.")
+_CLIENT_ERROR_MODULES = ("botocore.", "aiobotocore.", "aiohttp.", "google.", "azure.", "requests.", "urllib3.",
+                         "obstore.")
+# obstore's (streamwww._obstore) errors that answer about the object
+_CLIENT_ANSWERS = ("NotFoundError", "AlreadyExistsError", "PreconditionError", "NotModifiedError")
 
 
 def is_storage_failure(exc: BaseException) -> bool:
@@ -70,6 +74,8 @@ def is_storage_failure(exc: BaseException) -> bool:
         return True
     if isinstance(exc, OSError):
         return not isinstance(exc, _ANSWERS)
+    if type(exc).__module__.startswith("obstore") and type(exc).__name__ in _CLIENT_ANSWERS:
+        return False
     return any(c.__module__.startswith(_CLIENT_ERROR_MODULES) for c in type(exc).__mro__[:-2])
 
 
@@ -263,20 +269,52 @@ class Location:
 
     # ------------------------------------------------------------------ bytes
     def read_bytes(self) -> bytes:
+        got = self.read_buffer()
+        return got if isinstance(got, bytes) else bytes(got)
+
+    def read_buffer(self):
+        """The object's bytes as a read-only buffer (``bytes``, or obstore's ``Bytes`` on
+        S3: no copy), for readers that take any buffer (``memoryview``, ``len``)."""
         if self.is_local:
             with open(self.path, "rb") as f:
                 return f.read()
+        fast = self._fast_reader()
+        if fast is not None:
+            try:
+                return fast.get(self.path)
+            except FileNotFoundError:
+                raise
+            except Exception as exc:
+                return self.fast_read_failed(exc, self._read_bytes_fsspec)
+        return self._read_bytes_fsspec()
+
+    def _read_bytes_fsspec(self) -> bytes:
         with self._request("reading"):  # one GET (s3fs would HEAD first: _CAT_OPTIONS)
             return self.fs.cat_file(self.path, **_CAT_OPTIONS.get(self.protocol, {}))
+
+    def _fast_reader(self):
+        """obstore's reader of this bucket, where it replaces s3fs's GETs (streamwww._obstore)."""
+        if self.protocol not in _obstore.PROTOCOLS:
+            return None
+        return _obstore.reader(self.protocol, self.path, self.storage_options)
+
+    def fast_read_failed(self, exc: BaseException, again):
+        """obstore's read failed: the same read through s3fs; where that succeeds, s3fs
+        reads this bucket from now on (a region or endpoint obstore did not find)."""
+        result = again()
+        _obstore.give_up(self.protocol, self.path, self.storage_options, exc)
+        return result
 
     def read_text(self) -> str:
         return self.read_bytes().decode()
 
-    def read_many(self, locations: Iterable[Location]) -> list[bytes | None]:
-        """The bytes of several objects below this file system, ``None`` for a missing one.
+    def read_many(self, locations: Iterable[Location]) -> list:
+        """The bytes of several objects below this file system (``bytes``, or read-only
+        buffers as :meth:`read_buffer`'s), ``None`` for a missing one.
 
         On an object store the requests go out concurrently (one batch through
-        the file system's ``cat``), which is what hides their latency.
+        the file system's ``cat``, or obstore's GETs on S3: streamwww._obstore),
+        which is what hides their latency.
         """
         locations = list(locations)
         if self.is_local or not locations:
@@ -288,6 +326,15 @@ class Location:
                     out.append(None)
             return out
         paths = [loc.path for loc in locations]
+        fast = self._fast_reader()
+        if fast is not None and all(p.partition("/")[0] == fast.bucket for p in paths):
+            try:
+                return fast.get_many(paths)
+            except Exception as exc:
+                return self.fast_read_failed(exc, lambda: self._read_many_fsspec(paths))
+        return self._read_many_fsspec(paths)
+
+    def _read_many_fsspec(self, paths: list[str]) -> list[bytes | None]:
         with self._request(f"reading {len(paths)} objects"):
             got = self.fs.cat(paths, on_error="return", **_CAT_OPTIONS.get(self.protocol, {}))
         if not isinstance(got, dict):  # a single path comes back as bytes
@@ -402,6 +449,18 @@ class Location:
                 pass
 
     # ------------------------------------------------------------------ Zarr
+    def zarr_read_root(self):
+        """``(store, key)``: a read-only Zarr store at this bucket's root that reads through
+        obstore (streamwww._obstore) and this location's key in it; None where reads stay
+        with s3fs (then :meth:`zarr_store`)."""
+        fast = self._fast_reader()
+        if fast is None or self.path.partition("/")[0] != fast.bucket:
+            return None
+        try:
+            return fast.zarr_root(), fast.key(self.path)
+        except ImportError:  # a Zarr without its obstore adapter
+            return None
+
     def zarr_store(self, read_only: bool = False):
         """A Zarr v3 store rooted here: ``LocalStore`` for a local path, else
         ``FsspecStore`` over this protocol's asynchronous file system."""
@@ -421,6 +480,22 @@ _ZARR_FS: dict[tuple, Any] = {}
 _ZARR_FS_LOCK = threading.Lock()
 
 
+def _close_zarr_filesystems() -> None:
+    """At exit: close the S3 clients of Zarr's file systems (an asynchronous s3fs instance
+    has no finalizer of its own; aiohttp would print "Unclosed client session")."""
+    import zarr.core.sync
+
+    for fs in list(_ZARR_FS.values()):
+        s3 = getattr(fs, "_s3", None)
+        close = getattr(type(fs), "close_session", None)
+        if s3 is not None and close is not None:
+            try:
+                close(zarr.core.sync.loop[0], s3)
+            except Exception:  # exiting: nothing left to report it to
+                pass
+    _ZARR_FS.clear()
+
+
 def _zarr_filesystem(where: Location):
     import fsspec
     from fsspec.utils import tokenize
@@ -438,6 +513,10 @@ def _zarr_filesystem(where: Location):
                 from fsspec.implementations.asyn_wrapper import AsyncFileSystemWrapper
 
                 fs = AsyncFileSystemWrapper(where.fs, asynchronous=True)
+            if not _ZARR_FS:
+                import atexit
+
+                atexit.register(_close_zarr_filesystems)  # after Zarr's: runs before it stops its loop
             _ZARR_FS[key] = fs
         return fs
 

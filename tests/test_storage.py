@@ -3,6 +3,7 @@
 Checkpoints and model files on object stores are tested in test_remote_checkpoint.py.
 """
 
+import contextlib
 import json
 import os
 
@@ -435,9 +436,36 @@ def test_s3_everything_through_the_cli(data, tmp_path, s3_server, capsys):
     assert b"testing" not in everything and s3_server.endpoint.encode() not in everything
 
 
-def test_one_object_read_is_one_request_on_s3(tmp_path, s3_server):
+@contextlib.contextmanager
+def _server_requests():
+    """The HTTP requests the loopback server answers meanwhile (its werkzeug log lines)."""
+    import logging
+
+    seen: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    log = logging.getLogger("werkzeug")
+    handler, level = Catch(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield seen
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
+
+
+@pytest.mark.parametrize("client", ["obstore", "s3fs"])
+def test_one_object_read_is_one_request_on_s3(tmp_path, s3_server, monkeypatch, client):
     """A whole-object read (a Parquet shard, a model file) is one GET: s3fs would ask for
-    the object's size first (HEAD) to decide on a multipart download."""
+    the object's size first (HEAD) to decide on a multipart download, pyarrow's S3 file
+    system would too; obstore's GET is the read (streamwww._obstore), s3fs's the fallback."""
+    pytest.importorskip("obstore")
+    if client == "s3fs":
+        monkeypatch.setenv("STREAMWWW_S3_CLIENT", "s3fs")
     rng = np.random.default_rng(9)
     X, y = make_classification(rng, n=200, d=6, k=3, dtype=np.float32)
     url = s3_server.url("p")
@@ -453,7 +481,78 @@ def test_one_object_read_is_one_request_on_s3(tmp_path, s3_server):
 
     where.fs._call_s3 = spy  # fsspec caches the file system: the store's reads go through it
     try:
-        Xs, ys = store.read_shard(1)
+        with _server_requests() as requests:
+            Xs, ys = store.read_shard(1)
     finally:
         where.fs._call_s3 = real
-    assert calls == ["get_object"] and np.array_equal(ys, y[100:])
+    assert np.array_equal(ys, y[100:])
+    assert calls == ([] if client == "obstore" else ["get_object"])
+    assert [r.split('"')[1].split()[0] for r in requests if '"' in r] == ["GET"], requests
+
+
+def test_obstore_settings_follow_the_s3fs_options():
+    """s3fs's options become obstore's; one it cannot express keeps the reads with s3fs."""
+    from datetime import timedelta
+
+    from streamwww._obstore import s3_config
+
+    got = s3_config({"key": "K", "secret": "S", "token": "T", "endpoint_url": "http://127.0.0.1:9",
+                     "client_kwargs": {"region_name": "eu-west-3"},
+                     "config_kwargs": {"retries": {"max_attempts": 2, "mode": "standard"},
+                                       "connect_timeout": 2, "read_timeout": 20}})
+    assert got["config"] == {"endpoint": "http://127.0.0.1:9", "region": "eu-west-3", "access_key_id": "K",
+                             "secret_access_key": "S", "session_token": "T"}
+    assert got["client_options"] == {"allow_http": True, "connect_timeout": timedelta(seconds=2),
+                                     "timeout": timedelta(seconds=20)}
+    assert got["retry_config"]["max_retries"] == 1 and not got["signed"]
+    anon = s3_config({"anon": True, "client_kwargs": {"endpoint_url": "minio:9000"}, "use_ssl": False})
+    assert anon["config"] == {"endpoint": "http://minio:9000", "skip_signature": True}
+    chain = s3_config({"profile": "research"})  # botocore's credential chain, with its profile
+    assert chain["signed"] and chain["profile"] == "research" and chain["config"].get("access_key_id") is None
+    assert s3_config({"requester_pays": True}) is None
+    assert s3_config({"key": "K"}) is None  # a key without its secret: s3fs decides
+    assert s3_config({"config_kwargs": {"signature_version": "s3v4"}}) is None
+    assert s3_config({"max_concurrency": 1, "skip_instance_cache": True}) is not None
+
+
+def test_obstore_errors_are_storage_failures_or_answers():
+    """A failed obstore request is the store's failure (one StorageError); a missing object
+    is an answer about the object."""
+    exceptions = pytest.importorskip("obstore.exceptions")
+    from streamwww._location import is_storage_failure
+
+    assert is_storage_failure(exceptions.GenericError("Error performing GET: connection refused"))
+    assert is_storage_failure(exceptions.PermissionDeniedError("403"))
+    assert not is_storage_failure(exceptions.NotFoundError("no such key"))
+
+
+def test_obstore_reads_equal_s3fs_reads_and_fall_back_to_s3fs(s3_server, monkeypatch, caplog):
+    """The same bytes (and None for a missing object) through obstore as through s3fs; a
+    failed obstore read is made again through s3fs, which reads that bucket from then on."""
+    pytest.importorskip("obstore")
+    from streamwww import _obstore
+
+    root = location(s3_server.url("objects"), s3_server.options)
+    blobs = {f"o{i}": np.random.default_rng(i).bytes(1000 * (i + 1)) for i in range(5)}
+    for name, blob in blobs.items():
+        root.child(name).write_bytes(blob)
+    wanted = [root.child(n) for n in [*blobs, "missing"]]
+    expect = [*blobs.values(), None]
+    assert _obstore.reader(root.protocol, root.path, root.storage_options) is not None
+    assert root.read_many(wanted) == expect
+    with pytest.raises(FileNotFoundError):
+        root.child("missing").read_bytes()
+    monkeypatch.setenv("STREAMWWW_S3_CLIENT", "s3fs")
+    assert _obstore.reader(root.protocol, root.path, root.storage_options) is None
+    assert root.read_many(wanted) == expect
+    monkeypatch.delenv("STREAMWWW_S3_CLIENT")
+
+    def broken(self, paths):
+        raise RuntimeError("no route to the bucket's region")
+
+    monkeypatch.setattr(_obstore.Reader, "get_many", broken)
+    with caplog.at_level("WARNING", logger="streamwww._obstore"):
+        assert root.read_many(wanted) == expect
+    assert "go through s3fs from now on" in caplog.text
+    assert _obstore.reader(root.protocol, root.path, root.storage_options) is None
+    assert root.child("o1").read_bytes() == blobs["o1"]

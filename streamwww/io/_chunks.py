@@ -335,7 +335,7 @@ def _verify_files(array, directory, *, missing: str, checksums, fix: str, fetche
             _verify(path, name, coords, memoryview(data), None if checksums is None else checksums[i], fix)
 
 
-def fetch_arrays(arrays: Sequence[tuple[object, Location]]) -> list[list[bytes | None]] | None:
+def fetch_arrays(arrays: Sequence[tuple[object, Location]]) -> list[list] | None:
     """Every chunk of several arrays on one object store, in one concurrent batch.
 
     ``arrays`` holds ``(zarr array, its Location)`` pairs; returns, per array,

@@ -125,7 +125,7 @@ class ParquetBackend(ShardBackend):
                             raise ChecksumError(path, "file", "file", f"cannot read {size} bytes",
                                                 DAMAGED_FIX)
                 else:  # an object store: the whole file in one request
-                    buf = memoryview(where.read_bytes())
+                    buf = memoryview(where.read_buffer())
                     size = len(buf)
             except FileNotFoundError:
                 raise ChecksumError(path, "file", "file", "shard file is missing", DAMAGED_FIX) from None

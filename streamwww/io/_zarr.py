@@ -77,13 +77,23 @@ def _open_arrays(where: Location, names) -> dict:
     import zarr.api.asynchronous as za
     from zarr.core.sync import sync
 
-    store = where.zarr_store(read_only=True)
+    def open_all(store, paths):
+        async def together():
+            return await asyncio.gather(*(za.open_array(store=store, path=p, mode="r", zarr_format=3)
+                                          for p in paths))
 
-    async def open_all():
-        return await asyncio.gather(*(za.open_array(store=store, path=n, mode="r", zarr_format=3)
-                                      for n in names))
+        return {n: zarr.Array(a) for n, a in zip(names, sync(together()))}
 
-    return {n: zarr.Array(a) for n, a in zip(names, sync(open_all()))}
+    def through_fsspec():
+        return open_all(where.zarr_store(read_only=True), list(names))
+
+    fast = where.zarr_read_root()  # S3 through obstore: the metadata GETs too
+    if fast is None:
+        return through_fsspec()
+    try:
+        return open_all(fast[0], [f"{fast[1]}/{n}" for n in names])
+    except Exception as exc:  # as obstore's failed reads: again through s3fs (streamwww._obstore)
+        return where.fast_read_failed(exc, through_fsspec)
 
 
 class ZarrBackend(ShardBackend):
