@@ -62,8 +62,6 @@ _ANSWERS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectory
 # botocore's EndpointConnectionError is what s3fs raises when the endpoint is down
 _CLIENT_ERROR_MODULES = ("botocore.", "aiobotocore.", "aiohttp.", "google.", "azure.", "requests.", "urllib3.",
                          "obstore.")
-# obstore's (streamwww._obstore) errors that answer about the object
-_CLIENT_ANSWERS = ("NotFoundError", "AlreadyExistsError", "PreconditionError", "NotModifiedError")
 
 
 def is_storage_failure(exc: BaseException) -> bool:
@@ -74,8 +72,8 @@ def is_storage_failure(exc: BaseException) -> bool:
         return True
     if isinstance(exc, OSError):
         return not isinstance(exc, _ANSWERS)
-    if type(exc).__module__.startswith("obstore") and type(exc).__name__ in _CLIENT_ANSWERS:
-        return False
+    if type(exc).__module__.startswith("obstore") and type(exc).__name__ == "NotFoundError":
+        return False  # (obstore's reads only GET: the one answer about the object they give)
     return any(c.__module__.startswith(_CLIENT_ERROR_MODULES) for c in type(exc).__mro__[:-2])
 
 
@@ -294,8 +292,6 @@ class Location:
 
     def _fast_reader(self):
         """obstore's reader of this bucket, where it replaces s3fs's GETs (streamwww._obstore)."""
-        if self.protocol not in _obstore.PROTOCOLS:
-            return None
         return _obstore.reader(self.protocol, self.path, self.storage_options)
 
     def fast_read_failed(self, exc: BaseException, again):

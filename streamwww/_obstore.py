@@ -69,8 +69,8 @@ def s3_config(storage_options: Mapping[str, Any]) -> dict | None:
     secret = opts.pop("secret", None) or opts.pop("password", None)
     token = opts.pop("token", None)
     anon = _bool(opts.pop("anon", False))
-    endpoint = opts.pop("endpoint_url", None) or client_kwargs.pop("endpoint_url", None)
-    client_kwargs.pop("endpoint_url", None)
+    nested_endpoint = client_kwargs.pop("endpoint_url", None)
+    endpoint = opts.pop("endpoint_url", None) or nested_endpoint
     use_ssl = _bool(opts.pop("use_ssl", True))
     profile = opts.pop("profile", None)
     region = client_kwargs.pop("region_name", None)
@@ -153,7 +153,7 @@ class Reader:
         loop, which serves every calling thread)."""
         import fsspec.asyn
 
-        keys = [self._key(p) for p in paths]
+        keys = [self.key(p) for p in paths]
         return fsspec.asyn.sync(fsspec.asyn.get_loop(), self._gather, keys)
 
     def get(self, path: str) -> Any:
@@ -174,9 +174,6 @@ class Reader:
 
     def key(self, path: str) -> str:
         """The key of ``bucket/key`` in this reader's bucket."""
-        return self._key(path)
-
-    def _key(self, path: str) -> str:
         bucket, _, key = path.partition("/")
         if bucket != self.bucket or not key:
             raise ValueError(f"{path} is not an object of bucket {self.bucket}")

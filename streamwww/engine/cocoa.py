@@ -208,8 +208,7 @@ class _Local:
             # shrinking: the certificate's sweep at W_t also flags the coordinates the passes update
             near = new_near(len(cfg.Cs), block.n_rows, self.W.shape[2]) if \
                 self.train and round_shrinks(cfg, backend, t) else None
-            self.hinge += backend.hinge_sums(self.W0, dblock, cfg.bias, self.every, self.splits,
-                                             **near_args(near))
+            self.sweep(dblock, near)
         self.beta_sum += beta.sum(axis=(1, 2))
         if not self.train:
             return None
@@ -221,6 +220,12 @@ class _Local:
         new = backend.get_beta(dbeta)
         self.local_sum += new.sum(axis=(1, 2))
         return new
+
+    def sweep(self, dblock, near=None) -> None:
+        """Add the hinge sums of the (device) block ``dblock`` at ``W_t``; fill ``near``
+        with its near-flags at ``W_t`` when given."""
+        self.hinge += self.backend.hinge_sums(self.W0, dblock, self.cfg.bias, self.every, self.splits,
+                                              **near_args(near))
 
     def result(self) -> dict:
         out = {"hinge": self.hinge, "beta_sum": self.beta_sum, "local_sum": self.local_sum,
@@ -320,8 +325,7 @@ def cert_task(spec: PartitionSpec, W: np.ndarray, t: int, sets: bool) -> dict:
         for s in shards:  # shard by shard: a kept shard is swept where it is kept, with no copy
             block = data.block_of((s,), cfg.bias)
             near = new_near(len(cfg.Cs), block.n_rows, W.shape[2]) if flags else None
-            local.hinge += local.backend.hinge_sums(local.W0, local.backend.put_block(block), cfg.bias,
-                                                    local.every, local.splits, **near_args(near))
+            local.sweep(local.backend.put_block(block), near)
             if near is not None:
                 near_out[s] = near
         return {"hinge": local.hinge, "near": near_out}
