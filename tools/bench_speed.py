@@ -40,7 +40,11 @@ Section ``gap``: time to ``gap <= 0.0009 gap_1`` on the same four files, the C++
 ours with the defaults (shrinking, ``eval_every="auto"``), with objectives after every epoch
 (``eval_every=1``) and without shrinking (``shrinking=False``), fit wall and solver time.
 
-Usage: python tools/bench_speed.py {tax,cli,gap,all} [--before REV] [--cpp-src DIR]
+Section ``cold``: the first run after installing (an empty Numba cache: every kernel a
+command uses is compiled once): ``streamwww demo`` and dna's ``convert`` and ``train``, cold
+then warm (the cache just filled), in a fresh process each.
+
+Usage: python tools/bench_speed.py {tax,cli,gap,cold,all} [--before REV] [--cpp-src DIR]
        [--repeats 3] [--out docs/benchmarks.md] [--quick]
 """
 
@@ -318,6 +322,56 @@ def run_cli(args, work: str, trees: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _cold_runs(tree: str | None, data: str, work: str) -> dict:
+    """First-time runs (each command set with its own empty Numba cache) and the runs after
+    them (the cache they filled), of the demo and of dna's two commands: wall seconds."""
+    cli = [sys.executable, "-m", "streamwww.cli"]
+    store, model, ck = (os.path.join(work, n) for n in ("cold.zarr", "cold.npz", "cold-ck"))
+    out = {}
+    for commands in (("demo",), ("convert", "train")):
+        cache = tempfile.mkdtemp(prefix="numba-cache-", dir=work)
+        env = {**_env(tree), "NUMBA_CACHE_DIR": cache}
+        for when in ("cold", "warm"):
+            for cmd in commands:
+                if cmd == "demo":
+                    argv = ["demo"]
+                elif cmd == "convert":
+                    shutil.rmtree(store, ignore_errors=True)
+                    argv = ["convert", data, store, "-q"]
+                else:
+                    shutil.rmtree(ck, ignore_errors=True)
+                    argv = ["train", store, "--C", "1", "--checkpoint-dir", ck, "--model-out", model,
+                            "--seed", "0", "-q"]
+                out[(cmd, when)] = _run(cli + argv, env=env)[0]
+        shutil.rmtree(cache, ignore_errors=True)
+    return out
+
+
+def run_cold(args, work: str, trees: dict) -> str:
+    data = os.path.join(work, "dna.scale")
+    with open(data, "wb") as f:
+        subprocess.run(["xz", "-dc", os.path.join(args.data_dir, "dna.scale.xz")], stdout=f, check=True)
+    runs = {name: [] for name in trees}
+    for _ in range(args.repeats):  # the trees interleaved
+        for name, tree in trees.items():
+            runs[name].append(_cold_runs(tree, data, work))
+    lines = [header("Cold start (issue 18): the first run after installing, Numba's cache empty"),
+             "Each run: `streamwww demo` with a fresh, empty `NUMBA_CACHE_DIR` (as after `pip install`: Numba "
+             "compiles every kernel a command uses, once, into its cache), then again with the cache it filled "
+             "(*warm*); the same for `streamwww convert dna.scale S.zarr` followed by `streamwww train S.zarr "
+             "--C 1 --checkpoint-dir CK --model-out M.npz` (the defaults: intercept, tol 1e-3) with a cache of "
+             "their own; each command's wall time, in a fresh process. Medians of {args.repeats}, the trees interleaved"
+             + (f"; *{list(trees)[1]}*: the code before this change, in the same run." if len(trees) > 1 else "."),
+             "", "| code | command | cold s | warm s | cold - warm s |", "|---|---|---|---|---|"]
+    for name, rs in runs.items():
+        for cmd in ("demo", "convert", "train"):
+            cold = median(r[(cmd, "cold")] for r in rs)
+            warm = median(r[(cmd, "warm")] for r in rs)
+            label = {"demo": "`streamwww demo`", "convert": "`convert dna.scale`", "train": "`train` (dna)"}[cmd]
+            lines.append(f"| {name} | {label} | {cold:.1f} | {warm:.1f} | {cold - warm:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
 def run_gap(args, work: str, trees: dict) -> str:
     """Time to ``gap <= 0.0009 gap_1``: the C++ against ours with and without shrinking."""
     binary = _build_cpp(args.cpp_src, work) if args.cpp_src else None
@@ -391,7 +445,7 @@ def run_gap(args, work: str, trees: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("section", choices=("tax", "cli", "gap", "all"))
+    p.add_argument("section", choices=("tax", "cli", "gap", "cold", "all"))
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--features", type=int, default=2_000)
     p.add_argument("--nnz", type=int, default=30)
@@ -419,7 +473,7 @@ def main(argv=None) -> int:
         if args.before:
             trees[args.before] = _worktree(args.before, work)
         _check_tree(trees)
-        for section, fn in (("tax", run_tax), ("cli", run_cli), ("gap", run_gap)):
+        for section, fn in (("tax", run_tax), ("cli", run_cli), ("gap", run_gap), ("cold", run_cold)):
             if args.section in (section, "all"):
                 text = fn(args, work, trees)
                 print(text, flush=True)

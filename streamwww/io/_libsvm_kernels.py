@@ -469,8 +469,10 @@ def _parse_line(buf, s, n, zero_based, max_col, row, nnz, line,
         n_slow += 1
     labels[row] = v
     k = nnz
-    prev = -1
-    ordered = True  # columns strictly increasing so far: nothing to sort or check
+    # np.int64/np.bool_, not literals: a literal argument makes Numba compile a
+    # specialization of the callee for that constant as well (seconds of LLVM)
+    prev = np.int64(-1)
+    ordered = np.bool_(True)  # columns strictly increasing so far: nothing to sort or check
     while True:
         p, k, prev, ordered = _fast_pairs(buf, p, n, zero_based, max_col, indices, values, k,
                                           prev, ordered)
@@ -545,8 +547,13 @@ def _parse_line(buf, s, n, zero_based, max_col, row, nnz, line,
             break
     if not is_sorted:
         order = np.argsort(indices[nnz:k], kind="mergesort")
-        indices[nnz:k] = indices[nnz:k][order]
-        values[nnz:k] = values[nnz:k][order]
+        # element by element: a slice assignment compiles Numba's shape-mismatch
+        # error formatting (about 2 s of a cold start) for a check that cannot fail
+        cols = indices[nnz:k].copy()
+        vals = values[nnz:k].copy()
+        for q in range(k - nnz):
+            indices[nnz + q] = cols[order[q]]
+            values[nnz + q] = vals[order[q]]
         if n_slow > slow0:
             inverse = np.empty(k - nnz, dtype=np.int64)
             for q in range(k - nnz):
@@ -593,13 +600,13 @@ def parse_piece(buf, n, zero_based, max_col, skip_bad, line0,
         ``n_skipped`` counts every skipped line, even past ``skipped``'s
         capacity. On a stopping error ``err[0] != 0`` and parsing stops.
     """
-    n_rows = 0
-    nnz = 0
-    n_slow = 0
+    n_rows = np.int64(0)  # not literals: see _parse_line
+    nnz = np.int64(0)
+    n_slow = np.int64(0)
     n_skipped = 0
     line = line0
     indptr[0] = 0
-    i = 0
+    i = np.int64(0)
     while i < n:
         line += 1
         code, k, ns, ts, te, extra, le = _parse_line(

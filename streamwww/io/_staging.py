@@ -67,8 +67,9 @@ def take_rows(indptr, indices, data, order):
         s = indptr[i]
         length = indptr[i + 1] - s
         o = new_indptr[r]
-        new_indices[o:o + length] = indices[s:s + length]
-        new_data[o:o + length] = data[s:s + length]
+        for q in range(length):  # not slice assignments: see _libsvm_kernels._parse_line
+            new_indices[o + q] = indices[s + q]
+            new_data[o + q] = data[s + q]
     return new_indptr, new_indices, new_data
 
 

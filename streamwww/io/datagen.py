@@ -109,7 +109,17 @@ def _write_value(buf, pos, v):
 def _row_bytes_bound(n_features, nnz, n_classes):
     """Most bytes one row can take: label, then per value ' index:' and up to
     16 characters of value (|v| <= 1e6 with 6 decimals), then '\\n'."""
-    return len(str(n_classes)) + 1 + nnz * (2 + len(str(n_features)) + 16) + 1
+    return _n_digits(n_classes) + 1 + nnz * (2 + _n_digits(n_features) + 16) + 1
+
+
+@njit(cache=True, nogil=True)
+def _n_digits(v):
+    """Decimal digits of ``v >= 0`` (``len(str(v))``, without compiling Numba's ``str``)."""
+    n = 1
+    while v >= 10:
+        v //= 10
+        n += 1
+    return n
 
 
 @njit(cache=True, nogil=True)
@@ -121,7 +131,7 @@ def _generate(key, row0, n_rows, n_features, nnz, n_classes, noise, buf):
     pool = min(n_features, max(4 * nnz, 16))
     cols = np.empty(nnz, dtype=np.int64)
     row_max = _row_bytes_bound(n_features, nnz, n_classes)
-    pos = 0
+    pos = np.int64(0)  # not a literal: see io._libsvm_kernels._parse_line
     for r in range(row0, row0 + n_rows):
         if pos + row_max > len(buf):
             raise ValueError("make_data: text buffer too small")
