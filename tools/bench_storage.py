@@ -23,6 +23,10 @@ bitwise identical (checked).
 Usage: python tools/bench_storage.py [--rows 200000] [--features 2000] [--nnz 30]
        [--classes 20] [--shard-rows 10000] [--epochs 4] [--latency-ms 20] [--repeats 3]
        [--prefetch auto] [--format zarr] [--clients obstore,s3fs] [--pin] [--out docs/benchmarks.md]
+       python tools/bench_storage.py --receive 4 [--pin] [--repeats 3]
+
+``--receive MIB`` measures only what the reading process pays per MiB received (48 objects
+of MIB MiB read whole, 4 at a time, through obstore, s3fs, and from local files).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -124,6 +129,52 @@ class Server:
 # ----------------------------------------------------------------------------- the runs
 
 
+def receive(mib: float, repeats: int, cpus: str) -> None:
+    """The reading process's CPU (user, system) per MiB of whole-object reads: obstore's and
+    s3fs's GETs from the loopback server, and ``read()`` of the same bytes from local files
+    (the page cache)."""
+    import s3fs
+
+    from streamwww import _obstore
+
+    n, batch = 48, 4
+    blob = np.random.default_rng(0).bytes(int(mib * 2**20))
+    server = Server(0.0, cpus)
+    try:
+        fs = s3fs.S3FileSystem(**server.options)
+        fs.mkdir("bench")
+        keys = [f"bench/o{i}" for i in range(n)]
+        for k in keys:
+            fs.pipe(k, blob)
+        with tempfile.TemporaryDirectory(prefix="bench-receive-") as tmp:
+            files = [os.path.join(tmp, f"o{i}") for i in range(n)]
+            for f in files:
+                with open(f, "wb") as out:
+                    out.write(blob)
+            obs = _obstore.reader("s3", keys[0], server.options)
+
+            def local(group):
+                return [open(f, "rb").read() for f in group]
+
+            readers = {"obstore": (obs.get_many, keys), "s3fs": (lambda g: list(fs.cat(g).values()), keys),
+                       "local file": (local, files)}
+            for name, (read, names) in readers.items():
+                read(names[:batch])  # connections, first allocations
+                for _ in range(repeats):
+                    r0, w = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+                    for g in range(0, n, batch):
+                        got = read(names[g:g + batch])
+                        assert all(len(b) == len(blob) for b in got)
+                        del got
+                    r1, w = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - w
+                    user, system, total = r1.ru_utime - r0.ru_utime, r1.ru_stime - r0.ru_stime, n * mib
+                    print(f"{name}: {mib:g} MiB objects, CPU per MiB {(user + system) / total * 1e3:.2f} ms "
+                          f"(user {user / total * 1e3:.2f}, system {system / total * 1e3:.2f}), "
+                          f"wall per MiB {w / total * 1e3:.2f} ms", flush=True)
+    finally:
+        server.close()
+
+
 def _train(store, ckpt: str, args, budget="auto") -> tuple[float, float, object]:
     """``train``'s wall time, the process's CPU seconds (user + system) during it, the model."""
     import streamwww as sw
@@ -157,6 +208,9 @@ def main(argv=None) -> None:
                    help="train on CPU 0 only (local and S3 runs alike) and run the server on CPU 1, "
                         "so that the server does not take the training's CPU (as a real object store)")
     p.add_argument("--out", default=None, help="also write the table into this Markdown file")
+    p.add_argument("--receive", type=float, default=None, metavar="MIB",
+                   help="only measure the reading process's CPU per MiB received: 48 objects of MIB MiB "
+                        "read whole, 4 at a time, through obstore and s3fs, and the same bytes from local files")
     args = p.parse_args(argv)
     if args.prefetch != "auto":
         args.prefetch = int(args.prefetch)
@@ -167,6 +221,10 @@ def main(argv=None) -> None:
         if (os.cpu_count() or 1) < 2:
             raise SystemExit("--pin needs two CPUs")
         os.sched_setaffinity(0, {0})  # before any thread starts: every thread inherits it
+
+    if args.receive:
+        receive(args.receive, args.repeats, "1" if args.pin else "")
+        return
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from _benchenv import header, replace_section
