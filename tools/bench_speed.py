@@ -360,7 +360,7 @@ def run_cold(args, work: str, trees: dict) -> str:
              "compiles every kernel a command uses, once, into its cache), then again with the cache it filled "
              "(*warm*); the same for `streamwww convert dna.scale S.zarr` followed by `streamwww train S.zarr "
              "--C 1 --checkpoint-dir CK --model-out M.npz` (the defaults: intercept, tol 1e-3) with a cache of "
-             "their own; each command's wall time, in a fresh process. Medians of {args.repeats}, the trees interleaved"
+             f"their own; each command's wall time, in a fresh process. Medians of {args.repeats}, the trees interleaved"
              + (f"; *{list(trees)[1]}*: the code before this change, in the same run." if len(trees) > 1 else "."),
              "", "| code | command | cold s | warm s | cold - warm s |", "|---|---|---|---|---|"]
     for name, rs in runs.items():

@@ -470,7 +470,7 @@ def _parse_line(buf, s, n, zero_based, max_col, row, nnz, line,
     labels[row] = v
     k = nnz
     # np.int64/np.bool_, not literals: a literal argument makes Numba compile a
-    # specialization of the callee for that constant as well (seconds of LLVM)
+    # specialization of the callee for that constant as well (seconds of compiling)
     prev = np.int64(-1)
     ordered = np.bool_(True)  # columns strictly increasing so far: nothing to sort or check
     while True:
