@@ -278,12 +278,7 @@ class Location:
                 return f.read()
         fast = self._fast_reader()
         if fast is not None:
-            try:
-                return fast.get(self.path)
-            except FileNotFoundError:
-                raise
-            except Exception as exc:
-                return self.fast_read_failed(exc, self._read_bytes_fsspec)
+            return self.fast_read(lambda: fast.get(self.path), self._read_bytes_fsspec)
         return self._read_bytes_fsspec()
 
     def _read_bytes_fsspec(self) -> bytes:
@@ -294,12 +289,18 @@ class Location:
         """obstore's reader of this bucket, where it replaces s3fs's GETs (streamwww._obstore)."""
         return _obstore.reader(self.protocol, self.path, self.storage_options)
 
-    def fast_read_failed(self, exc: BaseException, again):
-        """obstore's read failed: the same read through s3fs; where that succeeds, s3fs
-        reads this bucket from now on (a region or endpoint obstore did not find)."""
-        result = again()
-        _obstore.give_up(self.protocol, self.path, self.storage_options, exc)
-        return result
+    def fast_read(self, read, again):
+        """``read()`` (a read through obstore); where it fails (not for a missing object),
+        ``again()``, the same read through s3fs, and where that succeeds s3fs reads this
+        bucket from now on (a region or endpoint obstore did not find)."""
+        try:
+            return read()
+        except FileNotFoundError:
+            raise
+        except Exception as exc:
+            result = again()
+            _obstore.give_up(self.protocol, self.path, self.storage_options, exc)
+            return result
 
     def read_text(self) -> str:
         return self.read_bytes().decode()
@@ -324,10 +325,7 @@ class Location:
         paths = [loc.path for loc in locations]
         fast = self._fast_reader()
         if fast is not None and all(p.partition("/")[0] == fast.bucket for p in paths):
-            try:
-                return fast.get_many(paths)
-            except Exception as exc:
-                return self.fast_read_failed(exc, lambda: self._read_many_fsspec(paths))
+            return self.fast_read(lambda: fast.get_many(paths), lambda: self._read_many_fsspec(paths))
         return self._read_many_fsspec(paths)
 
     def _read_many_fsspec(self, paths: list[str]) -> list[bytes | None]:

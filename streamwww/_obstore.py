@@ -136,7 +136,7 @@ class Reader:
 
         config = dict(settings["config"])
         provider = None
-        if settings["signed"] and "access_key_id" not in config:
+        if settings["signed"]:  # (no key in the options: botocore's chain finds one)
             provider = _BotocoreCredentials(settings["profile"])
             if "region" not in config and provider.region():
                 config["region"] = provider.region()

@@ -26,7 +26,8 @@ Usage: python tools/bench_storage.py [--rows 200000] [--features 2000] [--nnz 30
        python tools/bench_storage.py --receive 4 [--pin] [--repeats 3]
 
 ``--receive MIB`` measures only what the reading process pays per MiB received (48 objects
-of MIB MiB read whole, 4 at a time, through obstore, s3fs, and from local files).
+of MIB MiB read whole, 4 at a time, by ``Location.read_many``: through obstore, s3fs, and from
+local files).
 """
 
 from __future__ import annotations
@@ -130,12 +131,12 @@ class Server:
 
 
 def receive(mib: float, repeats: int, cpus: str) -> None:
-    """The reading process's CPU (user, system) per MiB of whole-object reads: obstore's and
-    s3fs's GETs from the loopback server, and ``read()`` of the same bytes from local files
-    (the page cache)."""
+    """The reading process's CPU (user, system) per MiB of whole-object reads through
+    streamwww's own read path (``Location.read_many``): from the loopback server with each
+    S3 client (``STREAMWWW_S3_CLIENT``), and the same bytes from local files (the page cache)."""
     import s3fs
 
-    from streamwww import _obstore
+    from streamwww._location import location
 
     n, batch = 48, 4
     blob = np.random.default_rng(0).bytes(int(mib * 2**20))
@@ -143,27 +144,22 @@ def receive(mib: float, repeats: int, cpus: str) -> None:
     try:
         fs = s3fs.S3FileSystem(**server.options)
         fs.mkdir("bench")
-        keys = [f"bench/o{i}" for i in range(n)]
-        for k in keys:
-            fs.pipe(k, blob)
+        for i in range(n):
+            fs.pipe(f"bench/o{i}", blob)
         with tempfile.TemporaryDirectory(prefix="bench-receive-") as tmp:
-            files = [os.path.join(tmp, f"o{i}") for i in range(n)]
-            for f in files:
-                with open(f, "wb") as out:
+            for i in range(n):
+                with open(os.path.join(tmp, f"o{i}"), "wb") as out:
                     out.write(blob)
-            obs = _obstore.reader("s3", keys[0], server.options)
-
-            def local(group):
-                return [open(f, "rb").read() for f in group]
-
-            readers = {"obstore": (obs.get_many, keys), "s3fs": (lambda g: list(fs.cat(g).values()), keys),
-                       "local file": (local, files)}
-            for name, (read, names) in readers.items():
-                read(names[:batch])  # connections, first allocations
+            roots = {"obstore": location("s3://bench", server.options), "s3fs": location("s3://bench", server.options),
+                     "local file": location(tmp)}
+            for name, root in roots.items():
+                os.environ["STREAMWWW_S3_CLIENT"] = "s3fs" if name == "s3fs" else ""
+                objects = [root.child(f"o{i}") for i in range(n)]
+                root.read_many(objects[:batch])  # connections, first allocations
                 for _ in range(repeats):
                     r0, w = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
                     for g in range(0, n, batch):
-                        got = read(names[g:g + batch])
+                        got = root.read_many(objects[g:g + batch])
                         assert all(len(b) == len(blob) for b in got)
                         del got
                     r1, w = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter() - w
@@ -172,6 +168,7 @@ def receive(mib: float, repeats: int, cpus: str) -> None:
                           f"(user {user / total * 1e3:.2f}, system {system / total * 1e3:.2f}), "
                           f"wall per MiB {w / total * 1e3:.2f} ms", flush=True)
     finally:
+        os.environ.pop("STREAMWWW_S3_CLIENT", None)
         server.close()
 
 

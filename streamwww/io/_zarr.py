@@ -90,10 +90,7 @@ def _open_arrays(where: Location, names) -> dict:
     fast = where.zarr_read_root()  # S3 through obstore: the metadata GETs too
     if fast is None:
         return through_fsspec()
-    try:
-        return open_all(fast[0], [f"{fast[1]}/{n}" for n in names])
-    except Exception as exc:  # as obstore's failed reads: again through s3fs (streamwww._obstore)
-        return where.fast_read_failed(exc, through_fsspec)
+    return where.fast_read(lambda: open_all(fast[0], [f"{fast[1]}/{n}" for n in names]), through_fsspec)
 
 
 class ZarrBackend(ShardBackend):

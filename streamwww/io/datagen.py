@@ -70,16 +70,19 @@ def _gauss(x):
     return (total * (1.0 / 65536.0) - 2.0) * 1.7320508075688772
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _n_digits(v):
+    """Decimal digits of ``v >= 0`` (``len(str(v))``, without compiling Numba's ``str``)."""
+    n = 1
+    while v >= 10:
+        v //= 10
+        n += 1
+    return n
+
+
 @njit(cache=True, nogil=True)
 def _write_uint(buf, pos, v):
-    if v == 0:
-        buf[pos] = 48
-        return pos + 1
-    n = 0
-    t = v
-    while t > 0:
-        t //= 10
-        n += 1
+    n = _n_digits(v)
     for k in range(n - 1, -1, -1):
         buf[pos + k] = 48 + v % 10
         v //= 10
@@ -110,16 +113,6 @@ def _row_bytes_bound(n_features, nnz, n_classes):
     """Most bytes one row can take: label, then per value ' index:' and up to
     16 characters of value (|v| <= 1e6 with 6 decimals), then '\\n'."""
     return _n_digits(n_classes) + 1 + nnz * (2 + _n_digits(n_features) + 16) + 1
-
-
-@njit(cache=True, nogil=True)
-def _n_digits(v):
-    """Decimal digits of ``v >= 0`` (``len(str(v))``, without compiling Numba's ``str``)."""
-    n = 1
-    while v >= 10:
-        v //= 10
-        n += 1
-    return n
 
 
 @njit(cache=True, nogil=True)
