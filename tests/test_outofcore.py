@@ -211,7 +211,7 @@ def _damage(ck, man, what: str) -> None:
     elif what in ("beta-missing", "beta-chunk", "beta-flip"):
         v = man["beta"]["versions"]["1"]
         arr = ck / "beta.zarr" / f"s000001-v{v:06d}"
-        chunks = sorted(p for p in (arr / "c").rglob("*") if p.is_file())
+        chunks = sorted(p for p in arr.rglob("*") if p.is_file() and p.name != "zarr.json")
         if what == "beta-missing":
             import shutil
 

@@ -88,15 +88,15 @@ def test_commit_load_and_garbage_collection_on_an_object_store():
         assert np.array_equal(betas.read(0, 2), b2)
         assert [o for o in _objects(url) if not o.endswith("zarr.json") or o.count("/") < 2] == [
             "LOCK", "W-000001.npy", "W-000002.npy",
-            "beta.zarr/s000000-v000001/c/0/0/0", "beta.zarr/s000000-v000002/c/0/0/0",
-            "beta.zarr/s000001-v000001/c/0/0/0", "beta.zarr/zarr.json", MANIFEST, PREVIOUS]
+            "beta.zarr/s000000-v000001/c.0.0.0", "beta.zarr/s000000-v000002/c.0.0.0",
+            "beta.zarr/s000001-v000001/c.0.0.0", "beta.zarr/zarr.json", MANIFEST, PREVIOUS]
         # a third commit supersedes commit 1: its W and shard 0's version 1 go
         betas.put(0, rng.normal(size=(1, 4, 2)))
         ck.commit(3, np.full((1, 3, 3), 3.0), {"cursor": {"epoch": 3}}, betas)
         ck.wait()
         names = _objects(url)
         assert "W-000001.npy" not in names and not any(n.startswith("beta.zarr/s000000-v000001/") for n in names)
-        assert {"W-000002.npy", "W-000003.npy", "beta.zarr/s000001-v000001/c/0/0/0"} <= set(names)
+        assert {"W-000002.npy", "W-000003.npy", "beta.zarr/s000001-v000001/c.0.0.0"} <= set(names)
         betas.close()
     finally:
         ck.close()
@@ -387,7 +387,7 @@ def test_damaged_objects_on_s3_fall_back_as_on_disk(s3_server, s3_store, damage)
         target = ck.child(man["W"])
     else:
         array = ck.child("beta.zarr", f"s000001-v{man['beta']['versions']['1']:06d}")
-        target = array.child("c", "0", "0", "0")
+        target = array.child("c.0.0.0")
     if damage == "beta-missing":
         fs.rm(array.path, recursive=True)
     else:

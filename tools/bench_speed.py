@@ -14,14 +14,18 @@ process per run:
   (``checkpoint_interval=0``): every shard and ``beta`` read from disk every time, beta written
   every epoch, as a store larger than memory is trained;
 - *store > budget, dynamic malloc*: the same with ``STREAMWWW_RELEASE_MEMORY=0`` (glibc's
-  dynamic thresholds: freed shard buffers stay resident, later ones reuse their pages).
+  dynamic thresholds: freed shard buffers stay resident, later ones reuse their pages);
+- *store > budget, default commits*: ``memory_budget=0`` with a checkpoint directory and its
+  default commit interval (at most one a minute, and at the end): every shard read from disk
+  and ``beta`` written and read every epoch, as above, without a commit after each epoch.
 
 Reported: the ``train`` call's wall time per epoch (start-up of the run, first epoch, objective
 passes, commits included), median of ``--repeats``, and its ratio to the in-memory run; the
 process's user and system CPU and its minor page faults (fresh pages touched) per epoch
 during the call (``getrusage``), medians too.
 ``--before REV`` runs the same children on a git worktree of ``REV`` too (side by side, in
-the same run). Every run of a store must give the in-memory model bitwise (checked).
+the same run); ``--modes`` picks some of the runs (keys ``memory``, ``store``, ``checkpoints``,
+``over``, ``over-malloc``, ``over-default``, in the order above). Every run of a store must give the in-memory model bitwise (checked).
 
 Section ``cli``: for each LIBSVM file (dna, satimage, letter, sector; ``--data-dir``) the
 authors' C++ (``train -s 30 -c 1``, its trajectory trace on: solver time and epochs to
@@ -133,6 +137,9 @@ def _drop_worktree(path: str) -> None:
 # ----------------------------------------------------------------------------- tax
 
 
+TAX_MODES = ("memory", "store", "checkpoints", "over", "over-malloc", "over-default")  # --modes keys, in order
+
+
 def run_tax(args, work: str, trees: dict) -> str:
     import streamwww as sw
 
@@ -144,7 +151,12 @@ def run_tax(args, work: str, trees: dict) -> str:
              ("store", "store", {}, {}),
              ("store + checkpoints", "store", {"checkpoint_dir": True}, {}),
              ("store > budget", "store", over, {}),
-             ("store > budget, dynamic malloc", "store", over, {"STREAMWWW_RELEASE_MEMORY": "0"})]
+             ("store > budget, dynamic malloc", "store", over, {"STREAMWWW_RELEASE_MEMORY": "0"}),
+             ("store > budget, default commits", "store", {"checkpoint_dir": True, "memory_budget": 0}, {})]
+    keys = dict(zip(TAX_MODES, modes))
+    modes = [keys[k] for k in args.modes.split(",")] if args.modes else modes
+    if modes[0][1] != "memory":
+        modes.insert(0, keys["memory"])  # every ratio needs it
     rows = []
     for shard_rows in args.shard_rows:
         store = os.path.join(work, f"s{shard_rows}.zarr")
@@ -185,7 +197,9 @@ def run_tax(args, work: str, trees: dict) -> str:
              "memory budget, no "
              "checkpoint directory; *+ checkpoints*: a checkpoint directory with the defaults; *> budget*: "
              "`memory_budget=0` and a commit every epoch (every shard and beta read from disk every epoch, "
-             "beta written every epoch); *dynamic malloc*: the same with `STREAMWWW_RELEASE_MEMORY=0`. "
+             "beta written every epoch); *dynamic malloc*: the same with `STREAMWWW_RELEASE_MEMORY=0`; "
+             "*default commits*: `memory_budget=0` with the default commit interval (every shard read and "
+             "every `beta` written and read every epoch, no commit after each epoch). "
              "CPU and page faults: the process's user and system CPU time and minor page faults per epoch "
              "during the call (`getrusage`; the second core's threads included).", "",
              "| shard rows | shards | code | run | ms per epoch | vs memory | user CPU ms per epoch "
@@ -462,8 +476,13 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=os.path.join(ROOT, "..", "shared", "data", "libsvm"))
     p.add_argument("--workdir", default=None)
     p.add_argument("--out", default=None, help="rewrite this section's block of this markdown file")
+    p.add_argument("--modes", default=None,
+                   help="tax: only these runs, comma-separated, of " + ", ".join(TAX_MODES)
+                        + " (in memory always runs: the ratios need it)")
     p.add_argument("--quick", action="store_true", help="tiny inputs (a smoke test of this tool)")
     args = p.parse_args(argv)
+    if args.modes and not set(args.modes.split(",")) <= set(TAX_MODES):
+        p.error(f"--modes: unknown {sorted(set(args.modes.split(',')) - set(TAX_MODES))}; choose from {', '.join(TAX_MODES)}")
     os.environ["BENCH_FITS"] = str(args.fits)  # (read by the gap section's children)
     if args.quick:
         args.rows, args.features, args.shard_rows, args.epochs, args.repeats = 20_000, 500, [2_000], 3, 1

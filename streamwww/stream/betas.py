@@ -293,8 +293,14 @@ class DiskBetas:
         # 12 vs 3 ms), which the prefetch thread could not hide.
         # crc32c on every chunk (checked on every read); every chunk written, so a
         # missing chunk file is damage, never zeros.
+        # Chunk keys c.0.0.0 rather than c/0/0/0: a version is then one directory and
+        # two files, not four directories and two files. Creating inodes is what a
+        # version cost on ext4 without a journal (each new inode scans past those deleted
+        # in the last minute: 11-31 % of a run's CPU beyond the memory budget, 5,000-row
+        # shards; docs/TRAINING.md, "Checkpoints").
         return zarr.create_array(store=store, shape=shape, dtype="float64",
                                  chunks=(self.n_models, min(shape[1], rows_per_chunk) or 1, self.m),
+                                 chunk_key_encoding={"name": "default", "separator": "."},
                                  zarr_format=3, overwrite=True, compressors=[Crc32cCodec()],
                                  # write_empty_chunks: skip Zarr's chunk == fill-value scan, a
                                  # full extra pass over beta on Zarr's one I/O thread
@@ -308,7 +314,8 @@ class DiskBetas:
         from streamwww.io import raw_chunk_parts
 
         meta, array = self._layout(tuple(beta.shape))
-        return {"zarr.json": (meta,), **raw_chunk_parts(beta, tuple(array.metadata.chunk_grid.chunk_shape))}
+        return {"zarr.json": (meta,), **raw_chunk_parts(beta, tuple(array.metadata.chunk_grid.chunk_shape),
+                                                        array.metadata.chunk_key_encoding.separator)}
 
     def _layout(self, shape: tuple[int, ...]):
         """The ``zarr.json`` (made by Zarr) of a version of ``shape``, and the (empty,

@@ -98,12 +98,14 @@ def test_store_reads_use_it(tmp_path, rng, monkeypatch):
     assert np.array_equal(betas.get(0), b) and calls == [True]
 
 
+@pytest.mark.parametrize("separator", ["/", "."])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
 @pytest.mark.parametrize("shape,chunks", [((3, 40, 5), (3, 40, 5)), ((2, 41, 5), (2, 8, 5)), ((1, 7, 1), (1, 3, 1)),
                                           ((250, 7), (64, 7)), ((1000,), (300,)), ((2, 0, 4), (2, 1, 4))])
-def test_encoded_raw_chunks_are_zarrs_objects(rng, dtype, shape, chunks):
+def test_encoded_raw_chunks_are_zarrs_objects(rng, dtype, shape, chunks, separator):
     """encode_raw_chunks (the fast write of beta versions) gives byte for byte the chunk
-    objects Zarr writes for an uncompressed crc32c array, edge chunks padded included."""
+    objects, keys included, that Zarr writes for an uncompressed crc32c array with either
+    separator of the default chunk keys, edge chunks padded included."""
     import zarr.storage
     from zarr.codecs import Crc32cCodec
 
@@ -113,10 +115,11 @@ def test_encoded_raw_chunks_are_zarrs_objects(rng, dtype, shape, chunks):
     objects = {}
     arr = zarr.create_array(store=zarr.storage.MemoryStore(objects), shape=shape, dtype=dtype, chunks=chunks,
                             zarr_format=3, compressors=[Crc32cCodec()], fill_value=0,
+                            chunk_key_encoding={"name": "default", "separator": separator},
                             config={"write_empty_chunks": True})
     arr[...] = data
     zarrs = {k: v.to_bytes() for k, v in objects.items() if k != "zarr.json"}
-    assert encode_raw_chunks(data, chunks) == zarrs
+    assert encode_raw_chunks(data, chunks, separator) == zarrs
 
 
 def test_beta_versions_written_directly_read_back_through_zarr(tmp_path, rng):
@@ -129,3 +132,31 @@ def test_beta_versions_written_directly_read_back_through_zarr(tmp_path, rng):
         arr = zarr.open_array(str(tmp_path / "beta.zarr" / beta_name(s, 3)), mode="r")
         assert arr[...].tobytes() == beta.tobytes() and arr.metadata.codecs[-1].__class__.__name__ == "Crc32cCodec"
         assert betas.read(s, 3).tobytes() == beta.tobytes()
+
+
+def test_beta_version_is_one_directory_and_two_files(tmp_path, rng):
+    """A version's chunk keys are c.0.0.0 (not c/0/0/0): creating a version makes three
+    inodes, not six (on ext4 without a journal each new inode is costly)."""
+    from streamwww.stream.betas import DiskBetas, beta_name
+
+    betas = DiskBetas(tmp_path, 1, [30], 4)
+    betas.write_version(0, 1, rng.random((1, 30, 3)))
+    version = tmp_path / "beta.zarr" / beta_name(0, 1)
+    assert sorted(p.relative_to(version).as_posix() for p in version.rglob("*")) == ["c.0.0.0", "zarr.json"]
+
+
+def test_beta_versions_of_the_nested_layout_still_read(tmp_path, rng):
+    """Versions written before the flat chunk keys (c/0/0/0, Zarr's default) are read as
+    they are: a checkpoint of an earlier streamwww resumes."""
+    from zarr.codecs import Crc32cCodec
+
+    from streamwww.stream.betas import DiskBetas, beta_name
+
+    betas = DiskBetas(tmp_path, 2, [41], 6)
+    beta = rng.random((2, 41, 5))
+    path = tmp_path / "beta.zarr" / beta_name(0, 4)
+    old = zarr.create_array(str(path), shape=beta.shape, dtype="float64", chunks=(2, 16, 5), zarr_format=3,
+                            compressors=[Crc32cCodec()], config={"write_empty_chunks": True})
+    old[...] = beta
+    assert (path / "c" / "0" / "2" / "0").is_file()
+    assert betas.read(0, 4).tobytes() == beta.tobytes()
