@@ -25,7 +25,8 @@ process's user and system CPU and its minor page faults (fresh pages touched) pe
 during the call (``getrusage``), medians too.
 ``--before REV`` runs the same children on a git worktree of ``REV`` too (side by side, in
 the same run); ``--modes`` picks some of the runs (keys ``memory``, ``store``, ``checkpoints``,
-``over``, ``over-malloc``, ``over-default``, in the order above). Every run of a store must give the in-memory model bitwise (checked).
+``over``, ``over-malloc``, ``over-default``, in the order above). Every run of a store must give
+the same model, bitwise (checked).
 
 Section ``cli``: for each LIBSVM file (dna, satimage, letter, sector; ``--data-dir``) the
 authors' C++ (``train -s 30 -c 1``, its trajectory trace on: solver time and epochs to
@@ -153,10 +154,9 @@ def run_tax(args, work: str, trees: dict) -> str:
              ("store > budget", "store", over, {}),
              ("store > budget, dynamic malloc", "store", over, {"STREAMWWW_RELEASE_MEMORY": "0"}),
              ("store > budget, default commits", "store", {"checkpoint_dir": True, "memory_budget": 0}, {})]
-    keys = dict(zip(TAX_MODES, modes))
-    modes = [keys[k] for k in args.modes.split(",")] if args.modes else modes
-    if modes[0][1] != "memory":
-        modes.insert(0, keys["memory"])  # every ratio needs it
+    if args.modes:  # in the table's order; in memory always (every ratio needs it)
+        wanted = {"memory", *args.modes.split(",")}
+        modes = [m for key, m in zip(TAX_MODES, modes) if key in wanted]
     rows = []
     for shard_rows in args.shard_rows:
         store = os.path.join(work, f"s{shard_rows}.zarr")

@@ -10,8 +10,8 @@ Public API::
     LibsvmReader(path, ...), iter_libsvm_blocks(path, ...), load_libsvm(path, ...)
     read_into(array, path, out)  -> a local Zarr array's chunks decoded into a caller's buffer
     read_whole_chunks(array, path, out) -> the same, False for a layout it does not cover
-    encode_raw_chunks(data, chunk_shape[, separator]) -> the chunk objects Zarr writes for an uncompressed array
-    raw_chunk_parts(data, chunk_shape[, separator]) -> the same objects as (values, crc32c) parts, written without a copy
+    encode_raw_chunks(data, chunk_shape[, keys]) -> the chunk objects Zarr writes for an uncompressed array
+    raw_chunk_parts(data, chunk_shape[, keys]) -> the same objects as (values, crc32c) parts, written without a copy
 
 The on-disk format is described in docs/FORMAT.md.  Names are imported on first
 use (as in ``streamwww``), so that the CLI's parser, ``--help`` and ``--version``

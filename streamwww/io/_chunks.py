@@ -429,19 +429,23 @@ def chunk_checksums(array, directory: str | Path) -> list[int]:
     return out
 
 
-def encode_raw_chunks(data: np.ndarray, chunk_shape: tuple[int, ...], separator: str = "/") -> dict[str, bytes]:
+def encode_raw_chunks(data: np.ndarray, chunk_shape: tuple[int, ...], chunk_key_encoding=None) -> dict[str, bytes]:
     """The chunk objects (key -> bytes) of a Zarr v3 array of ``data`` with chunk shape
-    ``chunk_shape``, codecs ``bytes`` (little endian) then ``crc32c``, default chunk keys
-    (``c/i/j/...``, or ``c.i.j...`` with ``separator="."``), fill value 0: exactly what
-    Zarr writes (every chunk, C order, edge chunks padded with zeros), without its codec
-    pipeline."""
-    return {key: b"".join(parts) for key, parts in raw_chunk_parts(data, chunk_shape, separator).items()}
+    ``chunk_shape``, codecs ``bytes`` (little endian) then ``crc32c``, fill value 0: exactly
+    what Zarr writes (every chunk, C order, edge chunks padded with zeros), without its codec
+    pipeline. The keys are ``chunk_key_encoding``'s (an array's
+    ``metadata.chunk_key_encoding``; default: Zarr's default, ``c/i/j/...``)."""
+    return {key: b"".join(parts) for key, parts in raw_chunk_parts(data, chunk_shape, chunk_key_encoding).items()}
 
 
-def raw_chunk_parts(data: np.ndarray, chunk_shape: tuple[int, ...], separator: str = "/") -> dict[str, tuple]:
+def raw_chunk_parts(data: np.ndarray, chunk_shape: tuple[int, ...], chunk_key_encoding=None) -> dict[str, tuple]:
     """:func:`encode_raw_chunks`'s objects in two parts each, ``(payload, trailer)``: the
     chunk's values (a view of ``data`` where it is contiguous, so a file can be written
     from it without a copy) and its 4-byte crc32c."""
+    if chunk_key_encoding is None:
+        from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
+
+        chunk_key_encoding = DefaultChunkKeyEncoding()
     shape = tuple(data.shape)
     chunk = tuple(int(c) for c in chunk_shape)
     dtype = data.dtype.newbyteorder("<")
@@ -454,7 +458,7 @@ def raw_chunk_parts(data: np.ndarray, chunk_shape: tuple[int, ...], separator: s
             full[tuple(slice(0, n) for n in part.shape)] = part
             part = full
         raw = np.ascontiguousarray(part, dtype=dtype).reshape(-1).view(np.uint8)
-        out[separator.join(("c", *map(str, coords)))] = (raw, struct.pack("<I", crc32c(raw)))
+        out[chunk_key_encoding.encode_chunk_key(coords)] = (raw, struct.pack("<I", crc32c(raw)))
     return out
 
 

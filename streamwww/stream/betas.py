@@ -315,7 +315,7 @@ class DiskBetas:
 
         meta, array = self._layout(tuple(beta.shape))
         return {"zarr.json": (meta,), **raw_chunk_parts(beta, tuple(array.metadata.chunk_grid.chunk_shape),
-                                                        array.metadata.chunk_key_encoding.separator)}
+                                                        array.metadata.chunk_key_encoding)}
 
     def _layout(self, shape: tuple[int, ...]):
         """The ``zarr.json`` (made by Zarr) of a version of ``shape``, and the (empty,
