@@ -22,8 +22,14 @@ bitwise identical (checked).
 
 Usage: python tools/bench_storage.py [--rows 200000] [--features 2000] [--nnz 30]
        [--classes 20] [--shard-rows 10000] [--epochs 4] [--latency-ms 20] [--repeats 3]
-       [--prefetch auto] [--format zarr] [--clients obstore,s3fs] [--pin] [--out docs/benchmarks.md]
+       [--prefetch auto] [--format zarr] [--clients obstore,s3fs] [--pin [--train-cpus 0 --server-cpus 1]]
+       [--server-processes N] [--out docs/benchmarks.md]
        python tools/bench_storage.py --receive 4 [--pin] [--repeats 3]
+
+``--server-processes N`` answers the reads from N forked copies of the server (accepting on one
+shared socket) instead of one Python process, which answers one request at a time: an object
+store answers in parallel. With ``--pin`` and ``--server-cpus`` on a machine with cores
+to spare, the server's CPU per request is then no longer the bound of the S3 epochs.
 
 ``--receive MIB`` measures only what the reading process pays per MiB received (48 objects
 of MIB MiB read whole, 4 at a time, by ``Location.read_many``: through obstore, s3fs, and from
@@ -50,72 +56,140 @@ import numpy as np
 # ----------------------------------------------------------------------------- the server
 
 
-def serve(port: int, latency_ms: float, cpus: str = "") -> None:
+def _cpu_set(spec: str) -> set[int]:
+    """``"0"``, ``"0,1"`` or ``"2-15"`` as a set of CPU numbers."""
+    out: set[int] = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def serve(port: int, latency_ms: float, cpus: str = "", processes: int = 0, fork_port: int = 0) -> None:
     """Run moto's S3 server with per-request latency and counters (a child process).
 
-    ``cpus`` (e.g. ``"1"``) pins the server to those CPUs before it starts a thread.
+    ``cpus`` (e.g. ``"1"`` or ``"2-15"``) pins the server to those CPUs before it starts a
+    thread. With ``processes`` > 0, a request to ``/__fork__`` (sent once the objects are
+    uploaded) forks ``processes`` copies of the server that accept connections on ``fork_port``
+    (one listening socket, shared), each answering from its own copy of the uploaded objects:
+    moto then answers requests in parallel on as many cores (one process of Python answers one
+    request at a time), as an object store does. What is written through ``fork_port`` stays in
+    the copy that took it, so it serves reads. Objects stay in memory (no spooled files, whose
+    offsets the copies would share). werkzeug closes every connection after one request, so the
+    copies are made once, not per connection.
     """
+    import ctypes
     import logging
+    import multiprocessing
     import threading
 
+    ctypes.CDLL(None).prctl(1, 15)  # PR_SET_PDEATHSIG, SIGTERM: end with the benchmark, however it ends
     if cpus:
-        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+        os.sched_setaffinity(0, _cpu_set(cpus))
+    os.environ["MOTO_S3_DEFAULT_KEY_BUFFER_SIZE"] = str(2**40)
 
     from moto.server import DomainDispatcherApplication, create_backend_app
     from werkzeug.serving import make_server
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = DomainDispatcherApplication(create_backend_app)
-    stats = {"requests": 0, "bytes": 0}
-    lock = threading.Lock()
+    # counters in shared memory: a forked process's requests count too
+    stats = multiprocessing.RawArray(ctypes.c_int64, 2)  # requests, bytes
+    lock = multiprocessing.Lock()
     delay = latency_ms / 1000.0
+    fork = threading.Event()
 
     def wrapped(environ, start_response):
         if environ.get("PATH_INFO") == "/__stats__":
-            body = json.dumps(stats).encode()
-            if environ.get("REQUEST_METHOD") == "DELETE":
-                with lock:
-                    stats.update(requests=0, bytes=0)
+            with lock:
+                body = json.dumps({"requests": stats[0], "bytes": stats[1]}).encode()
+                if environ.get("REQUEST_METHOD") == "DELETE":
+                    stats[0] = stats[1] = 0
             start_response("200 OK", [("Content-Type", "application/json"),
                                       ("Content-Length", str(len(body)))])
             return [body]
+        if environ.get("PATH_INFO") == "/__fork__":
+            fork.set()
+            start_response("200 OK", [("Content-Length", "0")])
+            return [b""]
         if delay:
             time.sleep(delay)
         out = app(environ, start_response)
         parts = list(out)
         with lock:
-            stats["requests"] += 1
-            stats["bytes"] += sum(len(p) for p in parts)
+            stats[0] += 1
+            stats[1] += sum(len(p) for p in parts)
         return parts
 
     server = make_server("127.0.0.1", port, wrapped, threaded=True)
-    server.serve_forever()
+    if not processes:
+        server.serve_forever()
+        return
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    fork.wait()
+    warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)  # idle threads
+    listener = socket.create_server(("127.0.0.1", fork_port), backlog=1024)
+    for _ in range(processes):
+        if os.fork() == 0:
+            ctypes.CDLL(None).prctl(1, 15)  # end with the server
+            make_server("127.0.0.1", fork_port, wrapped, threaded=True, fd=listener.fileno()).serve_forever()
+            os._exit(0)
+    while True:
+        os.wait()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class Server:
     """The child process running :func:`serve`."""
 
-    def __init__(self, latency_ms: float, cpus: str = ""):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(self.port), str(latency_ms), cpus])
-        self.endpoint = f"http://127.0.0.1:{self.port}"
+    def __init__(self, latency_ms: float, cpus: str = "", processes: int = 0):
+        self.port, self.fork_port = _free_port(), _free_port()
+        self.proc = subprocess.Popen([sys.executable, __file__, "--serve", str(self.port), str(latency_ms), cpus,
+                                      str(processes), str(self.fork_port)])
+        self.processes = processes
+        self._at(self.port)
+        self._wait("the S3 server did not start")
+
+    def _at(self, port: int) -> None:
+        self.endpoint = f"http://127.0.0.1:{port}"
         self.options = {"key": "bench", "secret": "bench", "endpoint_url": self.endpoint}
+
+    def fork(self) -> None:
+        """From now on, read through the forking server (``processes`` > 0; else nothing)."""
+        if not self.processes:
+            return
+        urllib.request.urlopen(self.endpoint + "/__fork__", timeout=10).read()
+        self._at(self.fork_port)
+        self._wait("the forked S3 server copies did not start")
+
+    def _wait(self, failure: str) -> None:
         for _ in range(200):
             try:
                 self.stats()
                 return
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError("the S3 server did not start")
+        raise RuntimeError(failure)
 
     def cpu_seconds(self) -> float:
-        """CPU time the server process has used (user + system)."""
+        """CPU time the server has used (user + system), its forked processes' included."""
         import psutil
 
-        t = psutil.Process(self.proc.pid).cpu_times()
-        return t.user + t.system
+        proc = psutil.Process(self.proc.pid)
+        t = proc.cpu_times()
+        total = t.user + t.system + t.children_user + t.children_system  # children: those ended
+        for child in proc.children():
+            try:
+                c = child.cpu_times()
+                total += c.user + c.system
+            except psutil.NoSuchProcess:
+                pass  # ended between the two calls: counted in neither (a few ms at most)
+        return total
 
     def stats(self, reset: bool = False) -> dict:
         req = urllib.request.Request(self.endpoint + "/__stats__", method="DELETE" if reset else "GET")
@@ -123,6 +197,10 @@ class Server:
             return json.loads(r.read())
 
     def close(self) -> None:
+        import psutil
+
+        for child in psutil.Process(self.proc.pid).children():
+            child.kill()
         self.proc.terminate()
         self.proc.wait(timeout=30)
 
@@ -187,7 +265,8 @@ def _train(store, ckpt: str, args, budget="auto") -> tuple[float, float, object]
 
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--serve", nargs=3, metavar=("PORT", "LATENCY_MS", "CPUS"), help=argparse.SUPPRESS)
+    p.add_argument("--serve", nargs=5, metavar=("PORT", "LATENCY_MS", "CPUS", "PROCESSES", "FORK_PORT"),
+                   help=argparse.SUPPRESS)
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--features", type=int, default=2000)
     p.add_argument("--nnz", type=int, default=30)
@@ -204,6 +283,13 @@ def main(argv=None) -> None:
     p.add_argument("--pin", action="store_true",
                    help="train on CPU 0 only (local and S3 runs alike) and run the server on CPU 1, "
                         "so that the server does not take the training's CPU (as a real object store)")
+    p.add_argument("--train-cpus", default=None, metavar="CPUS",
+                   help="with --pin: the training's CPUs instead of 0 (e.g. 0,1)")
+    p.add_argument("--server-cpus", default=None, metavar="CPUS",
+                   help="with --pin: the server's CPUs instead of 1 (e.g. 2-15)")
+    p.add_argument("--server-processes", type=int, default=0, metavar="N",
+                   help="serve the reads from N forked copies of the server (one listening socket) "
+                        "instead of one process's threads: requests answered in parallel")
     p.add_argument("--out", default=None, help="also write the table into this Markdown file")
     p.add_argument("--receive", type=float, default=None, metavar="MIB",
                    help="only measure the reading process's CPU per MiB received: 48 objects of MIB MiB "
@@ -212,15 +298,17 @@ def main(argv=None) -> None:
     if args.prefetch != "auto":
         args.prefetch = int(args.prefetch)
     if args.serve:
-        serve(int(args.serve[0]), float(args.serve[1]), args.serve[2])
+        serve(int(args.serve[0]), float(args.serve[1]), args.serve[2], int(args.serve[3]), int(args.serve[4]))
         return
+    train_cpus, server_cpus = "", ""
     if args.pin:
         if (os.cpu_count() or 1) < 2:
             raise SystemExit("--pin needs two CPUs")
-        os.sched_setaffinity(0, {0})  # before any thread starts: every thread inherits it
+        train_cpus, server_cpus = args.train_cpus or "0", args.server_cpus or "1"
+        os.sched_setaffinity(0, _cpu_set(train_cpus))  # before any thread starts: every thread inherits it
 
     if args.receive:
-        receive(args.receive, args.repeats, "1" if args.pin else "")
+        receive(args.receive, args.repeats, server_cpus)
         return
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -267,13 +355,14 @@ def main(argv=None) -> None:
         except ImportError:
             clients = [c for c in clients if c != "obstore"]
         for lat, budget in [(lat, b) for lat in latencies for b in (0, "auto")]:
-            server = Server(lat, "1" if args.pin else "")
+            server = Server(lat, server_cpus, args.server_processes)
             try:
                 import s3fs
 
                 fs = s3fs.S3FileSystem(**server.options)
                 fs.mkdir("bench")
                 fs.put(str(store.path), "bench/store", recursive=True)
+                server.fork()
                 url = "s3://bench/store"
                 for client in clients:  # the same server and objects for each client
                     os.environ["STREAMWWW_S3_CLIENT"] = client
@@ -296,7 +385,15 @@ def main(argv=None) -> None:
 
     base = {b: r["wall"] for r, b in zip(rows[:2], (0, "auto"))}
     title = "Object storage: streamed epochs from S3 (loopback moto server) vs local disk"
-    lines = [header(title + (", the server on its own CPU" if args.pin else "")),
+    where = ""
+    if args.pin:
+        where = (f"the training (its loader threads and the S3 client included) on CPU {train_cpus} alone, in "
+                 f"the local runs as in the S3 runs, and the server on CPUs {server_cpus}")
+    served = ("one process answering requests in its threads, one at a time (Python)" if not args.server_processes else
+              f"{args.server_processes} forked copies of one server process, accepting connections on one "
+              "shared socket, each answering from its own copy of the uploaded objects: requests answered "
+              "in parallel")
+    lines = [header(title + (", the server on CPUs of its own" if args.pin else "")),
              f"Store: {args.rows} rows, {args.features} features, {args.nnz} non-zeros per row, "
              f"{args.classes} classes, {args.format} shards of {args.shard_rows} rows ({size / 2**20:.1f} MiB on disk); "
              f"`train(..., tol=0, max_iter={args.epochs}, prefetch={args.prefetch})` with the checkpoint "
@@ -307,9 +404,9 @@ def main(argv=None) -> None:
              "objective pass uses the rows the next epoch reads); `auto` keeps the decoded shards in memory after their first read "
              "(this store fits), so only the first epoch reads the store. *vs local disk* compares with "
              "the local run of the same `memory_budget`.",
-             "*Server CPU* is the CPU time the loopback server process used per epoch: " + (
-                 "the training (its loader threads and the S3 client included) ran on CPU 0 alone, in the local "
-                 "runs as in the S3 runs, and the server on CPU 1, so the server took none of the "
+             f"The server: {served}. *Server CPU* is the CPU time the loopback server used per epoch "
+             "(its processes together): " + (
+                 f"{where}, so the server took none of the "
                  "training's CPU (as a real object store)." if args.pin else
                  "on this machine it runs on the same cores as the training (a real object store does not)."),
              "*Training CPU*: the training process's user + system CPU per epoch (all its threads). "
@@ -330,7 +427,10 @@ def main(argv=None) -> None:
     if args.out:
         marker = "bench-storage" if args.prefetch == "auto" else f"bench-storage-prefetch{args.prefetch}"
         marker += "" if args.format == "zarr" else f"-{args.format}"
-        replace_section(args.out, marker + ("-pinned" if args.pin else ""), text)
+        marker += "-pinned" if args.pin else ""
+        marker += f"-{args.server_processes}proc" if args.server_processes else ""
+        marker += f"-{args.shard_rows // 1000}k" if args.shard_rows != 10_000 else ""
+        replace_section(args.out, marker, text)
 
 
 if __name__ == "__main__":

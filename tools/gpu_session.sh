@@ -10,10 +10,25 @@
 #     tblib zict tornado google-crc32c crc32c
 #   (the versions of this project's tested environment; the image's numpy 2.5 breaks its numba-cuda
 #   0.30.4, which still registers np.row_stack, and its zarr 3.4 needs msgspec, absent there)
+#   and for the step storage also (the versions of the dev venv; aiohttp and its helpers for
+#   aiobotocore's aiohttp >= 3.14):
+#     moto==5.2.5 boto3 botocore s3transfer jmespath responses xmltodict cryptography cffi
+#     pycparser flask flask-cors itsdangerous blinker werkzeug py-partiql-parser s3fs fsspec
+#     aiobotocore aioitertools obstore aiohttp aiosignal aiohappyeyeballs multidict yarl propcache
+#     frozenlist
+#   then python tools/trim_botocore_wheel.py .whl/botocore-*.whl   (62 -> 51 MiB in all)
 #   mkdir -p .gpudata && cp ../shared/data/libsvm/{dna,letter,sector}.scale{,.t}.xz .gpudata/
 #   (both folders ignored through .git/info/exclude; name them in the call's carry)
 # There:
-#   bash tools/gpu_session.sh [STEP ...]     STEP: tests, cli, bench (default: all three)
+#   bash tools/gpu_session.sh [STEP ...]     STEP: tests, gputests, cli, bench, storage
+#                                            (default: tests cli bench)
+# tests: the kernel suite compiled for the device, then the other GPU tests; gputests: the
+# latter alone. storage: tools/bench_storage.py on the machine's many cores (issue 20: the
+# moto server in forked copies on CPUs of its own, answering in parallel), for 10,000- and
+# 100,000-row Zarr shards; it also needs the S3 wheels (moto[server], s3fs, obstore and their
+# dependencies; botocore trimmed to its s3/sts data to fit the 64 MiB limit). With storage, the
+# tests and the CLI check run beside it on CPUs 12-15 and the benchmark on CPUs 0-11 (training
+# on CPU 0, the server on 2-11).
 # BENCH_ARGS (environment) replaces the benchmark's arguments.
 set -u
 O=${OUT:-/tmp/gpu-out}
@@ -52,14 +67,38 @@ run_tests() {
     -k "not kernel_suite" -q -p no:cacheprovider -o addopts=-ra --durations=8 >> "$O/tests.log" 2>&1
   echo "gpu tests rc=$?" >> "$O/tests.log"
 }
+run_gputests() {
+  timeout 300 python3 -m pytest tests/test_cuda_gpu.py tests/test_cuda_backend.py -m "gpu or not gpu" \
+    -k "not kernel_suite" -q -p no:cacheprovider -o addopts=-ra --durations=8 > "$O/tests.log" 2>&1
+  echo "gpu tests rc=$?" >> "$O/tests.log"
+}
 run_cli() {
   timeout 300 python3 tools/gpu_cli_check.py --datasets letter,dna --epochs 8 > "$O/cli.log" 2>&1
   echo "cli rc=$?" >> "$O/cli.log"
 }
+run_storage() {
+  local a=(--pin --train-cpus 0 --server-cpus 2-11 --server-processes 10 --clients obstore --latency-ms 20
+           --epochs 4)
+  timeout 200 python3 tools/bench_storage.py --rows 200000 --shard-rows 10000 --repeats 3 "${a[@]}" \
+    > "$O/storage-10k.log" 2>&1
+  echo "storage 10k rc=$?" >> "$O/storage-10k.log"
+  timeout 240 python3 tools/bench_storage.py --rows 1000000 --shard-rows 100000 --repeats 2 "${a[@]}" \
+    > "$O/storage-100k.log" 2>&1
+  echo "storage 100k rc=$?" >> "$O/storage-100k.log"
+}
 
+side=()
+case " $steps " in *" storage "*) side=(taskset -c 12-15);; esac
+export -f run_tests run_gputests run_cli
+export O
 pids=()
-case " $steps " in *" tests "*) run_tests & pids+=($!);; esac
-case " $steps " in *" cli "*) run_cli & pids+=($!);; esac
+case " $steps " in *" tests "*) "${side[@]}" bash -c run_tests & pids+=($!);; esac
+case " $steps " in *" gputests "*) "${side[@]}" bash -c run_gputests & pids+=($!);; esac
+case " $steps " in *" cli "*) "${side[@]}" bash -c run_cli & pids+=($!);; esac
+case " $steps " in *" storage "*)
+  run_storage
+  for f in "$O"/storage-*.log; do stamp "$(basename "$f"):"; grep -E '^\| (local|S3)|rc=|Error|error' "$f"; done;;
+esac
 for p in "${pids[@]}"; do wait "$p"; done
 [ -f "$O/tests.log" ] && stamp "tests: $(grep -E 'passed|failed|error|rc=' "$O/tests.log" | tr '\n' ' ')"
 [ -f "$O/cli.log" ] && { stamp "cli:"; cat "$O/cli.log"; }
