@@ -276,3 +276,29 @@ def test_a_run_killed_after_an_epoch_without_objectives_resumes_bitwise(tmp_path
         resumed = sw.train(store, memory_budget=then, checkpoint_dir=ck, **kw)
     assert resumed.coef_.tobytes() == whole.coef_.tobytes() and resumed.n_iter_ == whole.n_iter_ == 24
     assert [h["primal"] for h in resumed.history_] == [h["primal"] for h in whole.history_]
+
+
+def test_spilled_sets_come_back_as_filled_from_one_mapped_file(rng):
+    """NearSets(spill=True): each shard's flags at their own place in one temporary file;
+    what comes back is what was filled (shards of unequal rows, kept and used up), and the
+    directory holds that one file whatever the number of shards and epochs."""
+    import os
+
+    from streamwww.engine.shrink import NearSets
+
+    rows = [7, 3, 11, 5]
+    sets = NearSets(2, 4, rows, spill=True)
+    folder = sets._dir.name
+    for epoch in range(3):
+        flags = {s: rng.integers(0, 2, (2, r, 3)).astype(np.uint8) for s, r in enumerate(rows)}
+        for s in (2, 0, 3, 1):
+            sets.buffer(s)[...] = flags[s]
+            sets.filled(s)
+        assert os.listdir(folder) == ["near.u8"]
+        assert np.array_equal(sets.take([1, 2], keep=True), np.concatenate([flags[1], flags[2]], axis=1))
+        assert np.array_equal(sets.take([3]), flags[3])
+        assert sets.take([3]) is None  # used up
+        sets.keep([0, 1], np.concatenate([flags[1][:, :1].repeat(7, axis=1), flags[0][:, :3]], axis=1))
+        assert np.array_equal(sets.take([1]), flags[0][:, :3])
+    sets.close()
+    assert not os.path.exists(folder)
