@@ -11,6 +11,9 @@ logger = logging.getLogger(__name__)
 
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc <malloc.h>
 ENV = "STREAMWWW_RELEASE_MEMORY"
+# above Blosc's per-chunk scratch buffers (1-4 MiB), below a default shard's arrays; the same
+# trim threshold keeps freed scratch at the top of the heap for the next chunk
+MMAP_THRESHOLD = TRIM_THRESHOLD = 4 << 20
 _done = False
 
 
@@ -21,13 +24,18 @@ def release_freed_memory() -> None:
     several threads. Once one of them is freed, glibc's dynamic mmap threshold
     serves later ones from per-thread heaps, where freed blocks stay resident:
     peak RSS then holds several shard buffers more than the pipeline uses.
-    Fixed thresholds (trim 64 KiB, as Dask sets for its worker processes
-    through ``MALLOC_TRIM_THRESHOLD_``, and mmap 128 KiB) return them, at the
-    price of fresh zeroed pages for every shard buffer. Since shards and
-    ``beta`` are decoded in place (:mod:`streamwww.io._chunks`) that price is
-    small: on the benchmark store peak RSS above the fixed overhead is 86 MiB
-    instead of 108-123 MiB, for epochs 4-9 % longer (tools/bench_allocator.py,
-    docs/benchmarks.md). The thresholds are the process's: they stay set after
+    Fixed thresholds (trim and mmap 4 MiB) return them, at the price of fresh
+    zeroed pages for every buffer of 4 MiB or more. Shards and ``beta`` are
+    decoded in place (:mod:`streamwww.io._chunks`) and shard-sized arrays are
+    recycled (:mod:`streamwww._buffers`), so that price is small. Before
+    2026-11-27 the thresholds were 64 KiB (trim, as Dask sets for its worker
+    processes) and 128 KiB (mmap); at 4 MiB the 1-4 MiB buffers that Blosc
+    allocates and frees for every chunk it decodes are served again from the
+    heap instead of fresh pages (a 5,000-row store beyond its memory budget:
+    12,000 page faults per epoch fell to 200 and the epoch from 183 to 143 ms),
+    for 3 MiB more peak RSS on the allocator benchmark (137 against 134 MiB;
+    tools/bench_allocator.py, tools/bench_speed.py tax, docs/benchmarks.md).
+    The thresholds are the process's: they stay set after
     training. ``STREAMWWW_RELEASE_MEMORY=0`` keeps glibc's dynamic thresholds;
     any ``MALLOC_*`` environment variable also leaves them alone, and so does
     any C library but glibc.
@@ -44,7 +52,7 @@ def release_freed_memory() -> None:
         libc = ctypes.CDLL(None)
         if not hasattr(libc, "mallopt") or not hasattr(libc, "gnu_get_libc_version"):
             return
-        for param, value in ((_M_TRIM_THRESHOLD, 64 * 1024), (_M_MMAP_THRESHOLD, 128 * 1024)):
+        for param, value in ((_M_TRIM_THRESHOLD, TRIM_THRESHOLD), (_M_MMAP_THRESHOLD, MMAP_THRESHOLD)):
             if libc.mallopt(param, value) != 1:
                 logger.debug("mallopt(%d, %d) refused", param, value)
         logger.debug("glibc malloc: fixed trim and mmap thresholds (%s=0 keeps the dynamic ones)", ENV)

@@ -33,4 +33,4 @@ def test_fixed_malloc_thresholds_by_default_unless_switched_off(monkeypatch, env
         monkeypatch.setenv(name, value)
     _memory.release_freed_memory()
     _memory.release_freed_memory()  # once per process
-    assert calls == ([(-1, 64 * 1024), (-3, 128 * 1024)] if fixed else [])
+    assert calls == ([(-1, 4 << 20), (-3, 4 << 20)] if fixed else [])
