@@ -40,8 +40,9 @@ PREFETCH = 2          # shards loaded ahead while a group trains (the default)
 MIX_SHARDS = 2        # shards trained together as one block (the default)
 # allowance for memory that does not grow with the data: 8 MiB of Python objects, Dask's
 # bookkeeping and thread buffers, and 4 MiB that glibc may keep free at the top of its heap
-# (streamwww's trim threshold, streamwww/_memory.py): with 8 MiB alone the training added
-# 14.0-14.9 MiB against a 14.6 MiB budget, from run to run, with either threshold
+# (streamwww's trim threshold, streamwww/_memory.py). With 8 MiB alone the training added
+# 9.7-14.9 MiB against a 14.6 MiB budget from run to run, over it now and then with the
+# thresholds of before 2026-11-27 (14.7 MiB) as with today's (14.9 MiB)
 SLACK_MIB = 8 + 4
 ROWS = 400_000        # generated rows: 64 MiB of shards once decompressed
 

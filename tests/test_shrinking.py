@@ -295,10 +295,15 @@ def test_spilled_sets_come_back_as_filled_from_one_mapped_file(rng):
             sets.buffer(s)[...] = flags[s]
             sets.filled(s)
         assert os.listdir(folder) == ["near.u8"]
-        assert np.array_equal(sets.take([1, 2], keep=True), np.concatenate([flags[1], flags[2]], axis=1))
+        pair = sets.take([1, 2], keep=True)
+        assert np.array_equal(pair, np.concatenate([flags[1], flags[2]], axis=1))
+        one = sets.take([1], keep=True)
+        assert type(one) is np.ndarray and np.array_equal(one, flags[1])
         assert np.array_equal(sets.take([3]), flags[3])
         assert sets.take([3]) is None  # used up
         sets.keep([0, 1], np.concatenate([flags[1][:, :1].repeat(7, axis=1), flags[0][:, :3]], axis=1))
         assert np.array_equal(sets.take([1]), flags[0][:, :3])
+        # what was taken is a copy: the sets kept since did not change it
+        assert np.array_equal(one, flags[1]) and np.array_equal(pair[:, :3], flags[1])
     sets.close()
     assert not os.path.exists(folder)

@@ -63,13 +63,15 @@ run_tests() {
   STREAMWWW_CUDA_SUITE=1 timeout 300 python3 -m pytest tests/cuda_sim -q -p no:cacheprovider -o addopts=-ra \
     --durations=8 > "$O/tests.log" 2>&1
   echo "kernel suite rc=$?" >> "$O/tests.log"
-  timeout 200 python3 -m pytest tests/test_cuda_gpu.py tests/test_cuda_backend.py -m "gpu or not gpu" \
-    -k "not kernel_suite" -q -p no:cacheprovider -o addopts=-ra --durations=8 >> "$O/tests.log" 2>&1
-  echo "gpu tests rc=$?" >> "$O/tests.log"
+  gpu_tests
 }
 run_gputests() {
+  : > "$O/tests.log"
+  gpu_tests
+}
+gpu_tests() {
   timeout 300 python3 -m pytest tests/test_cuda_gpu.py tests/test_cuda_backend.py -m "gpu or not gpu" \
-    -k "not kernel_suite" -q -p no:cacheprovider -o addopts=-ra --durations=8 > "$O/tests.log" 2>&1
+    -k "not kernel_suite" -q -p no:cacheprovider -o addopts=-ra --durations=8 >> "$O/tests.log" 2>&1
   echo "gpu tests rc=$?" >> "$O/tests.log"
 }
 run_cli() {
@@ -89,7 +91,7 @@ run_storage() {
 
 side=()
 case " $steps " in *" storage "*) side=(taskset -c 12-15);; esac
-export -f run_tests run_gputests run_cli
+export -f run_tests run_gputests gpu_tests run_cli
 export O
 pids=()
 case " $steps " in *" tests "*) "${side[@]}" bash -c run_tests & pids+=($!);; esac

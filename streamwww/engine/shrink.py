@@ -98,7 +98,7 @@ class NearSets:
     temporary file once filled and come back when its group trains. The file is
     mapped once, each shard at a fixed place in it: a spill is a copy into the page
     cache, which the kernel may write out and evict, not a file created and deleted
-    per shard and epoch (that was 18 ms of a 185 ms epoch on the training thread,
+    per shard and epoch (that was about 18 ms per epoch on the training thread,
     200,000 rows in 40 shards beyond the memory budget)."""
 
     def __init__(self, n_models: int, n_classes: int, shard_rows, spill: bool = False):
@@ -125,18 +125,21 @@ class NearSets:
         """``shard``'s flags are complete: kept until its group trains (spilled to disk with ``spill``)."""
         if self._file is not None:
             shard = int(shard)
-            self._file[self._start[shard]:self._start[shard + 1]] = self._sets.pop(shard).reshape(-1)
+            self._slot(shard)[...] = self._sets.pop(shard)
             self._spilled.add(shard)
+
+    def _slot(self, shard: int) -> np.ndarray:
+        """``shard``'s place in the spill file, shaped as its flags (a view of the file)."""
+        return self._file[self._start[shard]:self._start[shard + 1]].reshape(
+            self._shape[0], int(self._rows[shard]), self._shape[1])
 
     def _get(self, shard: int, drop: bool) -> np.ndarray | None:
         """``shard``'s flags (``None``: it has none); forgotten after with ``drop``."""
         shard = int(shard)
-        if shard in self._spilled:
-            out = new_near(self._shape[0], int(self._rows[shard]), self._shape[1] + 1)
-            out.reshape(-1)[...] = self._file[self._start[shard]:self._start[shard + 1]]
+        if shard in self._spilled:  # a view of the file: take() copies it out
             if drop:
                 self._spilled.discard(shard)
-            return out
+            return self._slot(shard)
         return self._sets.pop(shard, None) if drop else self._sets.get(shard)
 
     def take(self, group, keep: bool = False) -> np.ndarray | None:
@@ -145,16 +148,22 @@ class NearSets:
         parts = [self._get(s, drop=not keep) for s in group]
         if any(p is None for p in parts):
             return None
-        return parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+        if len(parts) > 1:
+            return np.concatenate(parts, axis=1).view(np.ndarray)  # (one copy, spilled or not)
+        return np.array(parts[0], subok=False) if isinstance(parts[0], np.memmap) else parts[0]
 
     def keep(self, group, flags: np.ndarray) -> None:
         """Hold ``flags`` (``group``'s rows in group order, as :meth:`take` returns them)
         shard by shard, in place of any earlier sets (spilled with ``spill``)."""
         lo = 0
         for s in group:
-            n = int(self._rows[s])
-            self.buffer(s)[...] = flags[:, lo:lo + n]
-            self.filled(s)
+            s, n = int(s), int(self._rows[s])
+            if self._file is None:
+                self.buffer(s)[...] = flags[:, lo:lo + n]
+            else:  # straight into the file
+                self._sets.pop(s, None)
+                self._slot(s)[...] = flags[:, lo:lo + n]
+                self._spilled.add(s)
             lo += n
 
     def close(self) -> None:
