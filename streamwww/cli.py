@@ -7,11 +7,13 @@ function; this module owns logging levels and the top-level parser only.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from streamwww import __version__
 
@@ -98,5 +100,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def run() -> NoReturn:
+    """The ``streamwww`` console script: :func:`main`, then exit with its code.
+
+    Before the interpreter shuts down, every object alive is frozen (:func:`gc.freeze`):
+    the command has finished, and what it wrote is committed and closed, but Numba and
+    LLVM leave hundreds of thousands of objects that the interpreter's last collections
+    would walk, about 0.2 s of every command on a 2-core machine. Frozen, they are skipped;
+    ``atexit`` handlers, temporary folders' clean-up and the flushing of the standard
+    streams still run. Only the console script does this: :func:`main` called in a
+    process that goes on (tests, notebooks) leaves the collector alone.
+    """
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    run()

@@ -85,3 +85,20 @@ def test_bad_input_is_a_clear_error(stores, capsys):
     rc = main(["train", str(tmp / "train.zarr"), "--C", "-1", "--checkpoint-dir", str(tmp / "c3"),
                "--model-out", str(tmp / "m")])
     assert rc == 1 and "'C' parameter of train must be a float in (0, inf)" in capsys.readouterr().err
+
+
+def test_console_script_exits_with_mains_code_and_skips_the_final_collections(monkeypatch, capsys):
+    """The installed ``streamwww`` script is ``cli.run``: main's exit code, the heap frozen first."""
+    from importlib.metadata import entry_points
+
+    from streamwww import cli
+
+    (script,) = entry_points(group="console_scripts", name="streamwww")
+    assert script.value == "streamwww.cli:run"
+    frozen = []
+    monkeypatch.setattr(cli.gc, "freeze", lambda: frozen.append(True))
+    monkeypatch.setattr("sys.argv", ["streamwww", "info", "/nonexistent-streamwww-store.zarr"])
+    with pytest.raises(SystemExit) as exc:
+        cli.run()
+    assert exc.value.code == 1 and frozen == [True]
+    assert "does not exist" in capsys.readouterr().err
