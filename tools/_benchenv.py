@@ -11,14 +11,24 @@ import sys
 
 
 def cpu_model() -> str:
+    """The CPU's model name and the CPU that Numba's LLVM compiles for (``znver4`` ...):
+    VMs of one name ("AMD EPYC") run on hosts of different generations, with and
+    without AVX-512, and the kernels' speed follows the host."""
+    name = platform.processor() or "unknown CPU"
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
         for line in out.splitlines():
             if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
+                name = line.split(":", 1)[1].strip()
+                break
     except OSError:
         pass
-    return platform.processor() or "unknown CPU"
+    try:
+        import llvmlite.binding as llvm
+
+        return f"{name} (LLVM host CPU {llvm.get_host_cpu_name()})"
+    except ImportError:
+        return name
 
 
 def version_map(names=("numpy", "scipy", "numba", "scikit-learn", "dask", "zarr", "pyarrow")) -> dict:
