@@ -142,8 +142,9 @@ class Backend(Protocol):
     def put_W(self, W: np.ndarray) -> Any:
         """Copy host weights (e.g. from a checkpoint) to the device."""
 
-    def copy_W(self, W: Any) -> Any:
-        """A copy of device weights, on the device."""
+    def copy_W(self, W: Any, out: Any = None) -> Any:
+        """A copy of device weights, on the device: into ``out`` (device weights of the
+        same shape that nothing uses any more) where given, else into a new array."""
 
     def put_block(self, block: Block) -> Any:
         """Make a shard resident on the device for the coming passes."""

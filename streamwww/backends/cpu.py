@@ -36,8 +36,11 @@ class CPUBackend:
     def put_W(self, W: np.ndarray) -> np.ndarray:
         return np.array(W, dtype=np.float64, order="C", copy=True)
 
-    def copy_W(self, W: np.ndarray) -> np.ndarray:
-        return np.array(W, copy=True)
+    def copy_W(self, W: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        if out is None or out.shape != W.shape:
+            return np.array(W, copy=True)
+        np.copyto(out, W)
+        return out
 
     def put_block(self, block: Block) -> Block:
         return block

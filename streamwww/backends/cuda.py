@@ -536,9 +536,10 @@ class CUDABackend:
         """No: :meth:`certify_pass` runs its two parts one after the other on the stream."""
         return False
 
-    def copy_W(self, W):
-        """A device copy of device weights (the certificate's ``W_t``)."""
-        out = self._cuda.device_array(W.shape, dtype=np.float64, stream=self._stream)
+    def copy_W(self, W, out=None):
+        """A device copy of device weights (the certificate's ``W_t``), into ``out`` where given."""
+        if out is None or tuple(out.shape) != tuple(W.shape):
+            out = self._cuda.device_array(W.shape, dtype=np.float64, stream=self._stream)
         out.copy_to_device(W, stream=self._stream)
         return out
 

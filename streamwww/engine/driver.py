@@ -243,6 +243,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             sets_W = backend.to_host(pending.W)  # its sets serve the epochs until the next certificate
         if pending is not None and pending.sets_only:  # (W_t was certified before a resume)
             pending = None
+        spare = None  # the W of a certificate that is done with, for the next one
         if pending is not None:  # the certificate of the epoch before, now complete
             certified, pending = pending, None
             active = _decide(cfg, backend, certified.W, certified.hinge(), certified.beta_sum(),
@@ -256,10 +257,11 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                 for i in certified.active:
                     results[i].n_iter = cur.epoch
                 break
+            spare, certified = certified.W, None
         if cfg.evaluates(cur.epoch):
             if late and cur.epoch < cfg.max_iter:
                 pending = _Certificate(backend, W, cur, data, cfg, active, rows=rows, epoch_time=epoch_time,
-                                       wall=time.perf_counter() - wall0, shrink=shrink)
+                                       wall=time.perf_counter() - wall0, shrink=shrink, spare=spare)
             else:
                 active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
                                    wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
@@ -269,6 +271,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                     hooks.checkpoint_every > 0 or not cfg.evaluates(cur.epoch + 1)) else None
         elif not sticky:
             sets_W = None  # the next epoch passes over every coordinate
+        spare = None
         if active.size and cur.epoch < cfg.max_iter and hooks.commit_due():  # (the caller commits the end)
             # after an epoch without objectives, the W whose sets the next epoch uses
             hooks.commit(backend.to_host(W), cur, results,
@@ -300,13 +303,16 @@ class _Certificate:
     certified before a resume)."""
 
     def __init__(self, backend: Backend, W, cur: Cursor, data, cfg: SolverConfig, active: np.ndarray, *,
-                 rows: int, epoch_time: float, wall: float = 0.0, shrink: bool = False, sets_only: bool = False):
+                 rows: int, epoch_time: float, wall: float = 0.0, shrink: bool = False, sets_only: bool = False,
+                 spare=None):
         self.backend, self.bias, self.shard_rows = backend, cfg.bias, data.shard_rows
         self.shrink, self.sets_only = shrink, sets_only
         self.shape = (len(cfg.Cs), int(data.n_classes))
         self.eps = cfg.shark_eps
         self.splits = model_splits(cfg.splits, len(cfg.Cs))
-        self.W = backend.copy_W(W)  # W_t, kept while W_{t+1} is trained
+        # W_t, kept while W_{t+1} is trained; copied into the certificate before's W where
+        # given (done with): no third copy of W at the peak, no fresh pages per certificate
+        self.W = backend.copy_W(W, out=spare)
         self.cursor = Cursor(cur.epoch, 0, cur.train_time)
         self.active = active.copy()
         self.rows, self.epoch_time, self.wall = rows, epoch_time, wall
