@@ -179,7 +179,6 @@ def test_late_objectives_give_the_model_history_and_checkpoint_of_the_default_or
         assert _on_disk_versions(tmp_path / ck) == _named_versions(man, prev)
 
 
-
 def test_each_certificate_copies_W_into_the_one_before(tmp_path, store, monkeypatch):
     """A late run holds two copies of W at most (the trained one and the certificate's): every
     certificate after the first is copied into the buffer of the one before it, which is done."""
@@ -199,6 +198,7 @@ def test_each_certificate_copies_W_into_the_one_before(tmp_path, store, monkeypa
     assert m.n_iter_ == 7 and len(copies) == 6  # W_1 .. W_6 certified late; W_7 by a pass of its own
     assert copies[0] == (False, False, True)
     assert all(c == (True, True, True) for c in copies[1:])
+
 
 def test_a_late_run_stopped_and_resumed_either_way_gives_the_same_model(tmp_path, store):
     """Interrupted with a certificate pending (its checkpoint: W_e, history to e - 1), the run

@@ -124,9 +124,12 @@ class NearSets:
     def filled(self, shard: int) -> None:
         """``shard``'s flags are complete: kept until its group trains (spilled to disk with ``spill``)."""
         if self._file is not None:
-            shard = int(shard)
-            self._slot(shard)[...] = self._sets.pop(shard)
-            self._spilled.add(shard)
+            self._spill(int(shard), self._sets.pop(int(shard)))
+
+    def _spill(self, shard: int, flags: np.ndarray) -> None:
+        """``flags`` copied to ``shard``'s place in the file, which now holds its sets."""
+        self._slot(shard)[...] = flags
+        self._spilled.add(shard)
 
     def _slot(self, shard: int) -> np.ndarray:
         """``shard``'s place in the spill file, shaped as its flags (a view of the file)."""
@@ -162,8 +165,7 @@ class NearSets:
                 self.buffer(s)[...] = flags[:, lo:lo + n]
             else:  # straight into the file
                 self._sets.pop(s, None)
-                self._slot(s)[...] = flags[:, lo:lo + n]
-                self._spilled.add(s)
+                self._spill(s, flags[:, lo:lo + n])
             lo += n
 
     def close(self) -> None:
