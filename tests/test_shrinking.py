@@ -307,3 +307,33 @@ def test_spilled_sets_come_back_as_filled_from_one_mapped_file(rng):
         assert np.array_equal(one, flags[1]) and np.array_equal(pair[:, :3], flags[1])
     sets.close()
     assert not os.path.exists(folder)
+
+
+@pytest.mark.parametrize("near_share", [0.03, 0.5, 1.0])
+def test_many_classes_csr_rows_give_the_dense_rows_bits(near_share, rng):
+    """Beyond SMALL_K classes a CSR row's gather prefetches W's rows ahead of it (every line,
+    or only the lines of the classes in play): the passes and the objective must still give,
+    bit for bit, what the same rows stored dense give (the dense gather prefetches nothing)."""
+    from streamwww.backends import _kernels as K
+
+    k, n, d = 3 * K.SMALL_K, 120, 60
+    X, y = make_classification(rng, n=n, d=d, k=k, sparse=True, density=0.3)
+    sparse, dense = make_block(X, y, 0.0), make_block(X.toarray(), y, 0.0)
+    assert sparse.is_sparse and not dense.is_sparse
+    assert np.diff(X.indptr).min() > K.PREFETCH_AHEAD  # every row reaches past the look-ahead
+    be, models, C = CPUBackend(), np.array([0]), np.array([0.7])
+    near = (rng.random((1, n, k - 1)) < near_share).astype(np.uint8)
+    out = []
+    for block in (sparse, dense):
+        W, beta = np.zeros((1, d, k)), np.zeros((1, n, k - 1))
+        for seed in range(3):  # full passes, then shrunk ones (a few classes, or many, per row)
+            order = np.random.default_rng(seed).permutation(n).astype(np.int64)
+            be.bcd_pass(W, block, beta, C, models, order, 0.0, SOLVER_IDS["walrus"], 1e-4,
+                        near=None if seed == 0 else near)
+        flags = np.zeros_like(near)
+        hinge = be.hinge_sums(W, block, 0.0, models, near=flags, reach=0.1)
+        out.append((W, beta, hinge, flags))
+    (W1, b1, h1, f1), (W2, b2, h2, f2) = out
+    assert np.abs(W1).max() > 0.1 and f1.any() and not f1.all()
+    assert np.array_equal(W1, W2) and np.array_equal(b1, b2)
+    assert np.array_equal(h1, h2) and np.array_equal(f1, f2)

@@ -30,13 +30,22 @@ compile time for a dense array or a CSR tuple) are the only parts that differ
 between dense and CSR rows: one pass and one hinge sum serve both.  The scalar
 row formulas (``c(t)``, ``v_t``, the hinge term) come from :mod:`.rowmath`,
 shared with the CUDA kernels.
+
+Software prefetch (:func:`_prefetch`, LLVM's ``llvm.prefetch``, which Numba does not
+expose): a CSR row's gather reads ``Wm[f, :]`` for features ``f`` the hardware cannot
+predict, and with many classes ``W`` is far larger than the caches (sector: 46 MB,
+840 bytes per feature).  The gather asks for the rows of the feature
+``PREFETCH_AHEAD`` places further on; the sums, their order and every result are
+unchanged (measured on sector's rows in a random order: 15-25 % off the gather).
 """
 
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, prange, types
-from numba.extending import overload
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from streamwww.backends.rowmath import c_index, hinge_term, row_weight, v_entry
 from streamwww.solvers import SHARK, WALRUS  # noqa: F401  (the solver ids the kernels branch on)
@@ -53,6 +62,35 @@ SMALL_K = 8
 def ktag(k: int) -> tuple:
     """The tag that selects the kernel build for ``k`` classes: ``(0,) * k`` or ``()``."""
     return (0,) * k if k <= SMALL_K else ()
+
+
+# Prefetch W's row of the feature this many nonzeros ahead in a CSR gather, when the
+# row holds more than SMALL_K classes (with fewer, W is small or the row is one line).
+PREFETCH_AHEAD = 8
+
+
+@intrinsic
+def _prefetch(typingctx, arr, i, j):
+    """Ask the CPU to bring ``arr[i, j]``'s cache line in (a hint: no result, no fault)."""
+    def codegen(context, builder, sig, args):
+        aryty = sig.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [context.cast(builder, a, t, types.intp) for a, t in zip(args[1:], sig.args[1:])]
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+                                            "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])  # read, keep, data
+        return context.get_dummy_value()
+    return types.void(arr, i, j), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_row(Wm, f, k):
+    """Every cache line of ``Wm[f, :]`` (8 doubles a line; the row need not start on one)."""
+    for j in range(0, k, 8):
+        _prefetch(Wm, f, j)
+    _prefetch(Wm, f, k - 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -87,8 +125,14 @@ def _add_row_some(Wm, f, a, dk, cls, n):
 def _scores_csr(Wm, data, indices, lo, hi, bias, s, k):
     for j in range(k):
         s[j] = 0.0
-    for p in range(lo, hi):
-        _gather(s, Wm, indices[p], data[p], k)
+    if k > SMALL_K:
+        for p in range(lo, hi):
+            if p + PREFETCH_AHEAD < hi:
+                _prefetch_row(Wm, indices[p + PREFETCH_AHEAD], k)
+            _gather(s, Wm, indices[p], data[p], k)
+    else:
+        for p in range(lo, hi):
+            _gather(s, Wm, indices[p], data[p], k)
     if bias != 0.0:
         _gather(s, Wm, Wm.shape[0] - 1, bias, k)
 
@@ -209,20 +253,33 @@ def _gather_some(s, Wm, f, a, y, cls, na):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scores_some_csr(Wm, data, indices, lo, hi, bias, s, y, cls, na):
+def _scores_some_csr(Wm, data, indices, lo, hi, bias, s, y, cls, na, k):
     """The scores of ``y`` and ``cls[:na]`` only: each is the same sum, in the same
     order, as :func:`_scores_csr` forms (bitwise the same value)."""
     s[y] = 0.0
     for q in range(na):
         s[cls[q]] = 0.0
-    for p in range(lo, hi):
-        _gather_some(s, Wm, indices[p], data[p], y, cls, na)
+    if k > SMALL_K:  # (k is a compile-time constant up to SMALL_K: no test at all there)
+        whole = 8 * (na + 1) > k  # more classes than lines: the whole row
+        for p in range(lo, hi):
+            if p + PREFETCH_AHEAD < hi:
+                g = indices[p + PREFETCH_AHEAD]
+                if whole:
+                    _prefetch_row(Wm, g, k)
+                else:
+                    _prefetch(Wm, g, y)
+                    for q in range(na):
+                        _prefetch(Wm, g, cls[q])
+            _gather_some(s, Wm, indices[p], data[p], y, cls, na)
+    else:
+        for p in range(lo, hi):
+            _gather_some(s, Wm, indices[p], data[p], y, cls, na)
     if bias != 0.0:
         _gather_some(s, Wm, Wm.shape[0] - 1, bias, y, cls, na)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scores_some_dense(Wm, x, bias, s, y, cls, na):
+def _scores_some_dense(Wm, x, bias, s, y, cls, na, k):
     s[y] = 0.0
     for q in range(na):
         s[cls[q]] = 0.0
@@ -281,20 +338,20 @@ def _row_step_some(s, y, sq, brow, C, at, na, v, bnew, dk, idx, cls):
     return n
 
 
-def row_scores_some(Wm, X, i, bias, s, y, cls, na):
+def row_scores_some(Wm, X, i, bias, s, y, cls, na, k):
     """The scores of class ``y`` and classes ``cls[:na]`` of row ``i`` (the others untouched)."""
     raise NotImplementedError  # compiled only, through the overload below
 
 
 @overload(row_scores_some, inline="always")
-def _row_scores_some_impl(Wm, X, i, bias, s, y, cls, na):
+def _row_scores_some_impl(Wm, X, i, bias, s, y, cls, na, k):
     if isinstance(X, types.BaseTuple):
-        def csr(Wm, X, i, bias, s, y, cls, na):
-            _scores_some_csr(Wm, X[0], X[1], X[2][i], X[2][i + 1], bias, s, y, cls, na)
+        def csr(Wm, X, i, bias, s, y, cls, na, k):
+            _scores_some_csr(Wm, X[0], X[1], X[2][i], X[2][i + 1], bias, s, y, cls, na, k)
         return csr
 
-    def dense(Wm, X, i, bias, s, y, cls, na):
-        _scores_some_dense(Wm, X[i], bias, s, y, cls, na)
+    def dense(Wm, X, i, bias, s, y, cls, na, k):
+        _scores_some_dense(Wm, X[i], bias, s, y, cls, na, k)
     return dense
 
 
@@ -388,7 +445,7 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
                 if na < m:
                     for q in range(na):
                         cls[q] = c_index(at[q], y[i])
-                    row_scores_some(Wm, X, i, bias, s, y[i], cls, na)
+                    row_scores_some(Wm, X, i, bias, s, y[i], cls, na, k)
                     n = _row_step_some(s, y[i], sq, bm[i], C, at, na, v, bnew, dk, idx, cls)
                     if n:
                         row_scatter(Wm, X, i, bias, dk, cls, n, k, True)
