@@ -56,9 +56,8 @@ def main(argv=None) -> int:
         sys.path.insert(0, tmp)
         import kernels_before as old
 
-        path = os.path.join(args.data_dir, f"{args.data}.scale")
-        opener = lzma.open if not os.path.exists(path) else open
-        with opener(path if os.path.exists(path) else path + ".xz", "rb") as fh:
+        path = os.path.join(args.data_dir, f"{args.data}.scale")  # or, compressed, path + ".xz"
+        with (open(path, "rb") if os.path.exists(path) else lzma.open(path + ".xz")) as fh:
             X, y = load_svmlight_file(fh)
 
         def fit(mod, max_iter, seed):

@@ -94,6 +94,13 @@ def _prefetch_row(Wm, f, k):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _prefetch_end(lo, hi, k):
+    """The nonzeros ``lo <= p <`` this of a CSR row prefetch the row of ``p + PREFETCH_AHEAD``:
+    none with k <= SMALL_K (a compile-time constant there: the test folds away)."""
+    return hi - PREFETCH_AHEAD if k > SMALL_K else lo
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _n_classes(W, ktag):
     """k as a compile-time constant when the tag carries it, else from W's shape."""
     return W.shape[2] if len(ktag) == 0 else len(ktag)
@@ -125,14 +132,11 @@ def _add_row_some(Wm, f, a, dk, cls, n):
 def _scores_csr(Wm, data, indices, lo, hi, bias, s, k):
     for j in range(k):
         s[j] = 0.0
-    if k > SMALL_K:
-        for p in range(lo, hi):
-            if p + PREFETCH_AHEAD < hi:
-                _prefetch_row(Wm, indices[p + PREFETCH_AHEAD], k)
-            _gather(s, Wm, indices[p], data[p], k)
-    else:
-        for p in range(lo, hi):
-            _gather(s, Wm, indices[p], data[p], k)
+    ahead = _prefetch_end(lo, hi, k)
+    for p in range(lo, hi):
+        if p < ahead:
+            _prefetch_row(Wm, indices[p + PREFETCH_AHEAD], k)
+        _gather(s, Wm, indices[p], data[p], k)
     if bias != 0.0:
         _gather(s, Wm, Wm.shape[0] - 1, bias, k)
 
@@ -259,21 +263,18 @@ def _scores_some_csr(Wm, data, indices, lo, hi, bias, s, y, cls, na, k):
     s[y] = 0.0
     for q in range(na):
         s[cls[q]] = 0.0
-    if k > SMALL_K:  # (k is a compile-time constant up to SMALL_K: no test at all there)
-        whole = 8 * (na + 1) > k  # more classes than lines: the whole row
-        for p in range(lo, hi):
-            if p + PREFETCH_AHEAD < hi:
-                g = indices[p + PREFETCH_AHEAD]
-                if whole:
-                    _prefetch_row(Wm, g, k)
-                else:
-                    _prefetch(Wm, g, y)
-                    for q in range(na):
-                        _prefetch(Wm, g, cls[q])
-            _gather_some(s, Wm, indices[p], data[p], y, cls, na)
-    else:
-        for p in range(lo, hi):
-            _gather_some(s, Wm, indices[p], data[p], y, cls, na)
+    ahead = _prefetch_end(lo, hi, k)
+    whole = 8 * (na + 1) > k  # more classes in play than lines: the whole row
+    for p in range(lo, hi):
+        if p < ahead:
+            g = indices[p + PREFETCH_AHEAD]
+            if whole:
+                _prefetch_row(Wm, g, k)
+            else:
+                _prefetch(Wm, g, y)
+                for q in range(na):
+                    _prefetch(Wm, g, cls[q])
+        _gather_some(s, Wm, indices[p], data[p], y, cls, na)
     if bias != 0.0:
         _gather_some(s, Wm, Wm.shape[0] - 1, bias, y, cls, na)
 
