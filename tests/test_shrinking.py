@@ -337,3 +337,38 @@ def test_many_classes_csr_rows_give_the_dense_rows_bits(near_share, rng):
     assert np.abs(W1).max() > 0.1 and f1.any() and not f1.all()
     assert np.array_equal(W1, W2) and np.array_equal(b1, b2)
     assert np.array_equal(h1, h2) and np.array_equal(f1, f2)
+
+
+@pytest.mark.parametrize("k, sparse, dtype, bias", [(2, False, np.float64, 1.0), (3, True, np.float64, 0.0),
+                                                    (6, False, np.float32, 0.5), (8, True, np.float32, 1.0)])
+def test_small_k_vector_builds_give_the_generic_builds_bits(k, sparse, dtype, bias, monkeypatch, rng):
+    """Up to SMALL_K classes the kernels hold a row's k scores, and the row of W they add
+    to, in one vector (backends/_lanes.py), and a shrunk step scores and scatters all k
+    classes: full and shrunk passes, the objective and its near-flags must give, bit for
+    bit, what the generic build's scalar loops give for the same k (its shrunk steps score
+    and scatter only the classes in play)."""
+    from streamwww.backends import _kernels as K
+
+    n, d = 150, 12
+    X, y = make_classification(rng, n=n, d=d, k=k, sparse=sparse, density=0.6, dtype=dtype)
+    if not sparse:
+        X[rng.random((n, d)) < 0.2] = 0.0  # the dense gather and scatter skip zeros
+    block = make_block(X, y, bias)
+    near = (rng.random((1, n, k - 1)) < 0.5).astype(np.uint8)
+    be, models, C = CPUBackend(), np.array([0]), np.array([0.7])
+    out = []
+    for generic in (False, True):
+        if generic:
+            monkeypatch.setattr(K, "ktag", lambda k: ())
+        W, beta = np.zeros((1, d + (bias != 0.0), k)), np.zeros((1, n, k - 1))
+        for seed in range(4):  # full passes, then shrunk ones
+            order = np.random.default_rng(seed).permutation(n).astype(np.int64)
+            be.bcd_pass(W, block, beta, C, models, order, bias, SOLVER_IDS["walrus"], 1e-4,
+                        near=None if seed < 2 else near)
+        flags = np.zeros_like(near)
+        hinge = be.hinge_sums(W, block, bias, models, near=flags, reach=0.1)
+        out.append((W, beta, hinge, flags))
+    (W1, b1, h1, f1), (W2, b2, h2, f2) = out
+    assert np.abs(W1).max() > 0.1 and f1.any() and not f1.all()
+    assert np.array_equal(W1, W2) and np.array_equal(b1, b2)
+    assert np.array_equal(h1, h2) and np.array_equal(f1, f2)
