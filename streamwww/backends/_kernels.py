@@ -72,6 +72,23 @@ def ktag(k: int) -> tuple:
     return (0,) * k if k <= SMALL_K else ()
 
 
+@njit(nogil=True)
+def hold(arrays) -> None:
+    """Nothing: a use of the arrays in the tuple ``arrays`` where the call stands.
+
+    Numba inlines the row helpers (``inline="always"``) into each pass's row loop, and a
+    helper's array argument is a reference of its own, taken at the call (``NRT_incref``,
+    an atomic add) and dropped after its last use (``NRT_decref``).  Numba's pruning of
+    such pairs fails when that last use sits inside a branch (a decref on each path):
+    then every row paid them, a quarter of satimage's ``fit`` in ``perf`` (11 % of all
+    samples in ``NRT_incref``/``NRT_decref``).  A helper that ends with ``hold((a, b))``
+    uses its arrays once more after every branch, and the pairs are pruned.  Not inlined
+    by Numba (an inlined no-op is dead code, removed before it extends anything); LLVM
+    inlines the empty call away.  (``rowmath.row_weight``, shared with CUDA, cannot call
+    a CPU function: it ends with an always-true test on its arrays' shapes instead.)
+    """
+
+
 # Prefetch W's row of the feature this many nonzeros ahead in a CSR gather, when the
 # row holds more than SMALL_K classes (with fewer, W is small or the row is one line).
 PREFETCH_AHEAD = 8
@@ -151,6 +168,7 @@ def _scores_csr_impl(Wm, data, indices, lo, hi, bias, s, k, ktag):
             if bias != 0.0:
                 acc = lanes_madd(acc, bias, lanes_load_row(Wm, Wm.shape[0] - 1, ktag))
             lanes_store(acc, s)
+            hold((Wm, data, indices))
         return vector
 
     def scalar(Wm, data, indices, lo, hi, bias, s, k, ktag):
@@ -163,6 +181,7 @@ def _scores_csr_impl(Wm, data, indices, lo, hi, bias, s, k, ktag):
             _gather(s, Wm, indices[p], data[p], k)
         if bias != 0.0:
             _gather(s, Wm, Wm.shape[0] - 1, bias, k)
+        hold((Wm, data, indices, s))
     return scalar
 
 
@@ -182,6 +201,7 @@ def _scores_dense_impl(Wm, x, bias, s, k, ktag):
             if bias != 0.0:
                 acc = lanes_madd(acc, bias, lanes_load_row(Wm, Wm.shape[0] - 1, ktag))
             lanes_store(acc, s)
+            hold((Wm, x))
         return vector
 
     def scalar(Wm, x, bias, s, k, ktag):
@@ -192,6 +212,7 @@ def _scores_dense_impl(Wm, x, bias, s, k, ktag):
                 _gather(s, Wm, f, x[f], k)
         if bias != 0.0:
             _gather(s, Wm, Wm.shape[0] - 1, bias, k)
+        hold((Wm, x, s))
     return scalar
 
 
@@ -546,17 +567,20 @@ def _objective_row(Wm, X, y, weights, trains, split, bias, i, s, near, mdl, reac
     margin of class ``c(t)`` is below ``1 + reach`` (0 for an unscored row)."""
     m = k - 1
     w = row_weight(weights, trains, split, i)
+    loss = 0.0
     if w == 0.0:
         if record:
             for t in range(m):
                 near[mdl, i, t] = 0
-        return 0.0, False
-    row_scores(Wm, X, i, bias, s, k, ktag)
-    if record:
-        sy = s[y[i]]
-        for t in range(m):
-            near[mdl, i, t] = 1 if 1.0 - (sy - s[c_index(t, y[i])]) > -reach else 0
-    return w * _row_hinge(s, y[i], k), True
+    else:
+        row_scores(Wm, X, i, bias, s, k, ktag)
+        if record:
+            sy = s[y[i]]
+            for t in range(m):
+                near[mdl, i, t] = 1 if 1.0 - (sy - s[c_index(t, y[i])]) > -reach else 0
+        loss = w * _row_hinge(s, y[i], k)
+    hold((Wm, X, s, y, near))  # one exit, every array held to it: no refcounts per row
+    return loss, w != 0.0
 
 
 def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach, ktag):

@@ -59,9 +59,13 @@ def row_weight(weights, trains, split, i):
     ``split < 0``: every row trains.  The row's dual box is ``[0, C * weight]``
     and its hinge loss counts ``weight`` times in the primal.
     """
-    if split >= 0 and (trains[i] >> split) & 1 == 0:
-        return 0.0
-    return weights[i] if weights.shape[0] else 1.0
+    w = 0.0
+    if split < 0 or (trains[i] >> split) & 1 != 0:
+        w = weights[i] if weights.shape[0] else 1.0
+    # Both arrays used once more, outside the branches (a test always true): on the CPU,
+    # inlined per row, an array whose last use sits in a branch keeps an atomic
+    # incref/decref pair per call (backends._kernels.hold says more).
+    return w if weights.shape[0] + trains.shape[0] >= 0 else 0.0
 
 
 walrus_sweep_cpu = njit(cache=True)(walrus_sweep)
