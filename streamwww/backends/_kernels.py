@@ -72,7 +72,7 @@ def ktag(k: int) -> tuple:
     return (0,) * k if k <= SMALL_K else ()
 
 
-@njit(nogil=True)
+@njit(cache=True, nogil=True)
 def hold(arrays) -> None:
     """Nothing: a use of the arrays in the tuple ``arrays`` where the call stands.
 
