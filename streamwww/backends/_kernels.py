@@ -217,12 +217,12 @@ def _scores_dense_impl(Wm, x, bias, s, k, ktag):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _add_feature(Wm, f, a, dk, cls, n, k, few):
+def _add_feature(Wm, f, a, dk, cls, n, k, few, ktag):
     """Feature ``f``'s share of step 4: all classes, or only ``cls[:n]`` when ``few``."""
     if few:
         _add_row_some(Wm, f, a, dk, cls, n)
     else:
-        _add_row(Wm, f, a, dk, k)
+        _add_rows(Wm, f, a, dk, k, ktag)
 
 
 def _add_rows(Wm, f, a, dk, k, ktag):
@@ -252,7 +252,7 @@ def _scatter_csr(Wm, data, indices, lo, hi, bias, dk, cls, n, k, few, ktag):
         for p in range(lo, hi):
             _add_rows(Wm, indices[p], data[p], dk, k, ktag)
     if bias != 0.0:
-        _add_feature(Wm, Wm.shape[0] - 1, bias, dk, cls, n, k, few)
+        _add_feature(Wm, Wm.shape[0] - 1, bias, dk, cls, n, k, few, ktag)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -267,7 +267,7 @@ def _scatter_dense(Wm, x, bias, dk, cls, n, k, few, ktag):
             if x[f] != 0.0:
                 _add_rows(Wm, f, x[f], dk, k, ktag)
     if bias != 0.0:
-        _add_feature(Wm, Wm.shape[0] - 1, bias, dk, cls, n, k, few)
+        _add_feature(Wm, Wm.shape[0] - 1, bias, dk, cls, n, k, few, ktag)
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -47,7 +47,7 @@ def lanes(ktag) -> bool:
 
 
 def _vector_pointer(context, builder, aryty, ary, index):
-    """A ``<n x double>*`` at ``ary[index]`` (``index`` a list of intp values)."""
+    """The address of ``ary[index]`` (``index`` a list of intp values), where the lanes start."""
     arr = context.make_array(aryty)(context, builder, ary)
     return cgutils.get_item_pointer(context, builder, aryty, arr, index, wraparound=False)
 
