@@ -96,8 +96,10 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     eval_every : int or 'auto', default='auto'
         When to compute the objectives (a pass over every row; a stop is decided only
         there, on the exact duality gap): every this many epochs, or ``'auto'``:
-        after every epoch at first, then spaced by ``isqrt(e) // 2`` epochs after
-        epoch ``e`` (epochs 1-16, 18, 20, ..., 36, 39, ...; every 11 epochs at 500).
+        spaced by each model's progress, after epochs 1 and 2, then after half the
+        epochs its stopping rule is predicted away at its rate so far, at least 1
+        and at most ``2 isqrt(e)`` after epoch ``e`` (:mod:`streamwww.engine.schedule`;
+        a checkpoint from before 2026-11-27 resumes with the earlier fixed spacing).
         Shrinking's sets hold until the next objective pass.  A cluster run
         certifies every round with ``'auto'`` (docs/TRAINING.md).
     mix_shards : int, default=2

@@ -176,8 +176,9 @@ def register(sub) -> None:
                    help="shards trained together, rows interleaved; groups change every epoch "
                         f"(default {DEFAULTS['mix_shards']})")
     p.add_argument("--eval-every", type=_eval_every_arg, default=DEFAULTS["eval_every"],
-                   help="objectives every N epochs, or 'auto': every epoch at first, then about every "
-                        f"sqrt(epoch)/2 epochs (default {DEFAULTS['eval_every']})")
+                   help="objectives every N epochs, or 'auto': spaced by each model's progress, sparse "
+                        "while the stop is far, every epoch or two near it (at most 2 sqrt(epoch) apart) "
+                        f"(default {DEFAULTS['eval_every']})")
     p.add_argument("--cv", type=int, metavar="K", default=None,
                    help="choose C among the --C values by K-fold cross-validation (stratified, seeded folds; "
                         "all folds and C values train in the same passes); prints the best C and the table "

@@ -98,8 +98,8 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     n_iter_ : int
         Epochs run.
     history_ : list of dict
-        Per evaluated epoch (epochs 1 to 16, then about every ``sqrt(epoch) / 2``
-        epochs, and the last: ``eval_every="auto"``, docs/TRAINING.md): ``epoch``,
+        Per evaluated epoch (1 and 2, then spaced by the model's progress, and
+        the last: ``eval_every="auto"``, docs/TRAINING.md): ``epoch``,
         ``time`` (solver seconds, objective evaluation excluded), ``wall_time``,
         ``primal``, ``dual``, ``gap``, ``rel_gap``.
     n_features_in_ : int

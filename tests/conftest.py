@@ -111,3 +111,28 @@ def kill_after_commits(start, step, rng, tries: int, max_delay: float, on_kill=N
         if on_kill is not None:
             on_kill(proc)
     return kills, steps_seen
+
+
+def auto_epochs(history, *, tol=1e-3, gap_decay=None, max_iter=1000):
+    """The epochs version 2 of the ``"auto"`` schedule (engine.schedule) evaluates, replayed
+    from a run's own ``history``: epoch 1, then each evaluation's spacing, up to the run's
+    last epoch (its stop, or ``max_iter``, always evaluated)."""
+    from streamwww.engine.config import SolverConfig
+    from streamwww.engine.schedule import adaptive_spacing
+
+    cfg = SolverConfig(Cs=(1.0,), tol=tol, gap_decay=gap_decay, max_iter=max_iter, eval_every="auto", schedule=2)
+    gap_1, last = history[0]["gap"], history[-1]["epoch"]
+    epochs = [1]
+    while epochs[-1] < last:
+        upto = [h for h in history if h["epoch"] <= epochs[-1]]
+        epochs.append(min(last, epochs[-1] + adaptive_spacing(cfg, upto, gap_1)))
+    return epochs
+
+
+def stop_in_epoch(n: int):
+    """A ``progress`` callback that raises ``KeyboardInterrupt`` (as Ctrl-C would) once
+    epoch ``n`` (1-based) has trained a group: the run keeps its last commit."""
+    def progress(epoch, done, n_shards, rows):
+        if epoch == n:
+            raise KeyboardInterrupt
+    return progress

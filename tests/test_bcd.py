@@ -107,7 +107,7 @@ def test_callback_weights_are_the_model_of_that_epoch(rng):
     def cb(info):
         seen[info["epoch"]] = [info["weights"](j) for j in range(len(info["models"]))]
 
-    kw = dict(C=[0.5, 2.0], tol=0.0, random_state=3, fit_intercept=True)
+    kw = dict(C=[0.5, 2.0], tol=0.0, random_state=3, fit_intercept=True, eval_every=1)  # (a callback every epoch)
     sw.train((X, y), max_iter=4, callback=cb, **kw)
     assert sorted(seen) == [1, 2, 3, 4]
     for j, m in enumerate(sw.train((X, y), max_iter=2, **kw)):

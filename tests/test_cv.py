@@ -1,5 +1,7 @@
 """Cross-validation in one pass (issue 17.5): WWClassifierCV and train(..., cv=k)."""
 
+import json
+
 import numpy as np
 import pytest
 from sklearn.model_selection import GridSearchCV, KFold
@@ -9,7 +11,7 @@ from streamwww import WWClassifier, WWClassifierCV
 from streamwww.io import write_store
 from streamwww.stream.folds import shard_folds, train_bits
 
-from .conftest import make_classification
+from .conftest import make_classification, stop_in_epoch
 
 TIGHT = dict(tol=1e-10, max_iter=5000, random_state=0, device="cpu")
 
@@ -69,10 +71,12 @@ def test_store_equals_arrays_and_resumes(rng, tmp_path):
     run = dict(C=[0.1, 1.0], cv=4, tol=0, max_iter=6, random_state=3, device="cpu")
     with pytest.warns(Warning, match="did not converge"):
         full = sw.train(many, **run)
+    with pytest.raises(KeyboardInterrupt):  # stopped in epoch 4: the commit of epoch 3 is kept
+        sw.train(many, **run, checkpoint_dir=tmp_path / "ck", model_out=tmp_path / "m.npz", checkpoint_interval=0,
+                 progress=stop_in_epoch(4))
+    assert json.loads((tmp_path / "ck" / "manifest.json").read_text())["cursor"]["epoch"] == 3
     with pytest.warns(Warning, match="did not converge"):
-        sw.train(many, **{**run, "max_iter": 3}, checkpoint_dir=tmp_path / "ck", model_out=tmp_path / "m.npz")
-    with pytest.warns(Warning, match="did not converge"):
-        resumed = sw.resume(tmp_path / "ck", max_iter=6)
+        resumed = sw.resume(tmp_path / "ck")
     assert isinstance(resumed, WWClassifierCV)
     assert np.array_equal(resumed.coef_, full.coef_)
     assert np.array_equal(resumed.cv_results_["mean_test_score"], full.cv_results_["mean_test_score"])

@@ -106,7 +106,7 @@ def test_beta_on_disk_does_not_grow_between_commits(tmp_path, store):
     of each shard (and writes in flight) is on disk, whatever the epochs since the commit."""
     ck = tmp_path / "ck"
     counts = []
-    sw.train(store, checkpoint_dir=ck, checkpoint_interval=1e6, memory_budget=0,
+    sw.train(store, checkpoint_dir=ck, checkpoint_interval=1e6, memory_budget=0, eval_every=1,  # (a count per epoch)
              callback=lambda info: counts.append(len(_on_disk_versions(ck))), **KW)
     assert len(counts) == KW["max_iter"] and max(counts) <= 6 + KW["prefetch"]
     man = _check_invariant(ck, store, 2)
@@ -114,16 +114,18 @@ def test_beta_on_disk_does_not_grow_between_commits(tmp_path, store):
 
 
 def test_interval_bounds_lost_work_and_resume_continues_from_it(tmp_path, store):
-    """Stopped after epoch 7 with the interval unreached: the checkpoint is the run's
-    end (the user's stop); training on from it equals the uninterrupted run."""
+    """Stopped by the callback at epoch 8 (the first evaluated at or after 7: with no rule
+    to meet the schedule evaluates 1, 2, 4, 8, ...) with the interval unreached: the
+    checkpoint is the run's end (the user's stop); training on from it equals the
+    uninterrupted run."""
     kw = dict(KW, max_iter=14)
     reference = sw.train(store, **kw)
     ck = tmp_path / "ck"
     stopped = sw.train(store, checkpoint_dir=ck, checkpoint_interval=1e6,
                        callback=lambda info: info["epoch"] >= 7, **kw)
-    assert [m.n_iter_ for m in stopped] == [7, 7]
+    assert [m.n_iter_ for m in stopped] == [8, 8] and [h["epoch"] for h in stopped[0].history_] == [1, 2, 4, 8]
     man = json.loads((ck / "manifest.json").read_text())
-    assert man["step"] == 1 and man["cursor"]["epoch"] == 7
+    assert man["step"] == 1 and man["cursor"]["epoch"] == 8
     # 'stopped' is a user decision: mark the models as running again (re-sealed) and go on
     for r in man["results"]:
         r["status"] = "running"
@@ -194,8 +196,10 @@ def test_each_certificate_copies_W_into_the_one_before(tmp_path, store, monkeypa
 
     monkeypatch.setattr(CPUBackend, "copy_W", spy)
     m = sw.train(store, memory_budget=0, checkpoint_dir=tmp_path / "ck", checkpoint_interval=0,
-                 **dict(ONE, tol=0.0, max_iter=7))
-    assert m.n_iter_ == 7 and len(copies) == 6  # W_1 .. W_6 certified late; W_7 by a pass of its own
+                 **dict(ONE, tol=0.0, max_iter=12))
+    # W_1, W_2, W_4, W_8 certified late (no rule to meet: the schedule's widest spacing); W_12 by a
+    # pass of its own; the buffer of a certificate decided waits for the next one over epochs without
+    assert [h["epoch"] for h in m.history_] == [1, 2, 4, 8, 12] and len(copies) == 4
     assert copies[0] == (False, False, True)
     assert all(c == (True, True, True) for c in copies[1:])
 
@@ -207,8 +211,12 @@ def test_a_late_run_stopped_and_resumed_either_way_gives_the_same_model(tmp_path
     kw = dict(ONE, tol=0.0, gap_decay=0.01, max_iter=300)
     reference = sw.train(store, **kw)
 
+    evaluated = [h["epoch"] for h in reference.history_]
+    at = min(e for e in evaluated if e >= 6)  # the first certificate at or after epoch 6
+    assert at < reference.n_iter_
+
     def interrupt(info):
-        if info["epoch"] == 6:
+        if info["epoch"] == at:
             raise KeyboardInterrupt
 
     for again in (dict(memory_budget=0), dict(memory_budget="auto")):
@@ -216,17 +224,20 @@ def test_a_late_run_stopped_and_resumed_either_way_gives_the_same_model(tmp_path
         with pytest.raises(KeyboardInterrupt):
             sw.train(store, memory_budget=0, checkpoint_dir=ck, checkpoint_interval=0, callback=interrupt, **kw)
         man = json.loads((ck / "manifest.json").read_text())
-        # (the callback of epoch 6 ran after epoch 7 trained, before its commit)
-        assert man["cursor"]["epoch"] == 6 and man["results"][0]["history"][-1]["epoch"] == 5
+        # (the callback of epoch `at` ran after epoch at + 1 trained, before its commit)
+        assert man["cursor"]["epoch"] == at
+        assert man["results"][0]["history"][-1]["epoch"] == evaluated[evaluated.index(at) - 1]
         resumed = sw.train(store, checkpoint_dir=ck, checkpoint_interval=0, **again, **kw)
         assert resumed.coef_.tobytes() == reference.coef_.tobytes()
         assert _history(resumed) == _history(reference)
     ck = tmp_path / "stopped"
+    stop = min(e for e in evaluated if e >= 9)
+    assert stop < reference.n_iter_
     stopped = sw.train(store, memory_budget=0, checkpoint_dir=ck, checkpoint_interval=0,
                        callback=lambda info: info["epoch"] >= 9, **kw)
-    assert stopped.n_iter_ == 9 and stopped.history_[-1]["epoch"] == 9
+    assert stopped.n_iter_ == stop and stopped.history_[-1]["epoch"] == stop
     man = _check_invariant(ck, store, 1)
-    assert man["cursor"]["epoch"] == 9
+    assert man["cursor"]["epoch"] == stop
     man["results"][0]["status"] = "running"
     man["finished"] = False
     man["checksum"] = manifest_checksum(man)

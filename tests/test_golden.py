@@ -17,8 +17,13 @@ objectives (it was ``55a20340c44f9e92d80b`` before).
 
 Those three tables are runs with row-order version 1 (engine.order: NumPy's seeded
 permutation), every run's before 2026-11-26 and the version a checkpoint written then
-resumes with. ``GOLDEN_V2`` pins the defaults with version 2, the compiled shuffle new
-runs use; the hashes of the other tables did not change when it came.
+resumes with. ``GOLDEN_V2`` pins the defaults with version 2, the compiled shuffle
+runs used from 2026-11-26; the hashes of the other tables did not change when it came.
+
+All four use version 1 of the ``"auto"`` schedule (the epoch's function,
+engine.config.evaluation_epoch), every run's before 2026-11-27. ``GOLDEN_V3`` pins the
+defaults since then: row order 2 and schedule version 2 (engine.schedule: spaced by
+the run's progress); only the runs that set ``eval_every`` themselves keep their hash.
 
 Run ``python -m tests.test_golden`` to print the current hashes.
 """
@@ -64,26 +69,39 @@ def _digest(models) -> str:
     return h.hexdigest()[:20]
 
 
-# the tables: the runs' settings beyond each run's own, and the row-order version of new runs
-MODES = {"GOLDEN": {"shrinking": False, "eval_every": 1, "row_order": 1},
-         "GOLDEN_SHRINKING": {"shrinking": True, "eval_every": 1, "row_order": 1},
-         "GOLDEN_AUTO": {"row_order": 1},
-         "GOLDEN_V2": {"row_order": 2}}  # the defaults
+# the tables: the runs' settings beyond each run's own, and the row-order and schedule
+# versions of new runs
+MODES = {"GOLDEN": {"shrinking": False, "eval_every": 1, "row_order": 1, "schedule": 1},
+         "GOLDEN_SHRINKING": {"shrinking": True, "eval_every": 1, "row_order": 1, "schedule": 1},
+         "GOLDEN_AUTO": {"row_order": 1, "schedule": 1},
+         "GOLDEN_V2": {"row_order": 2, "schedule": 1},
+         "GOLDEN_V3": {"row_order": 2, "schedule": 2}}  # the defaults
 
 
 @contextlib.contextmanager
-def row_order_of_new_runs(version: int):
-    """New runs use row-order ``version`` (engine.order) inside the block."""
-    saved, engine_run.ROW_ORDER = engine_run.ROW_ORDER, version
+def _new_runs_take(name: str, version: int):
+    """New runs use ``version`` of engine.run's ``name`` inside the block."""
+    saved = getattr(engine_run, name)
+    setattr(engine_run, name, version)
     try:
         yield
     finally:
-        engine_run.ROW_ORDER = saved
+        setattr(engine_run, name, saved)
+
+
+def row_order_of_new_runs(version: int):
+    """New runs use row-order ``version`` (engine.order) inside the block."""
+    return _new_runs_take("ROW_ORDER", version)
+
+
+def schedule_of_new_runs(version: int):
+    """New runs use the ``"auto"`` schedule's ``version`` (engine.schedule) inside the block."""
+    return _new_runs_take("SCHEDULE", version)
 
 
 def _run(name: str, tmp, mode: str) -> str:
     sh = dict(MODES[mode])
-    with row_order_of_new_runs(sh.pop("row_order")):
+    with row_order_of_new_runs(sh.pop("row_order")), schedule_of_new_runs(sh.pop("schedule")):
         return _run_settings(name, tmp, sh)
 
 
@@ -182,6 +200,18 @@ GOLDEN_V2 = {
 }
 
 
+GOLDEN_V3 = {
+    "memory-dense": "3a6303a8a966c48a9390",
+    "memory-sparse-gapdecay": "a0d5f3bf1f3531be8230",
+    "memory-multiC": "f29abbff484fe1a73c06",
+    "memory-shark": "39298820669afab2a062",
+    "memory-k12-binary": "f6f2b94672be1c564491",
+    "store-zarr-mix2": "1e94c43d92e5bd69da8b",
+    "store-checkpoint-mix1-multiC": "97a4c9ce6d6ec082fac7",
+    "store-parquet-resume": "3eda8a5a1e5f35a27a17",
+}
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_golden_model(name, mode, tmp_path):
@@ -199,6 +229,8 @@ def test_shrinking_changes_the_trajectory():
         assert (GOLDEN[name] == GOLDEN_SHRINKING[name]) == (name == "memory-shark"), name
         assert (GOLDEN_AUTO[name] == GOLDEN_SHRINKING[name]) == (name == "store-checkpoint-mix1-multiC"), name
         assert GOLDEN_V2[name] != GOLDEN_AUTO[name], name  # the row order is part of every run
+        # the schedule, of every run on "auto"
+        assert (GOLDEN_V3[name] == GOLDEN_V2[name]) == (name == "store-checkpoint-mix1-multiC"), name
 
 
 def test_a_checkpoint_keeps_its_row_order(tmp_path):
@@ -225,6 +257,44 @@ def test_a_checkpoint_keeps_its_row_order(tmp_path):
     manifest = json.loads((tmp_path / "ck2" / "manifest.json").read_text())
     assert manifest["config"]["row_order"] == 2
     assert "row_order" not in json.loads((tmp_path / "ck" / "manifest.json").read_text())["config"]
+
+
+@pytest.mark.parametrize("budget", [{}, {"memory_budget": 0}])  # kept in memory; read every epoch (late)
+def test_a_checkpoint_keeps_its_schedule(tmp_path, budget):
+    """A run on version 1 of the "auto" schedule, interrupted and resumed where new runs
+    take version 2, goes on with version 1 (its settings lack the field): bitwise the run
+    on version 1 throughout, evaluated at version 1's epochs.  A run on version 2,
+    interrupted after an epoch without objectives, resumes bitwise too (the spacing is
+    read from the checkpoint's history)."""
+    from streamwww.engine.config import evaluation_epoch
+
+    X, y = _data(12, 400, 10, 4, True)
+    write_store(tmp_path / "d.zarr", X, y, shard_rows=100)
+    kw = dict(C=1.0, tol=1e-6, random_state=13, max_iter=90, checkpoint_interval=0, **budget)
+
+    def stop_at_21(epoch, done, n_shards, rows):
+        if epoch == 21:
+            raise KeyboardInterrupt
+
+    def interrupted(ck, first: int):
+        with schedule_of_new_runs(first), pytest.raises(KeyboardInterrupt):
+            sw.train(tmp_path / "d.zarr", **kw, checkpoint_dir=tmp_path / ck, progress=stop_at_21)
+        assert json.loads((tmp_path / ck / "manifest.json").read_text())["cursor"]["epoch"] == 20
+        return sw.resume(tmp_path / ck)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with schedule_of_new_runs(1):
+            v1 = sw.train(tmp_path / "d.zarr", **kw)
+        old = interrupted("ck1", 1)  # resumed where new runs take version 2
+        v2 = sw.train(tmp_path / "d.zarr", **kw)
+        new = interrupted("ck2", 2)
+    assert _digest(old) == _digest(v1) != _digest(v2) == _digest(new)
+    assert [h["epoch"] for h in v1.history_] == [e for e in range(1, v1.n_iter_ + 1)
+                                                 if evaluation_epoch(e) or e == v1.n_iter_]
+    assert 20 not in [h["epoch"] for h in v2.history_] and len(v2.history_) < len(v1.history_) / 2
+    assert "schedule" not in json.loads((tmp_path / "ck1" / "manifest.json").read_text())["config"]
+    assert json.loads((tmp_path / "ck2" / "manifest.json").read_text())["config"]["schedule"] == 2
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@ the optimum, and bitwise resume."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import numpy as np
@@ -14,7 +15,7 @@ from streamwww.backends.cpu import CPUBackend
 from streamwww.io import write_store
 from streamwww.solvers import SOLVER_IDS
 
-from .conftest import make_classification
+from .conftest import auto_epochs, make_classification
 
 
 def _pass(W, X, y, beta, C, near=None, seed=0):
@@ -94,6 +95,37 @@ def test_several_C_each_equal_their_own_shrunk_run(rng):
         assert np.array_equal(m.coef_, one.coef_) and m.n_iter_ == one.n_iter_
 
 
+@pytest.mark.parametrize("budget", ["auto", 0])  # beta in memory / on disk (the sets spilled)
+def test_several_C_keep_their_own_schedules_through_a_resume(budget, tmp_path, rng):
+    """Each model of a list of ``C`` is evaluated at its own epochs (the adaptive schedule
+    reads its own history): killed after an epoch where one model's objectives were computed
+    and the other's not, the run resumes with each model's sets made from its own ``W``,
+    and each model is its single run's, bitwise."""
+    X, y = make_classification(rng, n=500, d=10, k=4, sparse=True)
+    store = write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
+    kw = dict(tol=1e-5, random_state=5, memory_budget=budget, checkpoint_interval=0, max_iter=150)
+    Cs = [0.05, 5.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        single = [sw.train(store, C=C, **kw) for C in Cs]
+        epochs = [{h["epoch"] for h in m.history_} for m in single]
+        # an epoch end where one model was evaluated and the other was not, both running
+        split = min(e for e in (epochs[0] ^ epochs[1]) if e < min(m.n_iter_ for m in single))
+
+        def kill_after(epoch, done, n_shards, rows):
+            if epoch == split + 1:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            sw.train(store, C=Cs, checkpoint_dir=tmp_path / "ck", progress=kill_after, **kw)
+        manifest = json.loads((tmp_path / "ck" / "manifest.json").read_text())
+        assert manifest["cursor"]["epoch"] == split and manifest.get("W_sets")
+        both = sw.resume(tmp_path / "ck")
+    for m, one in zip(both, single):
+        assert np.array_equal(m.coef_, one.coef_) and m.n_iter_ == one.n_iter_
+        assert [h["epoch"] for h in m.history_] == [h["epoch"] for h in one.history_]
+
+
 @pytest.mark.parametrize("budget", ["auto", 0])  # beta in memory / objectives one epoch late
 def test_a_shrunk_store_run_resumes_bitwise(budget, tmp_path, rng):
     X, y = make_classification(rng, n=600, d=10, k=5, sparse=True)
@@ -102,11 +134,18 @@ def test_a_shrunk_store_run_resumes_bitwise(budget, tmp_path, rng):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         whole = sw.train(store, max_iter=12, checkpoint_dir=tmp_path / "a", **kw)
-        sw.train(store, max_iter=5, checkpoint_dir=tmp_path / "b", **kw)
-        resumed = sw.resume(tmp_path / "b", max_iter=12)
+
+        def stop_in_epoch_6(epoch, done, n_shards, rows):
+            if epoch == 6:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):  # killed in epoch 6 (the 5th ends without objectives)
+            sw.train(store, max_iter=12, checkpoint_dir=tmp_path / "b", progress=stop_in_epoch_6, **kw)
+        resumed = sw.resume(tmp_path / "b")
         full = sw.train(store, max_iter=12, shrinking=False, **kw)
     assert np.array_equal(whole.coef_, resumed.coef_)
     assert [e["primal"] for e in whole.history_] == [e["primal"] for e in resumed.history_]
+    assert 5 not in [e["epoch"] for e in whole.history_]
     assert not np.array_equal(whole.coef_, full.coef_)  # the store run did shrink
 
 
@@ -206,9 +245,9 @@ def test_a_mid_epoch_checkpoint_continued_with_late_objectives_keeps_its_sets(tm
     assert np.array_equal(go_on.coef_, whole.coef_) and go_on.n_iter_ == whole.n_iter_
 
 
-def test_the_auto_schedule_evaluates_every_epoch_first_then_spaced_out(rng):
-    """``eval_every="auto"`` (the default): epochs 1-16, then every isqrt(e) // 2 epochs; the
-    history has exactly those epochs (and the last); the schedule is the epoch's alone."""
+def test_auto_schedule_version_1_is_the_epochs_alone():
+    """Version 1 of ``eval_every="auto"`` (a checkpoint written before 2026-11-27 resumes
+    with it): epochs 1-16, then every isqrt(e) // 2 epochs, a function of the epoch alone."""
     from streamwww.engine.config import SolverConfig, evaluation_epoch
 
     got = [e for e in range(1, 80) if evaluation_epoch(e)]
@@ -218,11 +257,51 @@ def test_the_auto_schedule_evaluates_every_epoch_first_then_spaced_out(rng):
     cfg = SolverConfig(Cs=(1.0,), max_iter=37, eval_every="auto")
     assert cfg.evaluates(37) and not cfg.evaluates(35) and cfg.sticky_sets
     assert not SolverConfig(Cs=(1.0,)).sticky_sets  # eval_every=1: nothing to hold sets across
+    with pytest.raises(ValueError, match="needs the run's history"):
+        SolverConfig(Cs=(1.0,), eval_every="auto", schedule=2).evaluates(5)
+
+
+def test_auto_schedule_spacing_follows_the_progress():
+    """Version 2: after one evaluation the next epoch; then half the epochs the rule is
+    predicted away at the average rate so far, between 1 and 2 isqrt(e)."""
+    from streamwww.engine.config import SolverConfig
+    from streamwww.engine.schedule import adaptive_spacing
+
+    def hist(*points):
+        return [{"epoch": e, "gap": g, "rel_gap": r} for e, g, r in points]
+
+    tol = SolverConfig(Cs=(1.0,), tol=1e-3, eval_every="auto", schedule=2)
+    assert adaptive_spacing(tol, hist((1, 1.0, 0.5)), 1.0) == 1
+    # rel_gap 0.5 -> 0.005 in 15 epochs: log(500 / 5) / 15 per epoch, log(5) to go: 5.2 epochs, half 2
+    assert adaptive_spacing(tol, hist((1, 1.0, 0.5), (16, 0.1, 0.005)), 1.0) == 2
+    # 0.5 -> 0.05 in 15 epochs: 25 to go, half 12, capped at 2 isqrt(16) = 8
+    assert adaptive_spacing(tol, hist((1, 1.0, 0.5), (16, 0.1, 0.05)), 1.0) == 8
+    assert adaptive_spacing(tol, hist((1, 1.0, 0.5), (4, 1.2, 0.6)), 1.0) == 4  # no progress yet: the cap
+    assert adaptive_spacing(tol, hist((1, 1.0, 0.5), (4, 0.0, 0.0)), 1.0) == 1  # met (a stop decides)
+    decay = SolverConfig(Cs=(1.0,), tol=0, gap_decay=1e-3, eval_every="auto", schedule=2)
+    # gap 2 -> 0.03 in 8 epochs against 0.002: log(1000 / 15) / 8 per epoch, log(15) to go: 5.2, half 2
+    assert adaptive_spacing(decay, hist((1, 2.0, 0.9), (9, 0.03, 0.9)), 2.0) == 2
+    both = SolverConfig(Cs=(1.0,), tol=0.5, gap_decay=1e-3, eval_every="auto", schedule=2)
+    assert adaptive_spacing(both, hist((1, 2.0, 0.9), (9, 0.03, 0.9)), 2.0) == 6  # tol nearer: 0.4 of 9
+    never = SolverConfig(Cs=(1.0,), tol=0, eval_every="auto", schedule=2)
+    assert adaptive_spacing(never, hist((1, 2.0, 0.9), (9, 0.03, 0.9)), 2.0) == 6  # no rule: the cap
+
+
+def test_the_auto_schedule_evaluates_the_epochs_its_spacing_names(rng):
+    """``eval_every="auto"`` (the default): the history has exactly epoch 1, the epochs the
+    spacing names from the history before them, and the last."""
+    from streamwww.engine.schedule import SCHEDULE
+
+    assert SCHEDULE == 2
     X, y = make_classification(rng, n=300, d=8, k=4)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = sw.WWClassifier(C=1.0, tol=0, max_iter=45, random_state=0).fit(X, y)
-    assert [h["epoch"] for h in m.history_] == [e for e in range(1, 46) if evaluation_epoch(e) or e == 45]
+        g = sw.WWClassifier(C=1.0, tol=0, gap_decay=1e-3, max_iter=400, random_state=0).fit(X, y)
+    got = [h["epoch"] for h in m.history_]
+    assert got == auto_epochs(m.history_, tol=0, max_iter=45) and got[-1] == 45 and len(got) < 15
+    got = [h["epoch"] for h in g.history_]
+    assert got == auto_epochs(g.history_, tol=0, gap_decay=1e-3) and g.n_iter_ < 400 and len(got) < g.n_iter_ / 3
     for bad in ("sometimes", 0, 2.5, True):
         with pytest.raises(ValueError, match=r"'eval_every' parameter of train must be an int in \[1, inf\) or 'auto'"):
             sw.train((X, y), eval_every=bad)

@@ -4,6 +4,8 @@ A weight ``w_i`` is the per-row dual box ``[0, C w_i]`` and a ``w_i``-weighted
 hinge term: integer weights give the optimum of the data with rows repeated.
 """
 
+import json
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -13,7 +15,7 @@ import streamwww as sw
 from streamwww import WWClassifier, load_model, save_model
 from streamwww.io import write_store
 
-from .conftest import make_classification
+from .conftest import make_classification, stop_in_epoch
 
 TIGHT = dict(tol=1e-10, max_iter=3000, random_state=0, device="cpu")
 SHORT = dict(tol=1e-2, max_iter=300, random_state=0, device="cpu")  # where models are compared bitwise
@@ -128,8 +130,11 @@ def test_weighted_checkpoint_resumes_and_refuses_other_weights(rng, tmp_path):
     store = write_store(tmp_path / "s.zarr", X, y, shard_rows=20)
     kw = dict(C=0.5, tol=0, max_iter=6, random_state=3, device="cpu")
     full = sw.train(store, class_weight={1: 2.0}, **kw)
-    sw.train(store, class_weight={1: 2.0}, checkpoint_dir=tmp_path / "ck", **{**kw, "max_iter": 3})
-    resumed = sw.resume(tmp_path / "ck", max_iter=6)
+    with pytest.raises(KeyboardInterrupt):  # stopped in epoch 4: the commit of epoch 3 is kept
+        sw.train(store, class_weight={1: 2.0}, checkpoint_dir=tmp_path / "ck", checkpoint_interval=0,
+                 progress=stop_in_epoch(4), **kw)
+    assert json.loads((tmp_path / "ck" / "manifest.json").read_text())["cursor"]["epoch"] == 3
+    resumed = sw.resume(tmp_path / "ck")
     assert np.array_equal(resumed.coef_, full.coef_)
     assert resumed.class_weight == {1: 2.0}
     with pytest.raises(sw.errors.CheckpointError, match="fingerprint|other data"):

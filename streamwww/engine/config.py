@@ -18,7 +18,8 @@ __all__ = ["SolverConfig", "ModelResult", "Cursor", "results_to_json", "results_
            "warn_not_converged"]
 
 
-# eval_every="auto": after epoch e, the next objective pass comes _auto_spacing(e) epochs
+# eval_every="auto", version 1 (runs checkpointed before 2026-11-27; new runs use version 2,
+# engine.schedule): after epoch e, the next objective pass comes _auto_spacing(e) epochs
 # later: every epoch at first, then spaced by about sqrt(e) / AUTO_DIVISOR.  The passes
 # then cost ~4 sqrt(N) of N epochs' worth, and a stop comes at most ~sqrt(N) / 2 epochs
 # after the first epoch that met the rule (a relative overshoot of 1 / (2 sqrt(N))).
@@ -65,6 +66,7 @@ class SolverConfig:
     splits: tuple[int, ...] | None = None  # per model, the cross-validation split it trains on (-1: all rows)
     shrinking: bool = False  # engine.shrink (False: what runs before shrinking existed did)
     row_order: int = 1  # engine.order's version (1: what runs before version 2 existed did)
+    schedule: int = 1  # the "auto" schedule's version (engine.schedule; 1: evaluation_epoch's)
 
     @property
     def bias(self) -> float:
@@ -81,6 +83,8 @@ class SolverConfig:
         if epoch == self.max_iter or (self.gap_decay is not None and epoch == 1):
             return True
         if self.eval_every == "auto":
+            if self.schedule >= 2:  # a function of the run's history: engine.schedule.Schedule
+                raise ValueError("the adaptive 'auto' schedule needs the run's history (engine.schedule)")
             return evaluation_epoch(epoch)
         return epoch % int(self.eval_every) == 0
 
@@ -118,6 +122,8 @@ class SolverConfig:
             del out["shrinking"]  # as before shrinking existed: old checkpoints stay comparable
         if self.row_order == 1:
             del out["row_order"]  # as before version 2 existed: old checkpoints stay comparable
+        if self.schedule == 1:
+            del out["schedule"]  # as before version 2 existed: old checkpoints stay comparable
         return out
 
 

@@ -9,7 +9,10 @@ is the feed's job; making state durable is the checkpoint hook's.
 
 Several models (one per ``C``) share every pass over the data; each is updated,
 evaluated and stopped exactly as it would be alone, so a model trained in a
-group equals its own single-``C`` run.
+group equals its own single-``C`` run.  Which epochs are evaluated is each
+model's own (:class:`~streamwww.engine.schedule.Schedule`): an objective pass
+scores the models due, and the others keep the shrinking sets, and the ``W``
+that made them (``sets_W``, for a commit), of their last pass.
 
 The objectives of ``W_t`` need a pass over every row.  By default it follows
 epoch ``t`` (a second read of each shard).  With ``late=True`` (one model) they are
@@ -36,6 +39,7 @@ from streamwww.backends.base import Backend, model_splits, ordered_row_sums
 from streamwww.engine import objective
 from streamwww.engine.config import Cursor, ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
+from streamwww.engine.schedule import Schedule
 from streamwww.engine.shrink import REACH, NearSets, near_args, new_near, shrinking_applies
 from streamwww.solvers import SOLVER_IDS
 from streamwww.stream.betas import split_rows
@@ -152,7 +156,8 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     Cs = np.asarray(cfg.Cs, dtype=np.float64)
     splits = model_splits(cfg.splits, len(cfg.Cs))
     solver = SOLVER_IDS[cfg.subproblem]
-    plan = EpochPlan(cfg, data.n_shards)
+    schedule = Schedule(cfg, results)  # the epochs whose objectives are computed
+    plan = EpochPlan(cfg, data.n_shards, schedule.evaluates)
     active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
     wall0 = time.perf_counter() - cur.train_time
     if late and not late_allowed(len(cfg.Cs), cfg.splits, hooks.checkpoint_every):
@@ -173,17 +178,20 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     if shrink:
         logger.info("shrinking: settled coordinates of beta sit out the epoch after each objective pass")
     pending = None  # late: the certificate of W_{epoch} summed while this epoch trains
-    at_evaluated_end = active.size and cur.pos == 0 and 0 < cur.epoch and cfg.evaluates(cur.epoch)
+    spare = None  # late: the W of a certificate that is done with, for the next one
+    due = schedule.due(cur.epoch, active) if active.size and cur.pos == 0 and 0 < cur.epoch else active[:0]
+    at_evaluated_end = due.size > 0
     if at_evaluated_end and \
-            all(not results[i].history or results[i].history[-1]["epoch"] < cur.epoch for i in active):
+            all(not results[i].history or results[i].history[-1]["epoch"] < cur.epoch for i in due):
         # resumed where W_{epoch} is not certified yet (a late run's, or a cluster run's, checkpoint)
         if late and cur.epoch < cfg.max_iter:
             pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0, shrink=shrink)
         else:
-            active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
-                               wall=time.perf_counter() - wall0, rows=0, epoch_time=0.0,
-                               then=plan.next_groups(cur.epoch), near=near)
-    elif at_evaluated_end and shrink and cur.epoch < cfg.max_iter:
+            _evaluate(data, betas, cfg, backend, feed, W, due, results, cur, hooks,
+                      wall=time.perf_counter() - wall0, rows=0, epoch_time=0.0,
+                      then=plan.next_groups(cur.epoch), near=near, partial=due.size < active.size)
+            active = np.array([i for i in active if results[i].status == "running"], dtype=np.int64)
+    elif at_evaluated_end and shrink and cur.epoch < cfg.max_iter and W_sets is None:
         # resumed after a certified W_{epoch}: the sets its objective pass made, made again
         if late:
             pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0, shrink=shrink,
@@ -239,43 +247,52 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         for i in active:
             results[i].n_iter = cur.epoch
 
-        if pending is not None and keep_sets_W and not cfg.evaluates(cur.epoch):
-            sets_W = backend.to_host(pending.W)  # its sets serve the epochs until the next certificate
-        if pending is not None and pending.sets_only:  # (W_t was certified before a resume)
-            pending = None
-        spare = None  # the W of a certificate that is done with, for the next one
-        if pending is not None:  # the certificate of the epoch before, now complete
-            certified, pending = pending, None
-            active = _decide(cfg, backend, certified.W, certified.hinge(), certified.beta_sum(),
-                             certified.active, results, certified.cursor, hooks, wall=certified.wall,
-                             rows=certified.rows, epoch_time=certified.epoch_time,
+        if pending is not None and not pending.sets_only:  # the certificate of the epoch before, now complete
+            active = _decide(cfg, backend, pending.W, pending.hinge(), pending.beta_sum(),
+                             pending.active, results, pending.cursor, hooks, wall=pending.wall,
+                             rows=pending.rows, epoch_time=pending.epoch_time,
                              n_features=data.n_features)
             if not active.size:  # it stops there: back to W_t, its beta and its position
-                W = certified.W
+                W = pending.W
                 betas.rewind()
-                cur.epoch, cur.train_time = certified.cursor.epoch, certified.cursor.train_time
-                for i in certified.active:
+                cur.epoch, cur.train_time = pending.cursor.epoch, pending.cursor.train_time
+                for i in pending.active:
                     results[i].n_iter = cur.epoch
                 break
-            spare, certified = certified.W, None
-        if cfg.evaluates(cur.epoch):
-            if late and cur.epoch < cfg.max_iter:
+            spare = pending.W
+        # (after the decision: the adaptive schedule's next epoch depends on it)
+        if pending is not None and keep_sets_W and not schedule.evaluates(cur.epoch):
+            sets_W = backend.to_host(pending.W)  # its sets serve the epochs until the next certificate
+        pending = None
+        due = schedule.due(cur.epoch, active)  # (the adaptive schedule: each model at its own epochs)
+        if due.size:
+            if late and cur.epoch < cfg.max_iter:  # (one model)
                 pending = _Certificate(backend, W, cur, data, cfg, active, rows=rows, epoch_time=epoch_time,
                                        wall=time.perf_counter() - wall0, shrink=shrink, spare=spare)
             else:
-                active = _evaluate(data, betas, cfg, backend, feed, W, active, results, cur, hooks,
-                                   wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
-                                   then=plan.next_groups(cur.epoch), near=near)
-                # (a host copy of W only where a commit may need it before the next objective pass)
-                sets_W = backend.to_host(W) if keep_sets_W and active.size and (
-                    hooks.checkpoint_every > 0 or not cfg.evaluates(cur.epoch + 1)) else None
+                left = _evaluate(data, betas, cfg, backend, feed, W, due, results, cur, hooks,
+                                 wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
+                                 then=plan.next_groups(cur.epoch), near=near, partial=due.size < active.size)
+                active = np.array([i for i in active if results[i].status == "running"], dtype=np.int64)
+                # a host copy of W only where a commit may need it before the next objective pass:
+                # the W whose sets each model trains with (models not due keep theirs)
+                if keep_sets_W and active.size and (hooks.checkpoint_every > 0 or sets_W is not None or
+                                                    schedule.due(cur.epoch + 1, active).size < active.size):
+                    Wh = backend.to_host(W)
+                    if sets_W is None or due.size == left.size == active.size:
+                        sets_W = Wh
+                    else:
+                        sets_W[left] = Wh[left]
+                elif not (keep_sets_W and active.size):
+                    sets_W = None
         elif not sticky:
             sets_W = None  # the next epoch passes over every coordinate
-        spare = None
+        if pending is not None:
+            spare = None  # (taken by the new certificate)
         if active.size and cur.epoch < cfg.max_iter and hooks.commit_due():  # (the caller commits the end)
             # after an epoch without objectives, the W whose sets the next epoch uses
             hooks.commit(backend.to_host(W), cur, results,
-                         W_sets=None if cfg.evaluates(cur.epoch) else sets_W)
+                         W_sets=None if schedule.due(cur.epoch, active).size == active.size else sets_W)
 
     if near is not None:
         near.close()
@@ -356,14 +373,16 @@ def _in_order(parts, n: int) -> np.ndarray:
 
 def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active, results, cur: Cursor,
               hooks: Hooks, *, wall: float, rows: int, epoch_time: float, then=(),
-              near: NearSets | None = None) -> np.ndarray:
-    """Primal, dual and gap of every active model (one streaming pass); who stops.
-    With ``near``, the pass also makes the shrinking sets of the next epoch."""
+              near: NearSets | None = None, partial: bool = False) -> np.ndarray:
+    """Primal, dual and gap of the models ``active`` (one streaming pass); those still
+    running after it.  With ``near``, the pass also makes their shrinking sets for the
+    next epoch (``partial``: other models keep theirs)."""
     hinge = np.zeros(active.shape[0])
     beta_sum = np.zeros(active.shape[0])
     splits = model_splits(cfg.splits, len(cfg.Cs))
     for (s,), block in feed.eval_stream(then):
-        hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits, **_near_args(near, s))
+        hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits,
+                                    **_near_args(near, s, partial))
         if near is not None:
             near.filled(s)
         beta_sum += betas.sums(s, active)
@@ -372,9 +391,9 @@ def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active,
                    epoch_time=epoch_time, n_features=data.n_features)
 
 
-def _near_args(near: NearSets | None, shard: int) -> dict:
+def _near_args(near: NearSets | None, shard: int, partial: bool = False) -> dict:
     """``hinge_sums``'s keyword arguments that fill ``shard``'s shrinking set (none without)."""
-    return near_args(None if near is None else near.buffer(shard))
+    return near_args(None if near is None else near.buffer(shard, keep=partial))
 
 
 def _near_pass(data, cfg: SolverConfig, backend: Backend, feed, W, active, near: NearSets, then=()) -> None:
@@ -420,8 +439,9 @@ def _decide(cfg: SolverConfig, backend: Backend, W, hinge, beta_sum, active, res
                                     "primal": P.tolist(), "dual": D.tolist(), "rel_gap": R.tolist(),
                                     "rows_per_s": rows_per_s, "weights": weights}))
     active = np.array([i for i in active if int(i) not in finished], dtype=np.int64)
-    if stop:
-        for i in active:
-            results[i].status = "stopped"
+    if stop:  # every running model of the run, evaluated now or not
+        for res in results:
+            if res.status == "running":
+                res.status = "stopped"
         active = active[:0]
     return active

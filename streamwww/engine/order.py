@@ -58,11 +58,15 @@ class EpochPlan:
     ----------
     cfg : SolverConfig
     n_shards : int
+    evaluates : callable, optional
+        Whether the objectives follow an epoch (default ``cfg.evaluates``; a run's
+        :class:`~streamwww.engine.schedule.Schedule` with the adaptive schedule).
     """
 
-    def __init__(self, cfg, n_shards: int):
+    def __init__(self, cfg, n_shards: int, evaluates=None):
         self.cfg = cfg
         self.n_shards = int(n_shards)
+        self.evaluates = evaluates if evaluates is not None else cfg.evaluates
 
     def groups(self, epoch: int, start: int = 0) -> list[tuple[int, ...]]:
         """The groups epoch ``epoch`` (0-based) trains from shard position ``start``
@@ -79,6 +83,6 @@ class EpochPlan:
         prefetching: the evaluation pass, or the next epoch's groups; and whether
         that next stream trains (needs ``beta``). ``late``: the objectives come with
         the next epoch's training, and a pass of their own only after the last epoch."""
-        if self.cfg.evaluates(epoch + 1) and not (late and epoch + 1 < self.cfg.max_iter):
+        if self.evaluates(epoch + 1) and not (late and epoch + 1 < self.cfg.max_iter):
             return [(s,) for s in range(self.n_shards)], False
         return self.next_groups(epoch + 1), True

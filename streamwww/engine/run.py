@@ -39,6 +39,7 @@ from streamwww.engine.config import (
 )
 from streamwww.engine.driver import Hooks, late_allowed, run_bcd
 from streamwww.engine.order import ROW_ORDER
+from streamwww.engine.schedule import SCHEDULE
 from streamwww.errors import CheckpointError
 from streamwww.stream.betas import DiskBetas, InMemoryBetas
 from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
@@ -62,7 +63,8 @@ class Fit:
 def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every: int | str = 1,
                   mix_shards: int = UNMIXED, splits=None, manifest: dict | None = None) -> SolverConfig:
     """The :class:`SolverConfig` of estimator parameters ``params`` (``get_params()``); with the
-    ``manifest`` of the checkpoint it continues, that run's row-order version (engine.order)."""
+    ``manifest`` of the checkpoint it continues, that run's row-order version (engine.order)
+    and objective-schedule version (engine.schedule)."""
     gap_decay = params["gap_decay"]
     return SolverConfig(Cs=tuple(float(c) for c in Cs), tol=float(params["tol"]),
                         max_iter=int(params["max_iter"]),
@@ -75,7 +77,8 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         mix_shards=int(mix_shards),
                         splits=None if splits is None else tuple(int(s) for s in splits),
                         shrinking=bool(params.get("shrinking", False)),
-                        row_order=ROW_ORDER if manifest is None else int(manifest["config"].get("row_order", 1)))
+                        row_order=ROW_ORDER if manifest is None else int(manifest["config"].get("row_order", 1)),
+                        schedule=SCHEDULE if manifest is None else int(manifest["config"].get("schedule", 1)))
 
 
 def check_manifest(path, manifest: dict, data) -> None:

@@ -114,11 +114,17 @@ class NearSets:
             self._file = np.memmap(os.path.join(self._dir.name, "near.u8"), dtype=np.uint8, mode="w+",
                                    shape=(max(1, int(self._start[-1])),))
 
-    def buffer(self, shard: int) -> np.ndarray:
-        """The array the objective pass of ``shard`` fills (then :meth:`filled`)."""
+    def buffer(self, shard: int, keep: bool = False) -> np.ndarray:
+        """The array the objective pass of ``shard`` fills (then :meth:`filled`); with
+        ``keep`` (a pass over some of the models) it holds the shard's sets so far, which
+        the models not scored keep."""
+        shard = int(shard)
+        old = self._get(shard, drop=False) if keep else None
         out = new_near(self._shape[0], int(self._rows[shard]), self._shape[1] + 1)
-        self._sets[int(shard)] = out
-        self._spilled.discard(int(shard))
+        if old is not None:
+            out[...] = old
+        self._sets[shard] = out
+        self._spilled.discard(shard)
         return out
 
     def filled(self, shard: int) -> None:
