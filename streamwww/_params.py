@@ -102,7 +102,7 @@ DEFAULTS = {
     "mix_shards": 2,        # shards trained together as one block (stores)
     "prefetch": "auto",     # shards loading ahead: 2, or 6 from an object store (resolve_prefetch)
     "inner_passes": 1,      # passes over a loaded shard group
-    "eval_every": "auto",   # epochs between objective passes ("auto": engine.config.evaluation_epoch)
+    "eval_every": "auto",   # epochs between objective passes ("auto": engine.schedule)
     "checkpoint_every": 0,  # shards between checkpoints within an epoch (0: epoch ends only)
     "checkpoint_interval": 60.0,  # seconds at least between two checkpoints of a run (0: no minimum)
     "memory_budget": "auto",  # decoded shards kept in RAM between epochs (stores)
