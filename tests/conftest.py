@@ -125,7 +125,7 @@ def auto_epochs(history, *, tol=1e-3, gap_decay=None, max_iter=1000):
     epochs = [1]
     while epochs[-1] < last:
         upto = [h for h in history if h["epoch"] <= epochs[-1]]
-        epochs.append(min(last, epochs[-1] + adaptive_spacing(cfg, upto, gap_1)))
+        epochs.append(min(max_iter, epochs[-1] + adaptive_spacing(cfg, upto, gap_1)))
     return epochs
 
 
