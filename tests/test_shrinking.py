@@ -265,7 +265,7 @@ def test_auto_schedule_spacing_follows_the_progress():
     """Version 2: after one evaluation the next epoch; then half the epochs the rule is
     predicted away at the average rate so far, between 1 and 2 isqrt(e)."""
     from streamwww.engine.config import SolverConfig
-    from streamwww.engine.schedule import adaptive_spacing
+    from streamwww.engine.schedule import Schedule, adaptive_spacing
 
     def hist(*points):
         return [{"epoch": e, "gap": g, "rel_gap": r} for e, g, r in points]
@@ -285,6 +285,9 @@ def test_auto_schedule_spacing_follows_the_progress():
     assert adaptive_spacing(both, hist((1, 2.0, 0.9), (9, 0.03, 0.9)), 2.0) == 6  # tol nearer: 0.4 of 9
     never = SolverConfig(Cs=(1.0,), tol=0, eval_every="auto", schedule=2)
     assert adaptive_spacing(never, hist((1, 2.0, 0.9), (9, 0.03, 0.9)), 2.0) == 6  # no rule: the cap
+    # a checkpoint of a later streamwww's schedule is refused, not run on another one
+    with pytest.raises(ValueError, match="objective schedule version 3 is not known to this streamwww"):
+        Schedule(SolverConfig(Cs=(1.0,), eval_every="auto", schedule=3), [])
 
 
 def test_the_auto_schedule_evaluates_the_epochs_its_spacing_names(rng):
