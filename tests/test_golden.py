@@ -43,6 +43,8 @@ import streamwww as sw
 import streamwww.engine.run as engine_run
 from streamwww.io import write_store
 
+from .conftest import stop_in_epoch
+
 
 def _data(seed: int, n: int, d: int, k: int, sparse: bool, dtype=np.float32):
     rng = np.random.default_rng(seed)
@@ -272,13 +274,9 @@ def test_a_checkpoint_keeps_its_schedule(tmp_path, budget):
     write_store(tmp_path / "d.zarr", X, y, shard_rows=100)
     kw = dict(C=1.0, tol=1e-6, random_state=13, max_iter=90, checkpoint_interval=0, **budget)
 
-    def stop_at_21(epoch, done, n_shards, rows):
-        if epoch == 21:
-            raise KeyboardInterrupt
-
     def interrupted(ck, first: int):
         with schedule_of_new_runs(first), pytest.raises(KeyboardInterrupt):
-            sw.train(tmp_path / "d.zarr", **kw, checkpoint_dir=tmp_path / ck, progress=stop_at_21)
+            sw.train(tmp_path / "d.zarr", **kw, checkpoint_dir=tmp_path / ck, progress=stop_in_epoch(21))
         assert json.loads((tmp_path / ck / "manifest.json").read_text())["cursor"]["epoch"] == 20
         return sw.resume(tmp_path / ck)
 

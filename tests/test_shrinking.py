@@ -15,7 +15,7 @@ from streamwww.backends.cpu import CPUBackend
 from streamwww.io import write_store
 from streamwww.solvers import SOLVER_IDS
 
-from .conftest import auto_epochs, make_classification
+from .conftest import auto_epochs, make_classification, stop_in_epoch
 
 
 def _pass(W, X, y, beta, C, near=None, seed=0):
@@ -111,13 +111,8 @@ def test_several_C_keep_their_own_schedules_through_a_resume(budget, tmp_path, r
         epochs = [{h["epoch"] for h in m.history_} for m in single]
         # an epoch end where one model was evaluated and the other was not, both running
         split = min(e for e in (epochs[0] ^ epochs[1]) if e < min(m.n_iter_ for m in single))
-
-        def kill_after(epoch, done, n_shards, rows):
-            if epoch == split + 1:
-                raise KeyboardInterrupt
-
         with pytest.raises(KeyboardInterrupt):
-            sw.train(store, C=Cs, checkpoint_dir=tmp_path / "ck", progress=kill_after, **kw)
+            sw.train(store, C=Cs, checkpoint_dir=tmp_path / "ck", progress=stop_in_epoch(split + 1), **kw)
         manifest = json.loads((tmp_path / "ck" / "manifest.json").read_text())
         assert manifest["cursor"]["epoch"] == split and manifest.get("W_sets")
         both = sw.resume(tmp_path / "ck")
@@ -134,13 +129,8 @@ def test_a_shrunk_store_run_resumes_bitwise(budget, tmp_path, rng):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         whole = sw.train(store, max_iter=12, checkpoint_dir=tmp_path / "a", **kw)
-
-        def stop_in_epoch_6(epoch, done, n_shards, rows):
-            if epoch == 6:
-                raise KeyboardInterrupt
-
         with pytest.raises(KeyboardInterrupt):  # killed in epoch 6 (the 5th ends without objectives)
-            sw.train(store, max_iter=12, checkpoint_dir=tmp_path / "b", progress=stop_in_epoch_6, **kw)
+            sw.train(store, max_iter=12, checkpoint_dir=tmp_path / "b", progress=stop_in_epoch(6), **kw)
         resumed = sw.resume(tmp_path / "b")
         full = sw.train(store, max_iter=12, shrinking=False, **kw)
     assert np.array_equal(whole.coef_, resumed.coef_)

@@ -190,7 +190,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             _evaluate(data, betas, cfg, backend, feed, W, due, results, cur, hooks,
                       wall=time.perf_counter() - wall0, rows=0, epoch_time=0.0,
                       then=plan.next_groups(cur.epoch), near=near, partial=due.size < active.size)
-            active = np.array([i for i in active if results[i].status == "running"], dtype=np.int64)
+            active = _running(results, active)
     elif at_evaluated_end and shrink and cur.epoch < cfg.max_iter and W_sets is None:
         # resumed after a certified W_{epoch}: the sets its objective pass made, made again
         if late:
@@ -273,17 +273,18 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                 left = _evaluate(data, betas, cfg, backend, feed, W, due, results, cur, hooks,
                                  wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
                                  then=plan.next_groups(cur.epoch), near=near, partial=due.size < active.size)
-                active = np.array([i for i in active if results[i].status == "running"], dtype=np.int64)
-                # a host copy of W only where a commit may need it before the next objective pass:
-                # the W whose sets each model trains with (models not due keep theirs)
-                if keep_sets_W and active.size and (hooks.checkpoint_every > 0 or sets_W is not None or
+                active = _running(results, active)
+                # the W whose sets each model trains with, on the host, only where a commit may need
+                # it before every model's next objective pass (models not scored keep theirs)
+                full = left.size == active.size
+                if keep_sets_W and active.size and (hooks.checkpoint_every > 0 or not full or
                                                     schedule.due(cur.epoch + 1, active).size < active.size):
                     Wh = backend.to_host(W)
-                    if sets_W is None or due.size == left.size == active.size:
+                    if full:
                         sets_W = Wh
-                    else:
+                    else:  # (a partial pass follows one that kept sets_W: the condition above)
                         sets_W[left] = Wh[left]
-                elif not (keep_sets_W and active.size):
+                else:
                     sets_W = None
         elif not sticky:
             sets_W = None  # the next epoch passes over every coordinate
@@ -302,6 +303,11 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         if res.status == "running":
             res.status = "max_iter"
     return results
+
+
+def _running(results: list[ModelResult], models: np.ndarray) -> np.ndarray:
+    """The models among ``models`` still running (an objective pass may stop some)."""
+    return np.array([i for i in models if results[i].status == "running"], dtype=np.int64)
 
 
 def _on_device(backend: Backend, stream):

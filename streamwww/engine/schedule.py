@@ -76,7 +76,7 @@ class Schedule:
             raise ValueError(f"objective schedule version {cfg.schedule!r} is not known to this streamwww (1 or 2)")
         self.cfg, self.results = cfg, results
         self.adaptive = cfg.eval_every == "auto" and cfg.schedule >= 2
-        self._read: list[tuple] = [(-1, frozenset(), 0)] * len(results)  # per model: (history length, epochs, next)
+        self._read: list[tuple] = [(-1, 0, 0)] * len(results)  # per model: (history length, last epoch, next)
 
     def due(self, epoch: int, models) -> np.ndarray:
         """The models among ``models`` whose objectives are computed after (1-based) ``epoch``."""
@@ -92,15 +92,15 @@ class Schedule:
         return any(self._evaluates(i, int(epoch)) for i, r in enumerate(self.results) if r.status == "running")
 
     def _evaluates(self, i: int, epoch: int) -> bool:
-        """Model ``i``: epoch 1, the last (``max_iter``), each epoch already in its history,
-        and the next one its spacing names (known once the evaluation before it is decided)."""
+        """Model ``i``: epoch 1, the last (``max_iter``), its last evaluated epoch, and the
+        next one its spacing names (known once the evaluation before it is decided).  (The
+        driver asks about the epoch just trained and the one after it, no earlier.)"""
         if epoch in (1, self.cfg.max_iter):
             return True
         r = self.results[i]
-        n, epochs, upcoming = self._read[i]
+        n, last, upcoming = self._read[i]
         if n != len(r.history):
-            epochs = frozenset(int(h["epoch"]) for h in r.history)
-            upcoming = (int(r.history[-1]["epoch"]) + adaptive_spacing(self.cfg, r.history, r.gap_1)
-                        if r.history else 1)
-            self._read[i] = (len(r.history), epochs, upcoming)
-        return epoch == upcoming or epoch in epochs
+            last = int(r.history[-1]["epoch"]) if r.history else 0
+            upcoming = last + adaptive_spacing(self.cfg, r.history, r.gap_1) if r.history else 1
+            self._read[i] = (len(r.history), last, upcoming)
+        return epoch == upcoming or epoch == last

@@ -119,10 +119,11 @@ class NearSets:
         ``keep`` (a pass over some of the models) it holds the shard's sets so far, which
         the models not scored keep."""
         shard = int(shard)
-        old = self._get(shard, drop=False) if keep else None
+        if keep and shard in self._sets:  # in memory: filled in place, the others' flags untouched
+            return self._sets[shard]
         out = new_near(self._shape[0], int(self._rows[shard]), self._shape[1] + 1)
-        if old is not None:
-            out[...] = old
+        if keep and shard in self._spilled:
+            out[...] = self._slot(shard)
         self._sets[shard] = out
         self._spilled.discard(shard)
         return out
