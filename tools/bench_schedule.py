@@ -53,30 +53,19 @@ def histories(data_dir: str, seeds: int) -> dict:
     return out
 
 
-def _met(rule: str, gap: float, rel: float, gap_1: float) -> bool:
-    return gap <= 0.0009 * gap_1 if rule == "gap_decay" else rel <= 1e-3
+def _config(rule: str):
+    from streamwww.engine.config import SolverConfig
+
+    return SolverConfig(Cs=(1.0,), eval_every="auto", schedule=2,
+                        **({"tol": 0.0, "gap_decay": 0.0009} if rule == "gap_decay" else {"tol": 1e-3}))
 
 
-def _progress(half: float, cap):
-    """The progress rule with ``half`` of the predicted distance and ``cap(e)``; with
-    (0.5, 2 isqrt(e)) it is engine.schedule.adaptive_spacing, which the replay calls."""
-    def spacing(rule, hist, gap_1):
-        e = hist[-1]["epoch"]
-        if half == 0.5 and cap(e) == max(1, 2 * math.isqrt(e)):
-            from streamwww.engine.config import SolverConfig
-            from streamwww.engine.schedule import adaptive_spacing
+def _progress(fraction: float, widest):
+    """The progress rule (engine.schedule.adaptive_spacing) with ``fraction`` of the predicted
+    distance and at most ``widest(e)``; (0.5, 2 isqrt(e)) is version 2."""
+    from streamwww.engine.schedule import adaptive_spacing
 
-            cfg = SolverConfig(Cs=(1.0,), eval_every="auto", schedule=2, **(
-                {"tol": 0.0, "gap_decay": 0.0009} if rule == "gap_decay" else {"tol": 1e-3}))
-            return adaptive_spacing(cfg, hist, gap_1)
-        if len(hist) < 2:
-            return 1
-        thr = (0.0009 * gap_1, "gap") if rule == "gap_decay" else (1e-3, "rel_gap")
-        d = [math.log(h[thr[1]] / thr[0]) for h in (hist[0], hist[-1])]
-        rate = (d[0] - d[1]) / (e - hist[0]["epoch"])
-        n = d[1] / rate if rate > 0 else math.inf
-        return cap(e) if not half * n < cap(e) else max(1, int(half * n))
-    return spacing
+    return lambda rule, hist, gap_1: adaptive_spacing(_config(rule), hist, gap_1, fraction=fraction, widest=widest)
 
 
 def _fixed(f):
@@ -100,7 +89,7 @@ def replay(hist, rule: str, spacing) -> tuple[int | None, int]:
     gap_1, seen, e = rows[0]["gap"], [], 1
     while e <= len(rows):
         seen.append(rows[e - 1])
-        if _met(rule, seen[-1]["gap"], seen[-1]["rel_gap"], gap_1):
+        if _config(rule).converged(seen[-1]["gap"], seen[-1]["rel_gap"], gap_1):
             return e, len(seen)
         e += spacing(rule, seen, gap_1)
     return None, len(seen)

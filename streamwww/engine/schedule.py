@@ -42,12 +42,19 @@ def _log_ratio(value: float, threshold: float) -> float:
     return math.log(value / threshold) if value > 0 else -math.inf
 
 
-def adaptive_spacing(cfg: SolverConfig, history: list[dict], gap_1: float | None) -> int:
+def _widest(e: int) -> int:
+    return max(1, 2 * math.isqrt(e))
+
+
+def adaptive_spacing(cfg: SolverConfig, history: list[dict], gap_1: float | None, *, fraction: float = 0.5,
+                     widest=_widest) -> int:
     """Epochs from the last evaluated epoch of ``history`` to the next objective pass
     (version 2 of ``"auto"``): half the epochs the rule is predicted to be away at the
-    average rate since the first evaluated epoch, between 1 and ``2 isqrt(e)``."""
+    average rate since the first evaluated epoch, between 1 and ``2 isqrt(e)``.
+    (``fraction`` and ``widest(e)`` other than those: the candidates
+    tools/bench_schedule.py replays.)"""
     e = int(history[-1]["epoch"])
-    cap = max(1, 2 * math.isqrt(e))
+    cap = widest(e)
     if len(history) < 2:
         return 1  # a second point for a rate
     d_first, d_last = _distance(cfg, history[0], gap_1), _distance(cfg, history[-1], gap_1)
@@ -58,7 +65,7 @@ def adaptive_spacing(cfg: SolverConfig, history: list[dict], gap_1: float | None
     rate = (d_first - d_last) / (e - int(history[0]["epoch"]))
     if not rate > 0:  # no progress measured yet: as far as allowed
         return cap
-    half = 0.5 * d_last / rate
+    half = fraction * d_last / rate
     return cap if not half < cap else max(1, int(half))
 
 
