@@ -4,6 +4,7 @@ loads on a thread pool — none of which may change the model or what a checkpoi
 
 import json
 import logging
+import re
 import warnings
 from pathlib import Path
 
@@ -43,7 +44,12 @@ def _beta_mode(caplog) -> str:
 
 
 def _on_disk_versions(ck: Path) -> set[str]:
-    return {p.name for p in (ck / "beta.zarr").iterdir() if p.name.startswith("s")}
+    return {p.name for p in (ck / "beta.zarr").iterdir() if re.fullmatch(r"s\d{6}-v\d{6}", p.name)}
+
+
+def _spares(ck: Path) -> list[str]:
+    """Superseded versions kept for their shard's next one (stream.betas: at most one a shard)."""
+    return sorted(p.name for p in (ck / "beta.zarr").glob("spare-s*"))
 
 
 def _named_versions(*manifests) -> set[str]:
@@ -105,12 +111,18 @@ def test_beta_on_disk_does_not_grow_between_commits(tmp_path, store):
     """Written every epoch (memory_budget=0) and committed once: only the current version
     of each shard (and writes in flight) is on disk, whatever the epochs since the commit."""
     ck = tmp_path / "ck"
-    counts = []
-    sw.train(store, checkpoint_dir=ck, checkpoint_interval=1e6, memory_budget=0, eval_every=1,  # (a count per epoch)
-             callback=lambda info: counts.append(len(_on_disk_versions(ck))), **KW)
+    counts, spares = [], []
+
+    def count(info):  # (a count per epoch)
+        counts.append(len(_on_disk_versions(ck)))
+        spares.append(len(_spares(ck)))
+
+    sw.train(store, checkpoint_dir=ck, checkpoint_interval=1e6, memory_budget=0, eval_every=1, callback=count, **KW)
     assert len(counts) == KW["max_iter"] and max(counts) <= 6 + KW["prefetch"]
+    assert max(spares) <= 6 and max(spares) > 0, spares  # one superseded version a shard, reused
     man = _check_invariant(ck, store, 2)
     assert man["step"] == 1 and _on_disk_versions(ck) == _named_versions(man)
+    assert not _spares(ck)  # deleted at the run's end
 
 
 def test_interval_bounds_lost_work_and_resume_continues_from_it(tmp_path, store):

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -135,7 +136,8 @@ def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, op
         assert a.n_iter_ == b.n_iter_
         assert a.coef_.tobytes() == b.coef_.tobytes() and a.intercept_.tobytes() == b.intercept_.tobytes()
     assert len(steps_seen - {0}) >= 1  # the kills landed after committed checkpoints
-    # what is on disk: the latest commit and its fallback, nothing else
+    # what is on disk: the latest commit and its fallback, nothing else (no spare either: a
+    # killed run's spares go when the run is resumed, the run's own at its end)
     man = json.loads((ck / "manifest.json").read_text())
     prev = json.loads((ck / "manifest.prev.json").read_text()) if (ck / "manifest.prev.json").exists() else man
     named = {f"s{int(s):06d}-v{v:06d}" for m in (man, prev) for s, v in m["beta"]["versions"].items() if v > 0}
@@ -324,11 +326,12 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    counts = []
+    counts, spares = [], []
 
     def cb(info):
         (root,) = scratch.glob("streamwww-beta-*/beta.zarr")
-        counts.append(len([p for p in root.iterdir() if p.name.startswith("s")]))
+        counts.append(len([p for p in root.iterdir() if re.fullmatch(r"s\d{6}-v\d{6}", p.name)]))
+        spares.append(len(list(root.glob("spare-s*"))))
 
     n_shards = 6
     for options, most in [(dict(checkpoint_every=99), n_shards + 2), ({}, 2 * n_shards + 2)]:
@@ -340,6 +343,9 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
         # the objectives late (the default here: one model, a store read from disk) also
         # the version of the epoch's start, which a stop returns to
         assert all(c <= most for c in counts) and counts[-1] >= n_shards, counts
+        # and at most one superseded version per shard kept for its next one (engine: no inodes
+        # created or freed per version), in use from the second epoch's writes
+        assert all(c <= n_shards for c in spares) and max(spares) > 0, spares
         assert not list(scratch.glob("streamwww-beta-*"))  # the temporary folder is removed at the end
 
 
@@ -533,6 +539,35 @@ def test_sums_follow_versions_when_writes_finish_out_of_order(tmp_path, monkeypa
         betas.close()
 
 
+def test_a_spare_left_by_a_killed_run_goes_and_the_versions_stay(tmp_path):
+    """A superseded version is kept as its shard's spare and becomes the shard's next version
+    (its files overwritten in place); a killed run leaves its spares, which the next run on
+    the directory deletes, and never a spare in place of a version."""
+    from streamwww.stream import betas as C
+    from streamwww.stream.feed import LoaderPool
+
+    rng = np.random.default_rng(8)
+    b1, b2, b3, b4 = rng.normal(size=(4, 1, 7, 2))
+    with LoaderPool(n_threads=1) as ex:
+        betas = C.DiskBetas(tmp_path, 1, [7, 7], 3, executor=ex, keep_superseded=False)
+        for b in (b1, b2, b3):
+            betas.put(0, b)
+        betas.put(1, b4)
+        betas.flush()  # (a killed run: no close)
+    root = tmp_path / "beta.zarr"
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("s")) == \
+        ["s000000-v000003", "s000001-v000001", "spare-s000000"]
+    with LoaderPool(n_threads=1) as ex:
+        again = C.DiskBetas(tmp_path, 1, [7, 7], 3, executor=ex, versions={0: 3, 1: 1}, keep_superseded=False)
+        assert not (root / "spare-s000000").exists()
+        assert np.array_equal(again.get(0), b3) and np.array_equal(again.get(1), b4)
+        again.close()
+    # an instance without the loader (a cluster task's) keeps no spares and deletes none
+    (root / "spare-s000001").mkdir()
+    C.DiskBetas(tmp_path, 1, [7, 7], 3, versions={0: 3, 1: 1})
+    assert (root / "spare-s000001").exists()
+
+
 @pytest.mark.parametrize("older_first", [True, False])
 def test_superseded_versions_are_deleted_whichever_write_finishes_last(tmp_path, monkeypatch, older_first):
     """Without a checkpoint only the newest version of a shard's beta stays on disk,
@@ -561,9 +596,22 @@ def test_superseded_versions_are_deleted_whichever_write_finishes_last(tmp_path,
         betas.put(0, b1)
         betas.put(0, b2)
         betas.flush()
-        assert sorted(p.name for p in betas.root.iterdir() if p.name.startswith("s")) == ["s000000-v000002"]
+        assert sorted(p.name for p in betas.root.iterdir() if p.name.startswith("s")) == \
+            ["s000000-v000002", "spare-s000000"]  # the version superseded, kept for the next one
         assert np.array_equal(betas.get(0), b2)
+        spare = betas.root / "spare-s000000"
+        inodes = {p.name: p.stat().st_ino for p in [spare, *spare.iterdir()]}
+        inodes["s000000-v000003"] = inodes.pop(spare.name)  # the same directory and files, renamed
+        b3 = rng.normal(size=(1, 5, 2))
+        betas.put(0, b3)  # written into the spare, in place: the files the spare had
+        betas.flush()
+        assert sorted(p.name for p in betas.root.iterdir() if p.name.startswith("s")) == \
+            ["s000000-v000003", "spare-s000000"]
+        v3 = betas.root / "s000000-v000003"
+        assert {p.name: p.stat().st_ino for p in [v3, *v3.iterdir()]} == inodes
+        assert np.array_equal(betas.get(0), b3) and np.array_equal(betas.read(0, 3), b3)
         betas.close()
+        assert sorted(p.name for p in betas.root.iterdir() if p.name.startswith("s")) == ["s000000-v000003"]
 
 
 def test_scratch_dirs_of_dead_runs_are_removed(tmp_path, rng, monkeypatch):

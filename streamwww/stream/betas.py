@@ -35,6 +35,7 @@ from streamwww.errors import CheckpointError, StorageError
 __all__ = ["InMemoryBetas", "DiskBetas", "BetaCommit", "stack_rows", "split_rows"]
 
 _NAME = "s{:06d}-v{:06d}"
+_SPARE = "spare-s{:06d}"  # a superseded version kept for its shard's next one (never a version name)
 _FIX = "the checkpoint is damaged: resuming falls back to the commit before, or train again"
 
 
@@ -188,6 +189,20 @@ class DiskBetas:
         self._held_ram: dict[int, list] = {}
         self._rewound = False
         self._meta: dict[tuple[int, ...], tuple[bytes, Any]] = {}  # shape -> its zarr.json, its zarr.Array
+        # Local versions written by this process's loader: a superseded version is not
+        # deleted but renamed to its shard's spare, and the shard's next version is the
+        # spare renamed again and its files overwritten in place. Creating and deleting a
+        # version's directory and files (three inodes) was most of a version's cost on
+        # ext4 (its inode allocator scans past recently freed inodes), and every shard
+        # writes one version per epoch beyond the memory budget (docs/TRAINING.md,
+        # "Checkpoints"). Only the instance with the loader (its checkpoint directory is
+        # locked, or a scratch one) keeps spares; close() deletes them, and the next
+        # such instance deletes those a killed run left.
+        self._reuse = executor is not None and not self.remote
+        self._spares: set[int] = set()  # shards whose spare is on disk
+        if self._reuse:
+            for leftover in self.root.glob("spare-s*"):
+                shutil.rmtree(leftover, ignore_errors=True)
 
     def read(self, s: int, v: int, out: np.ndarray | None = None) -> np.ndarray:
         """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros), into ``out`` if given
@@ -338,13 +353,53 @@ class DiskBetas:
         where = self.root / beta_name(s, v)
         write_once({where.child(key): b"".join(parts) for key, parts in sorted(self._objects(beta).items())})
 
-    def _write_local(self, path: Path, beta: np.ndarray) -> None:
+    def _write_local(self, path: Path, beta: np.ndarray, in_place: bool = False) -> None:
+        """The version's files under ``path``; ``in_place``: ``path`` is a spare of the same
+        shard (the same files, the same sizes), overwritten without creating files."""
         for key, parts in self._objects(beta).items():
             target = path / key
+            if in_place:
+                try:
+                    with open(target, "r+b") as f:
+                        for part in parts:
+                            f.write(part)
+                        f.truncate()
+                    continue
+                except FileNotFoundError:
+                    pass
             target.parent.mkdir(parents=True, exist_ok=True)
             with open(target, "wb") as f:
                 for part in parts:
                     f.write(part)
+
+    def _spare_path(self, s: int) -> Path:
+        return self.root / _SPARE.format(s)
+
+    def _retire(self, s: int, path: Path) -> bool:
+        """Keep the superseded version at ``path`` as shard ``s``'s spare (False: not kept,
+        e.g. the shard has one already)."""
+        with self._lock:  # (a rename: microseconds; the spare's state changes with it)
+            if not self._reuse or s in self._spares:
+                return False
+            try:
+                os.rename(path, self._spare_path(s))
+            except OSError:
+                return False
+            self._spares.add(s)
+            return True
+
+    def _take_spare(self, s: int, path: Path) -> bool:
+        """Rename shard ``s``'s spare to ``path`` (which does not exist); False: none."""
+        with self._lock:
+            if s not in self._spares:
+                return False
+            self._spares.discard(s)
+            try:
+                os.rename(self._spare_path(s), path)
+                return True
+            except OSError:
+                shutil.rmtree(self._spare_path(s), ignore_errors=True)
+                return False
 
     def _write_version(self, s: int, v: int, beta: np.ndarray) -> None:
         path = self.root / beta_name(s, v)
@@ -357,7 +412,7 @@ class DiskBetas:
         else:
             if path.exists():  # left by a killed run; never part of a committed step
                 shutil.rmtree(path)
-            self._write_local(path, beta)
+            self._write_local(path, beta, in_place=self._take_spare(s, path))
         if self._syncer is not None:
             with self._lock:
                 self._syncs[(s, v)] = self._syncer.submit(fsync_tree, path)
@@ -421,7 +476,9 @@ class DiskBetas:
             self.location.remove_many([self.root / beta_name(s, v) for s, v in keys], recursive=True)
             return
         for s, v in keys:
-            shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
+            path = self.root / beta_name(s, v)
+            if not self._retire(s, path):
+                shutil.rmtree(path, ignore_errors=True)
 
     def write_version(self, s: int, v: int, beta: np.ndarray) -> None:
         """Write version ``v`` of shard ``s`` now, in this thread (a distributed round's task).
@@ -622,10 +679,15 @@ class DiskBetas:
         return {s for s, _ in plan.keys}
 
     def close(self) -> None:
-        """Stop the background fsync thread (after :meth:`flush`, or when abandoning the run)."""
+        """Stop the background fsync thread (after :meth:`flush`, or when abandoning the run)
+        and delete the spares (a removal queued on the loader after this deletes its version)."""
         if self._syncer is not None:
             self._syncer.shutdown(wait=True)
             self._syncer = None
+        with self._lock:
+            self._reuse, spares, self._spares = False, sorted(self._spares), set()
+        for s in spares:
+            shutil.rmtree(self._spare_path(s), ignore_errors=True)
 
     def drop_superseded(self, plan: "BetaCommit") -> None:
         """Delete the versions that ``plan``'s (now committed) versions superseded, except
