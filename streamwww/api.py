@@ -118,8 +118,10 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         ``models``: the models evaluated then (with ``"auto"`` each model has its own
         epochs), ``primal``, ``dual``, ``rel_gap``, ``rows_per_s``, and
         ``weights``: ``weights(j)`` returns copies of ``(coef, intercept)`` of
-        the j-th model in ``models`` as they are now); a truthy return value
-        stops training, every model of the run (status 'stopped').
+        the j-th model in ``models`` as they are now, during the callback only: a
+        later call raises ``RuntimeError``); a truthy return value
+        stops training, every model of the run (status 'stopped'). The same on
+        a cluster (``client=``; ``rows_per_s`` only in one process).
     progress : callable, optional
         ``progress(epoch, shards_done, n_shards, rows)`` after each shard.
     class_weight : dict, 'balanced' or None, optional

@@ -7,6 +7,7 @@ import scipy.sparse as sp
 import streamwww as sw
 
 from streamwww.backends.cpu import bcd_pass
+from streamwww.io import write_store
 
 from .conftest import make_classification
 from .reference import W_from_beta, dual_value, objectives_in_memory, reference_pass
@@ -115,3 +116,25 @@ def test_callback_weights_are_the_model_of_that_epoch(rng):
         np.testing.assert_array_equal(coef, m.coef_)
         np.testing.assert_array_equal(intercept, m.intercept_)
     assert not np.array_equal(seen[2][0][0], seen[4][0][0])
+
+
+@pytest.mark.parametrize("data", ["arrays", "store"])
+def test_callback_weights_are_refused_after_the_callback(rng, tmp_path, data):
+    """``info["weights"]`` reads the arrays training goes on in (or, certified late, a buffer
+    the next certificate reuses): called after its callback it raises, never another epoch's."""
+    X, y = make_classification(rng, n=120, d=7, k=4)
+    source = (X, y)
+    if data == "store":  # one model read from disk: its objectives certified one epoch late
+        write_store(tmp_path / "s.zarr", X, y, shard_rows=40)
+        source = tmp_path / "s.zarr"
+    kept, during = [], []
+
+    def cb(info):
+        kept.append(info["weights"])
+        during.append(info["weights"](0))
+
+    m = sw.train(source, C=1.0, tol=0.0, max_iter=3, random_state=3, eval_every=1, memory_budget=0, callback=cb)
+    assert len(kept) == 3 and np.array_equal(during[-1][0], m.coef_)
+    for weights in kept:
+        with pytest.raises(RuntimeError, match="valid only while the callback"):
+            weights(0)

@@ -152,6 +152,25 @@ def test_cluster_options_are_checked(store, tmp_path):
         sw.train(store, workers=0, max_iter=1, **KW)
 
 
+def test_the_callback_gets_each_rounds_weights_on_a_cluster(client, store):
+    """As in one process: ``info["weights"](j)`` is the j-th model's ``(coef, intercept)`` of
+    the round reported (the model a run of that many rounds returns), during the callback only."""
+    kw = dict(client=client, partitions=2, eval_every=1, **KW)
+    seen, kept = {}, []
+
+    def cb(info):
+        seen[info["epoch"]] = [info["weights"](j) for j in range(len(info["models"]))]
+        kept.append(info["weights"])
+
+    sw.train(store, max_iter=3, callback=cb, **kw)
+    assert sorted(seen) == [1, 2, 3]
+    for j, m in enumerate(sw.train(store, max_iter=2, **kw)):
+        coef, intercept = seen[2][j]
+        assert np.array_equal(coef, m.coef_) and np.array_equal(intercept, m.intercept_)
+    with pytest.raises(RuntimeError, match="valid only while the callback"):
+        kept[0](0)
+
+
 class _Stop(Exception):
     pass
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from streamwww.backends.base import Backend, model_splits, ordered_row_sums
 from streamwww.engine import objective
+from streamwww.engine.callback import CallbackWeights
 from streamwww.engine.config import Cursor, ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
 from streamwww.engine.schedule import Schedule
@@ -63,7 +64,8 @@ class Hooks:
     callback : callable
         Called after each evaluated epoch with a dict (epoch, time, and per-model
         primal, dual, rel_gap lists, ``weights(j)``: the current ``(coef,
-        intercept)`` of the j-th active model); a truthy return value stops training.
+        intercept)`` of the j-th active model, during the call only:
+        :class:`~streamwww.engine.callback.CallbackWeights`); a truthy return value stops training.
     progress : callable
         ``progress(epoch, shards_done, n_shards, rows)`` after each group (1-based epoch).
     interrupted : threading.Event
@@ -438,12 +440,14 @@ def _decide(cfg: SolverConfig, backend: Backend, W, hinge, beta_sum, active, res
                     cur.epoch, res.C, P[j], D[j], R[j], cur.train_time, rows_per_s)
     stop = False
     if hooks.callback is not None:
-        def weights(j: int = 0):
-            return cfg.coef_intercept(backend.to_host(W)[active[j]], n_features)  # to_host copies
-
-        stop = bool(hooks.callback({"epoch": cur.epoch, "time": cur.train_time, "models": [int(i) for i in active],
-                                    "primal": P.tolist(), "dual": D.tolist(), "rel_gap": R.tolist(),
-                                    "rows_per_s": rows_per_s, "weights": weights}))
+        weights = CallbackWeights(cfg, W, active, n_features, backend.to_host)  # (to_host copies)
+        try:
+            stop = bool(hooks.callback({"epoch": cur.epoch, "time": cur.train_time,
+                                        "models": [int(i) for i in active], "primal": P.tolist(),
+                                        "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s,
+                                        "weights": weights}))
+        finally:
+            weights.close()
     active = np.array([i for i in active if int(i) not in finished], dtype=np.int64)
     if stop:  # every running model of the run, evaluated now or not
         for res in results:
