@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import warnings
@@ -566,6 +567,29 @@ def test_a_spare_left_by_a_killed_run_goes_and_the_versions_stay(tmp_path):
     (root / "spare-s000001").mkdir()
     C.DiskBetas(tmp_path, 1, [7, 7], 3, versions={0: 3, 1: 1})
     assert (root / "spare-s000001").exists()
+
+
+def test_no_spares_where_the_disk_lacks_room_for_them(tmp_path, monkeypatch):
+    """Spares cost up to one version of every shard: a file system without SPARE_ROOM times
+    that free deletes superseded versions instead (and still cleans a killed run's spares)."""
+    from streamwww.stream import betas as C
+    from streamwww.stream.feed import LoaderPool
+
+    one_version = 8 * 1 * 2 * 14  # n_models x (k - 1) x rows, float64
+    (tmp_path / "beta.zarr").mkdir()
+    (tmp_path / "beta.zarr" / "spare-s000000").mkdir()
+    rng = np.random.default_rng(9)
+    for free, spares in [(C.SPARE_ROOM * one_version - 1, []), (C.SPARE_ROOM * one_version, ["spare-s000000"])]:
+        monkeypatch.setattr(C, "_free_bytes", lambda path, free=free: free)
+        with LoaderPool(n_threads=1) as ex:
+            betas = C.DiskBetas(tmp_path, 1, [7, 7], 3, executor=ex, keep_superseded=False)
+            for b in rng.normal(size=(3, 1, 7, 2)):
+                betas.put(0, b)
+            betas.flush()
+            got = sorted(p.name for p in betas.root.glob("spare-s*"))
+            assert got == spares and np.array_equal(betas.get(0), b)
+            betas.close()
+        shutil.rmtree(tmp_path / "beta.zarr")
 
 
 @pytest.mark.parametrize("older_first", [True, False])

@@ -39,6 +39,19 @@ _SPARE = "spare-s{:06d}"  # a superseded version kept for its shard's next one (
 _FIX = "the checkpoint is damaged: resuming falls back to the commit before, or train again"
 
 
+# Spares (DiskBetas) only where the file system has this many times one version of every
+# shard free: they cost up to one version of every shard, never a full disk.
+SPARE_ROOM = 4
+
+
+def _free_bytes(path) -> int:
+    """Free bytes of the file system of ``path`` (0 when it cannot be asked)."""
+    try:
+        return int(shutil.disk_usage(path).free)
+    except OSError:
+        return 0
+
+
 def beta_name(shard: int, version: int) -> str:
     """The array name of ``version`` of ``shard``'s beta under ``beta.zarr``."""
     return _NAME.format(shard, version)
@@ -197,12 +210,16 @@ class DiskBetas:
         # writes one version per epoch beyond the memory budget (docs/TRAINING.md,
         # "Checkpoints"). Only the instance with the loader (its checkpoint directory is
         # locked, or a scratch one) keeps spares; close() deletes them, and the next
-        # such instance deletes those a killed run left.
+        # such instance deletes those a killed run left. A spare lives from its version's
+        # drop to its shard's next write, so at an epoch's start the spares take as much
+        # disk as one version of every shard: kept only where the file system has room for
+        # SPARE_ROOM times that (else versions are deleted, as before).
         self._reuse = executor is not None and not self.remote
         self._spares: set[int] = set()  # shards whose spare is on disk
         if self._reuse:
             for leftover in self.root.glob("spare-s*"):
                 shutil.rmtree(leftover, ignore_errors=True)
+            self._reuse = _free_bytes(self.root) >= SPARE_ROOM * 8 * self.n_models * self.m * sum(self.shard_rows)
 
     def read(self, s: int, v: int, out: np.ndarray | None = None) -> np.ndarray:
         """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros), into ``out`` if given
