@@ -201,6 +201,29 @@ def test_bucket_shuffle_is_uniform(tmp_path):
     assert chi2 < 25.7  # 5 degrees of freedom, p ~ 1e-4
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_take_rows_is_a_row_gather(dtype):
+    """The staging's compiled gather equals SciPy's row indexing: rows of every length
+    (empty ones too), in any order, repeated, and none."""
+    import scipy.sparse as sp
+
+    from streamwww.io._staging import take_rows
+
+    rng = np.random.default_rng(11)
+    X = sp.random(300, 50, density=0.1, format="csr", random_state=3, dtype=dtype)
+    for r in range(0, 300, 7):  # some empty rows
+        X.data[X.indptr[r]:X.indptr[r + 1]] = 0.0
+    X.eliminate_zeros()
+    assert (np.diff(X.indptr) == 0).sum() >= 300 // 7
+    for order in (rng.permutation(300), rng.integers(0, 300, 500), np.arange(300)[::-1], np.arange(0)):
+        order = order.astype(np.int64)
+        indptr, indices, data = take_rows(X.indptr.astype(np.int64), X.indices.astype(np.int32), X.data, order)
+        want = X[order]
+        assert np.array_equal(indptr, want.indptr) and np.array_equal(indices, want.indices)
+        assert np.array_equal(data, want.data) and data.dtype == dtype
+
+
 # ------------------------------------------------------------------ --like
 
 def test_like_uses_the_training_classes_and_features(write_text, tmp_path):
