@@ -41,7 +41,7 @@ from streamwww.engine.driver import Hooks, late_allowed, run_bcd
 from streamwww.engine.order import ROW_ORDER
 from streamwww.engine.schedule import SCHEDULE
 from streamwww.errors import CheckpointError
-from streamwww.stream.betas import DiskBetas, InMemoryBetas
+from streamwww.stream.betas import DiskBetas, InMemoryBetas, beta_nbytes
 from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
 
 logger = logging.getLogger(__name__)
@@ -239,7 +239,7 @@ def _epoch_work(source) -> int:
 
 
 def _beta_bytes(data, n_models: int) -> int:
-    return 8 * int(n_models) * int(data.n_rows) * max(1, int(data.n_classes) - 1)
+    return beta_nbytes(n_models, data.n_rows, data.n_classes)
 
 
 def _resident_betas(source, n_models: int, budget: int, copies: int = 2) -> bool:

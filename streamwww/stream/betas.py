@@ -32,10 +32,11 @@ from streamwww._location import (
 )
 from streamwww.errors import CheckpointError, StorageError
 
-__all__ = ["InMemoryBetas", "DiskBetas", "BetaCommit", "stack_rows", "split_rows"]
+__all__ = ["InMemoryBetas", "DiskBetas", "BetaCommit", "beta_nbytes", "stack_rows", "split_rows"]
 
 _NAME = "s{:06d}-v{:06d}"
-_SPARE = "spare-s{:06d}"  # a superseded version kept for its shard's next one (never a version name)
+_SPARE_PREFIX = "spare-s"  # a superseded version kept for its shard's next one (never a version name)
+_SPARE = _SPARE_PREFIX + "{:06d}"
 _FIX = "the checkpoint is damaged: resuming falls back to the commit before, or train again"
 
 
@@ -50,6 +51,11 @@ def _free_bytes(path) -> int:
         return int(shutil.disk_usage(path).free)
     except OSError:
         return 0
+
+
+def beta_nbytes(n_models: int, n_rows: int, n_classes: int) -> int:
+    """Bytes of one version of every shard's ``beta`` (float64, ``n_models x n_rows x (k-1)``)."""
+    return 8 * int(n_models) * int(n_rows) * max(1, int(n_classes) - 1)
 
 
 def beta_name(shard: int, version: int) -> str:
@@ -217,9 +223,10 @@ class DiskBetas:
         self._reuse = executor is not None and not self.remote
         self._spares: set[int] = set()  # shards whose spare is on disk
         if self._reuse:
-            for leftover in self.root.glob("spare-s*"):
+            for leftover in self.root.glob(_SPARE_PREFIX + "*"):
                 shutil.rmtree(leftover, ignore_errors=True)
-            self._reuse = _free_bytes(self.root) >= SPARE_ROOM * 8 * self.n_models * self.m * sum(self.shard_rows)
+            self._reuse = _free_bytes(self.root) >= SPARE_ROOM * beta_nbytes(self.n_models, sum(self.shard_rows),
+                                                                             self.m + 1)
 
     def read(self, s: int, v: int, out: np.ndarray | None = None) -> np.ndarray:
         """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros), into ``out`` if given
