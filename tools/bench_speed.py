@@ -177,6 +177,13 @@ def run_tax(args, work: str, trees: dict) -> str:
               "--shuffle", "--seed", "0", "--overwrite", "-q"])
         n_shards = sw.open_store(store).n_shards
         res: dict = {}
+        for tree in trees.values():  # untimed: every kernel these runs use compiled into the tree's cache
+            for _, mode, opts, extra_env in modes:
+                o = {**opts, "checkpoint_dir": tempfile.mkdtemp(dir=work, prefix="ck-")} if opts.get("checkpoint_dir") else opts
+                _run([sys.executable, "-c", TAX_CHILD, json.dumps({"mode": mode, "store": store, "epochs": 2, "opts": o})],
+                     env={**_env(tree), **extra_env})
+                if o.get("checkpoint_dir"):
+                    shutil.rmtree(o["checkpoint_dir"], ignore_errors=True)
         for rep in range(args.repeats):  # modes interleaved: drift hits them alike
             for tree_name, tree in trees.items():
                 for label, mode, opts, extra_env in modes:
@@ -194,13 +201,18 @@ def run_tax(args, work: str, trees: dict) -> str:
             coefs = {r["coef"] for (t, label), rs in res.items() if t == tree_name and label != "in memory"
                      for r in rs}
             assert len(coefs) == 1, f"the store runs of {tree_name} gave {len(coefs)} different models"
+        first = next(iter(trees))
         for tree_name in trees:
             base = median(r["wall"] for r in res[(tree_name, "in memory")]) / args.epochs
             for label, _, _, _ in modes:
                 rs = res[(tree_name, label)]
                 per = median(r["wall"] for r in rs) / args.epochs
                 cpu = [median(r[key] for r in rs) / args.epochs for key in ("user", "sys", "faults")]
-                rows.append((shard_rows, n_shards, tree_name, label, per * 1e3, per / base, *cpu))
+                # paired, repeat by repeat (runs minutes apart on a noisy VM drift together):
+                # against the same repeat's in-memory run, and against the first tree's same run
+                mem = _paired(rs, res[(tree_name, "in memory")])
+                vs_first = _paired(res[(first, label)], rs) if tree_name != first else ""
+                rows.append((shard_rows, n_shards, tree_name, label, per * 1e3, per / base, mem, vs_first, *cpu))
     lines = [header("Fixed cost of a streamed epoch (issue 18): store vs in memory"),
              f"Generated data: {args.rows:,} rows, {args.features:,} features, {args.nnz} non-zeros per row, "
              f"{args.classes} classes (`streamwww make-data`, `convert --shuffle`), float32 CSR shards. "
@@ -208,7 +220,9 @@ def run_tax(args, work: str, trees: dict) -> str:
              "`train` call's wall time / epochs (set-up, first epoch with its reads, every objective pass and "
              f"commit included), median of {args.repeats}; *vs memory* = the ratio to `train((X, y))` on the same "
              "rows in the same code (one block of all rows, where a store trains its shards in mixed pairs: another "
-             "model, the same work per epoch). All runs of a store with one code gave the bitwise-same model. *store*: default "
+             "model, the same work per epoch), as a ratio of medians and as the median of the per-repeat ratios "
+             "(*paired*: each repeat runs every mode of every code one after the other); with `--before`, each "
+             "code's runs also paired with the first code's. All runs of a store with one code gave the bitwise-same model. *store*: default "
              "memory budget, no "
              "checkpoint directory; *+ checkpoints*: a checkpoint directory with the defaults; *> budget*: "
              "`memory_budget=0` and a commit every epoch (every shard and beta read from disk every epoch, "
@@ -217,12 +231,19 @@ def run_tax(args, work: str, trees: dict) -> str:
              "every `beta` written and read every epoch, no commit after each epoch). "
              "CPU and page faults: the process's user and system CPU time and minor page faults per epoch "
              "during the call (`getrusage`; the second core's threads included).", "",
-             "| shard rows | shards | code | run | ms per epoch | vs memory | user CPU ms per epoch "
-             "| system CPU ms per epoch | page faults per epoch |", "|---|---|---|---|---|---|---|---|---|"]
-    for shard_rows, n_shards, tree_name, label, ms, ratio, user, sys_, faults in rows:
-        lines.append(f"| {shard_rows:,} | {n_shards} | {tree_name} | {label} | {ms:.1f} | {ratio:.2f} "
-                     f"| {1e3 * user:.0f} | {1e3 * sys_:.0f} | {faults:,.0f} |")
+             "| shard rows | shards | code | run | ms per epoch | vs memory | vs memory, paired [range] "
+             f"| {next(iter(trees))} / the row's code, paired [range] | user CPU ms per epoch "
+             "| system CPU ms per epoch | page faults per epoch |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for shard_rows, n_shards, tree_name, label, ms, ratio, mem, vs_first, user, sys_, faults in rows:
+        lines.append(f"| {shard_rows:,} | {n_shards} | {tree_name} | {label} | {ms:.1f} | {ratio:.2f} | {mem} "
+                     f"| {vs_first} | {1e3 * user:.0f} | {1e3 * sys_:.0f} | {faults:,.0f} |")
     return "\n".join(lines) + "\n"
+
+
+def _paired(a: list, b: list) -> str:
+    """Median [min-max] of the ratios ``a[i] / b[i]`` of runs made one after the other."""
+    ratios = sorted(x["wall"] / y["wall"] for x, y in zip(a, b))
+    return f"{median(ratios):.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}]"
 
 
 # ----------------------------------------------------------------------------- cli

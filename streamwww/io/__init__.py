@@ -10,8 +10,9 @@ Public API::
     LibsvmReader(path, ...), iter_libsvm_blocks(path, ...), load_libsvm(path, ...)
     read_into(array, path, out)  -> a local Zarr array's chunks decoded into a caller's buffer
     read_whole_chunks(array, path, out) -> the same, False for a layout it does not cover
-    encode_raw_chunks(data, chunk_shape[, keys]) -> the chunk objects Zarr writes for an uncompressed array
-    raw_chunk_parts(data, chunk_shape[, keys]) -> the same objects as (values, crc32c) parts, written without a copy
+    encode_chunks(data, chunk_shape[, keys, blosc]) -> the chunk objects Zarr writes (bytes[, blosc], crc32c)
+    chunk_parts(data, chunk_shape[, keys, blosc]) -> the same objects as (payload, crc32c) parts
+    ChunkCodec(compressors).blosc(dtype) -> numcodecs' Blosc as Zarr's codec chain configures it
 
 The on-disk format is described in docs/FORMAT.md.  Names are imported on first
 use (as in ``streamwww``), so that the CLI's parser, ``--help`` and ``--version``
@@ -23,18 +24,19 @@ from __future__ import annotations
 from streamwww._lazy import lazy_getattr
 
 _LAZY = {name: (module, name) for name, module in {
+    "ChunkCodec": "streamwww.io._zarrcodec",
     "LibsvmBlock": "streamwww.io.libsvm",
     "LibsvmReader": "streamwww.io.libsvm",
     "LibsvmStats": "streamwww.io.libsvm",
     "ProgressEvent": "streamwww.io._progress",
     "ShardStore": "streamwww.io.store",
+    "chunk_parts": "streamwww.io._chunks",
     "convert_libsvm": "streamwww.io.convert",
-    "encode_raw_chunks": "streamwww.io._chunks",
+    "encode_chunks": "streamwww.io._chunks",
     "iter_libsvm_blocks": "streamwww.io.libsvm",
     "load_libsvm": "streamwww.io.libsvm",
     "make_data": "streamwww.io.datagen",
     "open_store": "streamwww.io.store",
-    "raw_chunk_parts": "streamwww.io._chunks",
     "read_into": "streamwww.io._chunks",
     "read_whole_chunks": "streamwww.io._chunks",
     "write_store": "streamwww.io.store",

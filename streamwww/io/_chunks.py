@@ -20,9 +20,9 @@ The array may also live on an object store (``directory`` a remote
 fetched in one concurrent batch (what hides the store's latency) and decoded
 the same way, with the same checks.
 
-The writing counterpart, :func:`encode_raw_chunks`, gives the chunk objects Zarr
-itself writes for an uncompressed array (codecs ``bytes`` then ``crc32c``, C order,
-edge chunks padded with the fill value 0): ``beta`` is rewritten every epoch, and
+The writing counterpart, :func:`encode_chunks`, gives the chunk objects Zarr
+itself writes for an array with codecs ``bytes``, optionally ``blosc``, then ``crc32c``
+(C order, edge chunks padded with the fill value 0): ``beta`` is rewritten every epoch, and
 Zarr's write of one version (its sync-to-async bridge, the codec pipeline, one
 task per chunk) took 1.7 ms for 5,000 x 19 values on an idle machine and about
 6 ms beside the training thread, where the same bytes with their crc32c take
@@ -429,19 +429,52 @@ def chunk_checksums(array, directory: str | Path) -> list[int]:
     return out
 
 
-def encode_raw_chunks(data: np.ndarray, chunk_shape: tuple[int, ...], chunk_key_encoding=None) -> dict[str, bytes]:
+def blosc_encode(blosc, data) -> bytes:
+    """``blosc.encode(data)`` (numcodecs' ``Blosc``) compressed by one thread, as Zarr calls it.
+
+    numcodecs lets c-blosc use its own threads when called from the main thread, and
+    c-blosc's threads place the compressed blocks in the order they finish: the bytes
+    would then depend on timing (a task run again must write the same objects,
+    :func:`~streamwww._location.write_once`). Off the main thread numcodecs compresses
+    with one thread, so a call from the main thread runs on a short-lived thread of its own
+    (the rare path: background writers and Zarr's codec threads are not the main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        return blosc.encode(data)
+    result: list = []
+
+    def run() -> None:
+        try:
+            result.append(blosc.encode(data))
+        except BaseException as exc:  # re-raised on the caller's thread
+            result.append(exc)
+
+    worker = threading.Thread(target=run, name="streamwww-blosc")
+    worker.start()
+    worker.join()
+    if isinstance(result[0], BaseException):
+        raise result[0]
+    return result[0]
+
+
+def encode_chunks(data: np.ndarray, chunk_shape: tuple[int, ...], chunk_key_encoding=None,
+                  blosc=None) -> dict[str, bytes]:
     """The chunk objects (key -> bytes) of a Zarr v3 array of ``data`` with chunk shape
-    ``chunk_shape``, codecs ``bytes`` (little endian) then ``crc32c``, fill value 0: exactly
-    what Zarr writes (every chunk, C order, edge chunks padded with zeros), without its codec
-    pipeline. The keys are ``chunk_key_encoding``'s (an array's
-    ``metadata.chunk_key_encoding``; default: Zarr's default, ``c/i/j/...``)."""
-    return {key: b"".join(parts) for key, parts in raw_chunk_parts(data, chunk_shape, chunk_key_encoding).items()}
+    ``chunk_shape``, codecs ``bytes`` (little endian), then ``blosc`` if given, then
+    ``crc32c``, fill value 0: exactly what Zarr writes (every chunk, C order, edge chunks
+    padded with zeros), without its codec pipeline. ``blosc`` is numcodecs' ``Blosc`` as
+    Zarr's codec configures it for the dtype
+    (:meth:`streamwww.io._zarrcodec.ChunkCodec.blosc`). The keys are
+    ``chunk_key_encoding``'s (an array's ``metadata.chunk_key_encoding``; default: Zarr's
+    default, ``c/i/j/...``)."""
+    return {key: b"".join(parts) for key, parts in chunk_parts(data, chunk_shape, chunk_key_encoding,
+                                                                blosc).items()}
 
 
-def raw_chunk_parts(data: np.ndarray, chunk_shape: tuple[int, ...], chunk_key_encoding=None) -> dict[str, tuple]:
-    """:func:`encode_raw_chunks`'s objects in two parts each, ``(payload, trailer)``: the
-    chunk's values (a view of ``data`` where it is contiguous, so a file can be written
-    from it without a copy) and its 4-byte crc32c."""
+def chunk_parts(data: np.ndarray, chunk_shape: tuple[int, ...], chunk_key_encoding=None,
+                blosc=None) -> dict[str, tuple]:
+    """:func:`encode_chunks`'s objects in two parts each, ``(payload, trailer)``: the
+    chunk's stored bytes (without ``blosc``: a view of ``data`` where it is contiguous, so a
+    file can be written from it without a copy) and their 4-byte crc32c."""
     if chunk_key_encoding is None:
         from zarr.core.chunk_key_encodings import DefaultChunkKeyEncoding
 
@@ -457,8 +490,10 @@ def raw_chunk_parts(data: np.ndarray, chunk_shape: tuple[int, ...], chunk_key_en
             full = np.zeros(chunk, dtype=dtype)
             full[tuple(slice(0, n) for n in part.shape)] = part
             part = full
-        raw = np.ascontiguousarray(part, dtype=dtype).reshape(-1).view(np.uint8)
-        out[chunk_key_encoding.encode_chunk_key(coords)] = (raw, struct.pack("<I", crc32c(raw)))
+        payload = np.ascontiguousarray(part, dtype=dtype).reshape(-1).view(np.uint8)
+        if blosc is not None:
+            payload = blosc_encode(blosc, payload)
+        out[chunk_key_encoding.encode_chunk_key(coords)] = (payload, struct.pack("<I", crc32c(payload)))
     return out
 
 

@@ -57,10 +57,10 @@ class ChunkCodec:
     def encode(self, values: np.ndarray) -> tuple[bytes, int]:
         """The compressed bytes of ``values`` (C order) and their crc32c: the chunk
         object is the bytes followed by the crc32c, little endian."""
-        import google_crc32c
+        from streamwww.io._chunks import blosc_encode, crc32c
 
-        data = self.blosc(values.dtype).encode(np.ascontiguousarray(values))
-        return data, int(google_crc32c.value(data))
+        data = blosc_encode(self.blosc(values.dtype), np.ascontiguousarray(values))
+        return data, crc32c(data)
 
 
 def _zarr_blosc(compressors, dtype: np.dtype):

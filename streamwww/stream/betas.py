@@ -53,6 +53,24 @@ def _free_bytes(path) -> int:
         return 0
 
 
+# beta's chunks: Blosc with lz4 at level 1, no shuffle. beta is mostly zeros (rows at no
+# bound: 0.5-30 % of the values were nonzero after 1 to 10 epochs of dna, letter, sector and
+# the 5,000-row benchmark store), and lz4 finds the runs of zero bytes of whole float64
+# values, which a byte shuffle breaks up: 2.3-75x smaller at 0.2-1.0 ns a byte to encode and
+# 0.05-0.5 ns to decode (shuffle: 1.2-30x at 0.3-1.9 ns; zstd level 1: 3-117x at
+# 0.5-2.3 ns). Written every epoch beyond the memory budget, raw beta was as many bytes
+# as the shards' (compressed) data, or more.
+_BETA_BLOSC = {"cname": "lz4", "clevel": 1, "shuffle": "noshuffle"}
+
+
+def _beta_compressors() -> list:
+    """The codecs after ``bytes`` of a beta array: Blosc (:data:`_BETA_BLOSC`), then crc32c
+    (checked on every read; every chunk is written, so a missing chunk file is damage)."""
+    from zarr.codecs import BloscCodec, Crc32cCodec
+
+    return [BloscCodec(**_BETA_BLOSC), Crc32cCodec()]
+
+
 def beta_nbytes(n_models: int, n_rows: int, n_classes: int) -> int:
     """Bytes of one version of every shard's ``beta`` (float64, ``n_models x n_rows x (k-1)``)."""
     return 8 * int(n_models) * int(n_rows) * max(1, int(n_classes) - 1)
@@ -278,7 +296,7 @@ class DiskBetas:
         (another layout, or damage to report)."""
         from streamwww.io import read_whole_chunks
 
-        meta, array = self._layout(shape)
+        meta, array, _ = self._layout(shape)
         try:
             if (path / "zarr.json").read_bytes() != meta:
                 return False
@@ -324,14 +342,8 @@ class DiskBetas:
     def _create_array(self, store, shape: tuple[int, ...]):
         """An empty beta array on ``store``: one chunk of up to 64 MiB per row block."""
         import zarr
-        from zarr.codecs import Crc32cCodec
 
         rows_per_chunk = max(1, (64 << 20) // max(1, 8 * self.n_models * max(self.m, 1)))
-        # Uncompressed: beta is rewritten every epoch, and zstd cost 3x the write
-        # time and 4x the read time of raw chunks (25k x 19 float64: 27 vs 8 ms,
-        # 12 vs 3 ms), which the prefetch thread could not hide.
-        # crc32c on every chunk (checked on every read); every chunk written, so a
-        # missing chunk file is damage, never zeros.
         # Chunk keys c.0.0.0 rather than c/0/0/0: a version is then one directory and
         # two files, not four directories and two files. Creating inodes is what a
         # version cost on ext4 without a journal (each new inode scans past those deleted
@@ -340,7 +352,7 @@ class DiskBetas:
         return zarr.create_array(store=store, shape=shape, dtype="float64",
                                  chunks=(self.n_models, min(shape[1], rows_per_chunk) or 1, self.m),
                                  chunk_key_encoding={"name": "default", "separator": "."},
-                                 zarr_format=3, overwrite=True, compressors=[Crc32cCodec()],
+                                 zarr_format=3, overwrite=True, compressors=_beta_compressors(),
                                  # write_empty_chunks: skip Zarr's chunk == fill-value scan, a
                                  # full extra pass over beta on Zarr's one I/O thread
                                  config={"write_empty_chunks": True})
@@ -348,25 +360,28 @@ class DiskBetas:
     def _objects(self, beta: np.ndarray) -> dict[str, tuple]:
         """A version's objects as Zarr writes them, each as the parts to write one after the
         other: its ``zarr.json`` (made by Zarr, once per shape) and its chunks
-        (:func:`~streamwww.io.raw_chunk_parts`: Zarr's bytes without Zarr's per-write
-        cost, the values written from ``beta`` itself: no copy in fresh pages per epoch)."""
-        from streamwww.io import raw_chunk_parts
+        (:func:`~streamwww.io.chunk_parts`: Zarr's bytes without Zarr's per-write cost)."""
+        from streamwww.io import chunk_parts
 
-        meta, array = self._layout(tuple(beta.shape))
-        return {"zarr.json": (meta,), **raw_chunk_parts(beta, tuple(array.metadata.chunk_grid.chunk_shape),
-                                                        array.metadata.chunk_key_encoding)}
+        meta, array, blosc = self._layout(tuple(beta.shape))
+        return {"zarr.json": (meta,), **chunk_parts(beta, tuple(array.metadata.chunk_grid.chunk_shape),
+                                                    array.metadata.chunk_key_encoding, blosc)}
 
     def _layout(self, shape: tuple[int, ...]):
-        """The ``zarr.json`` (made by Zarr) of a version of ``shape``, and the (empty,
-        in-memory) Zarr array it describes: its metadata, for writing and reading versions."""
+        """The ``zarr.json`` (made by Zarr) of a version of ``shape``, the (empty, in-memory)
+        Zarr array it describes (its metadata, for writing and reading versions) and the
+        numcodecs ``Blosc`` that encodes its chunks as Zarr would."""
         with self._lock:
             meta = self._meta.get(shape)
         if meta is None:
             import zarr.storage
 
+            from streamwww.io import ChunkCodec
+
             objects: dict[str, Any] = {}
             array = self._create_array(zarr.storage.MemoryStore(objects), shape)
-            meta = (objects["zarr.json"].to_bytes(), array)
+            # (numcodecs' Blosc as Zarr configures it for these arrays: one codec, one set of bytes)
+            meta = (objects["zarr.json"].to_bytes(), array, ChunkCodec(_beta_compressors()[:-1]).blosc(np.float64))
             with self._lock:
                 self._meta[shape] = meta
         return meta
@@ -379,7 +394,7 @@ class DiskBetas:
 
     def _write_local(self, path: Path, beta: np.ndarray, in_place: bool = False) -> None:
         """The version's files under ``path``; ``in_place``: ``path`` is a spare of the same
-        shard (the same files, the same sizes), overwritten without creating files."""
+        shard (the same files), overwritten and truncated to the new sizes without creating files."""
         for key, parts in self._objects(beta).items():
             target = path / key
             if in_place:

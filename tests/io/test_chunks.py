@@ -98,30 +98,65 @@ def test_store_reads_use_it(tmp_path, rng, monkeypatch):
     assert np.array_equal(betas.get(0), b) and calls == [True]
 
 
+@pytest.mark.parametrize("blosc", [None, {"cname": "lz4", "clevel": 1, "shuffle": "noshuffle"},
+                                   {"cname": "zstd", "clevel": 3, "shuffle": "shuffle"}])
 @pytest.mark.parametrize("separator", ["/", "."])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
 @pytest.mark.parametrize("shape,chunks", [((3, 40, 5), (3, 40, 5)), ((2, 41, 5), (2, 8, 5)), ((1, 7, 1), (1, 3, 1)),
                                           ((250, 7), (64, 7)), ((1000,), (300,)), ((2, 0, 4), (2, 1, 4))])
-def test_encoded_raw_chunks_are_zarrs_objects(rng, dtype, shape, chunks, separator):
-    """encode_raw_chunks (the fast write of beta versions) gives byte for byte the chunk
-    objects, keys included, that Zarr writes for an uncompressed crc32c array with either
-    separator of the default chunk keys, edge chunks padded included."""
+def test_encoded_chunks_are_zarrs_objects(rng, dtype, shape, chunks, separator, blosc):
+    """encode_chunks (the fast write of beta versions) gives byte for byte the chunk
+    objects, keys included, that Zarr writes for a crc32c array, uncompressed or with Blosc,
+    with either separator of the default chunk keys, edge chunks padded included (data
+    with runs of zeros, as beta has, and compressible or not)."""
     import zarr.storage
-    from zarr.codecs import Crc32cCodec
+    from zarr.codecs import BloscCodec, Crc32cCodec
 
-    from streamwww.io import encode_raw_chunks
+    from streamwww.io import encode_chunks
+    from streamwww.io._zarrcodec import ChunkCodec
 
     data = (rng.normal(size=shape) * 1000).astype(dtype)
+    data[rng.random(size=shape) < 0.7] = 0
+    compressors = [] if blosc is None else [BloscCodec(**blosc)]
+    codec = None if blosc is None else ChunkCodec(compressors).blosc(dtype)
     objects = {}
     arr = zarr.create_array(store=zarr.storage.MemoryStore(objects), shape=shape, dtype=dtype, chunks=chunks,
-                            zarr_format=3, compressors=[Crc32cCodec()], fill_value=0,
+                            zarr_format=3, compressors=[*compressors, Crc32cCodec()], fill_value=0,
                             chunk_key_encoding={"name": "default", "separator": separator},
                             config={"write_empty_chunks": True})
     arr[...] = data
     zarrs = {k: v.to_bytes() for k, v in objects.items() if k != "zarr.json"}
-    assert encode_raw_chunks(data, chunks, arr.metadata.chunk_key_encoding) == zarrs
+    assert encode_chunks(data, chunks, arr.metadata.chunk_key_encoding, codec) == zarrs
     if separator == "/":  # Zarr's default keys without an encoding given
-        assert encode_raw_chunks(data, chunks) == zarrs
+        assert encode_chunks(data, chunks, blosc=codec) == zarrs
+
+
+def test_blosc_encode_uses_one_thread_on_the_main_thread(monkeypatch):
+    """Called from the main thread (where numcodecs would let c-blosc use its threads, whose
+    output depends on timing), blosc_encode compresses on a thread of its own; elsewhere on
+    the calling thread; errors reach the caller."""
+    import threading
+
+    from streamwww.io._chunks import blosc_encode
+
+    seen = []
+
+    class Probe:
+        def encode(self, data):
+            seen.append(threading.current_thread() is threading.main_thread())
+            if data == b"bad":
+                raise ValueError("bad input")
+            return b"x" + data
+
+    assert threading.current_thread() is threading.main_thread()
+    assert blosc_encode(Probe(), b"ab") == b"xab" and seen == [False]
+    with pytest.raises(ValueError, match="bad input"):
+        blosc_encode(Probe(), b"bad")
+    out = []
+    t = threading.Thread(target=lambda: out.append(blosc_encode(Probe(), b"cd")))
+    t.start()
+    t.join()
+    assert out == [b"xcd"] and seen == [False, False, False]
 
 
 def test_beta_versions_written_directly_read_back_through_zarr(tmp_path, rng):
@@ -134,6 +169,40 @@ def test_beta_versions_written_directly_read_back_through_zarr(tmp_path, rng):
         arr = zarr.open_array(str(tmp_path / "beta.zarr" / beta_name(s, 3)), mode="r")
         assert arr[...].tobytes() == beta.tobytes() and arr.metadata.codecs[-1].__class__.__name__ == "Crc32cCodec"
         assert betas.read(s, 3).tobytes() == beta.tobytes()
+
+
+def test_beta_versions_are_compressed_and_raw_ones_still_read(tmp_path, rng):
+    """beta's chunks are Blosc-compressed (mostly zeros: much smaller than the values), read
+    back exactly; a version written uncompressed (checkpoints before 2026-11-27) is still
+    read, with its crc32c checked."""
+    from zarr.codecs import BloscCodec, Crc32cCodec
+
+    from streamwww.errors import CheckpointError
+    from streamwww.stream.betas import DiskBetas, beta_name
+
+    betas = DiskBetas(tmp_path, 1, [500, 300], 11)
+    beta = rng.random((1, 500, 10))
+    beta[beta < 0.9] = 0.0
+    betas.write_version(0, 2, beta)
+    path = tmp_path / "beta.zarr" / beta_name(0, 2)
+    arr = zarr.open_array(str(path), mode="r")
+    assert isinstance(arr.metadata.codecs[1], BloscCodec) and arr.metadata.codecs[1].cname.value == "lz4"
+    chunk_bytes = sum(f.stat().st_size for f in path.iterdir() if f.name != "zarr.json")
+    assert chunk_bytes < beta.nbytes / 3
+    assert betas.read(0, 2).tobytes() == beta.tobytes()
+    old = rng.random((1, 300, 10))
+    raw = zarr.create_array(store=str(tmp_path / "beta.zarr" / beta_name(1, 4)), shape=old.shape,
+                            dtype="float64", chunks=old.shape, zarr_format=3, compressors=[Crc32cCodec()],
+                            chunk_key_encoding={"name": "default", "separator": "."},
+                            config={"write_empty_chunks": True})
+    raw[...] = old
+    assert betas.read(1, 4).tobytes() == old.tobytes()
+    chunk = tmp_path / "beta.zarr" / beta_name(1, 4) / "c.0.0.0"
+    damaged = bytearray(chunk.read_bytes())
+    damaged[100] ^= 1
+    chunk.write_bytes(bytes(damaged))
+    with pytest.raises(CheckpointError, match="crc32c"):
+        betas.read(1, 4)
 
 
 def test_beta_version_is_one_directory_and_two_files(tmp_path, rng):
