@@ -53,13 +53,14 @@ def _free_bytes(path) -> int:
         return 0
 
 
-# beta's chunks: Blosc with lz4 at level 1, no shuffle. beta is mostly zeros (rows at no
-# bound: 0.5-30 % of the values were nonzero after 1 to 10 epochs of dna, letter, sector and
-# the 5,000-row benchmark store), and lz4 finds the runs of zero bytes of whole float64
-# values, which a byte shuffle breaks up: 2.3-75x smaller at 0.2-1.0 ns a byte to encode and
-# 0.05-0.5 ns to decode (shuffle: 1.2-30x at 0.3-1.9 ns; zstd level 1: 3-117x at
-# 0.5-2.3 ns). Written every epoch beyond the memory budget, raw beta was as many bytes
-# as the shards' (compressed) data, or more.
+# beta's chunks: Blosc with lz4 at level 1, no shuffle. beta is mostly zeros (0.5-29 % of
+# the values were nonzero after 1 to 10 epochs of dna, letter, sector and the 5,000-row
+# benchmark store), and lz4 finds the runs of zero bytes of whole float64 values, which a
+# byte shuffle breaks up: 2.3-75x smaller at 0.2-1.0 ns a byte to encode and 0.05-0.5 ns to
+# decode (shuffle: 1.2-30x at 0.3-1.9 ns; zstd level 1: 3-117x at 0.5-2.3 ns). Raw, beta was
+# as many bytes as the shards' (compressed) data or more; compressed, a checkpoint's beta is
+# 5-50x smaller and an epoch beyond the memory budget spends less system CPU (its wall time
+# on the 2-core benchmark VM did not change: docs/benchmarks.md).
 _BETA_BLOSC = {"cname": "lz4", "clevel": 1, "shuffle": "noshuffle"}
 
 
@@ -225,7 +226,8 @@ class DiskBetas:
         self._held: dict[int, int] = {}
         self._held_ram: dict[int, list] = {}
         self._rewound = False
-        self._meta: dict[tuple[int, ...], tuple[bytes, Any]] = {}  # shape -> its zarr.json, its zarr.Array
+        # shape -> its zarr.json, its zarr.Array, the numcodecs Blosc of its chunks (or None: raw)
+        self._meta: dict[tuple[int, ...], tuple[bytes, Any, Any]] = {}
         # Local versions written by this process's loader: a superseded version is not
         # deleted but renamed to its shard's spare, and the shard's next version is the
         # spare renamed again and its files overwritten in place. Creating and deleting a
@@ -339,8 +341,9 @@ class DiskBetas:
             raise CheckpointError(f"{self.root / beta_name(s, v)}: cannot write beta of shard {s} "
                                   f"({exc.strerror or exc})") from None
 
-    def _create_array(self, store, shape: tuple[int, ...]):
-        """An empty beta array on ``store``: one chunk of up to 64 MiB per row block."""
+    def _create_array(self, store, shape: tuple[int, ...], compressed: bool = True):
+        """An empty beta array on ``store``: one chunk of up to 64 MiB per row block
+        (``compressed=False``: without Blosc)."""
         import zarr
 
         rows_per_chunk = max(1, (64 << 20) // max(1, 8 * self.n_models * max(self.m, 1)))
@@ -352,7 +355,8 @@ class DiskBetas:
         return zarr.create_array(store=store, shape=shape, dtype="float64",
                                  chunks=(self.n_models, min(shape[1], rows_per_chunk) or 1, self.m),
                                  chunk_key_encoding={"name": "default", "separator": "."},
-                                 zarr_format=3, overwrite=True, compressors=_beta_compressors(),
+                                 zarr_format=3, overwrite=True,
+                                 compressors=_beta_compressors() if compressed else _beta_compressors()[-1:],
                                  # write_empty_chunks: skip Zarr's chunk == fill-value scan, a
                                  # full extra pass over beta on Zarr's one I/O thread
                                  config={"write_empty_chunks": True})
@@ -378,10 +382,13 @@ class DiskBetas:
 
             from streamwww.io import ChunkCodec
 
+            # numcodecs' Blosc as Zarr configures it for these arrays (one codec, one set of
+            # bytes); None where Zarr's chain is not the one written here (a big-endian
+            # machine): then versions are written raw, as their zarr.json says
+            blosc = ChunkCodec(_beta_compressors()[:-1]).blosc(np.float64)
             objects: dict[str, Any] = {}
-            array = self._create_array(zarr.storage.MemoryStore(objects), shape)
-            # (numcodecs' Blosc as Zarr configures it for these arrays: one codec, one set of bytes)
-            meta = (objects["zarr.json"].to_bytes(), array, ChunkCodec(_beta_compressors()[:-1]).blosc(np.float64))
+            array = self._create_array(zarr.storage.MemoryStore(objects), shape, compressed=blosc is not None)
+            meta = (objects["zarr.json"].to_bytes(), array, blosc)
             with self._lock:
                 self._meta[shape] = meta
         return meta

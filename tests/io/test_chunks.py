@@ -171,6 +171,26 @@ def test_beta_versions_written_directly_read_back_through_zarr(tmp_path, rng):
         assert betas.read(s, 3).tobytes() == beta.tobytes()
 
 
+def test_beta_versions_raw_where_zarrs_blosc_chain_is_not_ours(tmp_path, rng, monkeypatch):
+    """Where ChunkCodec finds no Blosc chain it can reproduce (a big-endian machine), beta
+    versions are written raw with a zarr.json that says so (never Blosc metadata over raw
+    bytes), and read back exactly, directly and through Zarr."""
+    from zarr.codecs import BloscCodec
+
+    from streamwww.io._zarrcodec import ChunkCodec
+    from streamwww.stream.betas import DiskBetas, beta_name
+
+    monkeypatch.setattr(ChunkCodec, "blosc", lambda self, dtype: None)
+    betas = DiskBetas(tmp_path, 1, [60], 4)
+    beta = rng.random((1, 60, 3))
+    betas.write_version(0, 1, beta)
+    path = tmp_path / "beta.zarr" / beta_name(0, 1)
+    arr = zarr.open_array(str(path), mode="r")
+    assert not any(isinstance(c, BloscCodec) for c in arr.metadata.codecs)
+    assert (path / "c.0.0.0").stat().st_size == beta.nbytes + 4
+    assert arr[...].tobytes() == beta.tobytes() and betas.read(0, 1).tobytes() == beta.tobytes()
+
+
 def test_beta_versions_are_compressed_and_raw_ones_still_read(tmp_path, rng):
     """beta's chunks are Blosc-compressed (mostly zeros: much smaller than the values), read
     back exactly; a version written uncompressed (checkpoints before 2026-11-27) is still
