@@ -177,26 +177,25 @@ def run_tax(args, work: str, trees: dict) -> str:
               "--shuffle", "--seed", "0", "--overwrite", "-q"])
         n_shards = sw.open_store(store).n_shards
         res: dict = {}
-        for tree in trees.values():  # untimed: every kernel these runs use compiled into the tree's cache
-            for _, mode, opts, extra_env in modes:
-                o = {**opts, "checkpoint_dir": tempfile.mkdtemp(dir=work, prefix="ck-")} if opts.get("checkpoint_dir") else opts
-                _run([sys.executable, "-c", TAX_CHILD, json.dumps({"mode": mode, "store": store, "epochs": 2, "opts": o})],
-                     env={**_env(tree), **extra_env})
+        def child(tree: str | None, mode: str, opts: dict, extra_env: dict, epochs: int) -> dict:
+            o = dict(opts)
+            if o.get("checkpoint_dir"):
+                o["checkpoint_dir"] = tempfile.mkdtemp(dir=work, prefix="ck-")
+            payload = {"mode": mode, "store": store, "epochs": epochs, "opts": o}
+            try:
+                _, out = _run([sys.executable, "-c", TAX_CHILD, json.dumps(payload)], env={**_env(tree), **extra_env})
+            finally:
                 if o.get("checkpoint_dir"):
                     shutil.rmtree(o["checkpoint_dir"], ignore_errors=True)
+            return json.loads(out.strip().splitlines()[-1])
+
+        for tree in trees.values():  # untimed: every kernel these runs use compiled into the tree's cache
+            for _, mode, opts, extra_env in modes:
+                child(tree, mode, opts, extra_env, 2)
         for rep in range(args.repeats):  # modes interleaved: drift hits them alike
             for tree_name, tree in trees.items():
                 for label, mode, opts, extra_env in modes:
-                    o = dict(opts)
-                    if o.get("checkpoint_dir"):
-                        o["checkpoint_dir"] = tempfile.mkdtemp(dir=work, prefix="ck-")
-                    payload = {"mode": mode, "store": store, "epochs": args.epochs, "opts": o}
-                    _, out = _run([sys.executable, "-c", TAX_CHILD, json.dumps(payload)],
-                                  env={**_env(tree), **extra_env})
-                    r = json.loads(out.strip().splitlines()[-1])
-                    res.setdefault((tree_name, label), []).append(r)
-                    if o.get("checkpoint_dir"):
-                        shutil.rmtree(o["checkpoint_dir"], ignore_errors=True)
+                    res.setdefault((tree_name, label), []).append(child(tree, mode, opts, extra_env, args.epochs))
         for tree_name in trees:  # (trees may differ on purpose: another objective schedule, ...)
             coefs = {r["coef"] for (t, label), rs in res.items() if t == tree_name and label != "in memory"
                      for r in rs}

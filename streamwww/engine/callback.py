@@ -5,7 +5,8 @@ model of ``info["models"]``. It reads the weights the engine trains in (or, for 
 certificate computed one epoch late, a buffer the next certificate reuses), so it is
 valid only while the callback runs: afterwards training goes on in those arrays, and a
 call would return another epoch's weights as if they were this one's. It raises instead.
-The sequential driver and the cluster rounds both hand out this object.
+The sequential driver and the cluster rounds both call their callback through
+:func:`call_back`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-__all__ = ["CallbackWeights"]
+__all__ = ["CallbackWeights", "call_back"]
 
 
 class CallbackWeights:
@@ -46,3 +47,14 @@ class CallbackWeights:
     def close(self) -> None:
         """The callback has returned: later calls raise."""
         self._W = None
+
+
+def call_back(callback: Callable, info: dict, cfg, W, models: np.ndarray, n_features: int,
+              to_host: Callable) -> bool:
+    """Call ``callback(info)`` with ``info["weights"]`` (a :class:`CallbackWeights`, closed
+    when the callback returns); whether it asked to stop."""
+    weights = CallbackWeights(cfg, W, models, n_features, to_host)
+    try:
+        return bool(callback({**info, "weights": weights}))
+    finally:
+        weights.close()

@@ -60,7 +60,7 @@ from streamwww import _buffers as buffers
 from streamwww._params import AUTO_MEMORY_SHARE, resolve_memory_budget
 from streamwww.backends.select import get_backend
 from streamwww.engine import objective
-from streamwww.engine.callback import CallbackWeights
+from streamwww.engine.callback import call_back
 from streamwww.engine.config import ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
 from streamwww.engine.shrink import near_args, new_near, round_shrinks
@@ -671,15 +671,10 @@ def _certify(W, outs, cfg, results, active, t, wall, callback) -> np.ndarray:
             done.add(int(i))
         logger.info("round %d  C=%g  primal %.8g  dual %.8g  rel. gap %.3e  time %.3fs", t, res.C, P[j], D[j],
                     R[j], wall)
-    stop = False
-    if callback is not None:
-        weights = CallbackWeights(cfg, W, active, W.shape[1] - int(cfg.fit_intercept), np.array)  # (a copy)
-        try:
-            stop = bool(callback({"epoch": t, "time": wall, "models": [int(i) for i in active],
-                                  "primal": P.tolist(), "dual": D.tolist(), "rel_gap": R.tolist(),
-                                  "weights": weights}))
-        finally:
-            weights.close()
+    stop = callback is not None and call_back(
+        callback, {"epoch": t, "time": wall, "models": [int(i) for i in active], "primal": P.tolist(),
+                   "dual": D.tolist(), "rel_gap": R.tolist()},
+        cfg, W, active, W.shape[1] - int(cfg.fit_intercept), np.array)  # (np.array copies)
     if stop:
         for i in active:
             if int(i) not in done:

@@ -37,7 +37,7 @@ import numpy as np
 
 from streamwww.backends.base import Backend, model_splits, ordered_row_sums
 from streamwww.engine import objective
-from streamwww.engine.callback import CallbackWeights
+from streamwww.engine.callback import call_back
 from streamwww.engine.config import Cursor, ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
 from streamwww.engine.schedule import Schedule
@@ -440,14 +440,10 @@ def _decide(cfg: SolverConfig, backend: Backend, W, hinge, beta_sum, active, res
                     cur.epoch, res.C, P[j], D[j], R[j], cur.train_time, rows_per_s)
     stop = False
     if hooks.callback is not None:
-        weights = CallbackWeights(cfg, W, active, n_features, backend.to_host)  # (to_host copies)
-        try:
-            stop = bool(hooks.callback({"epoch": cur.epoch, "time": cur.train_time,
-                                        "models": [int(i) for i in active], "primal": P.tolist(),
-                                        "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s,
-                                        "weights": weights}))
-        finally:
-            weights.close()
+        stop = call_back(hooks.callback, {"epoch": cur.epoch, "time": cur.train_time,
+                                          "models": [int(i) for i in active], "primal": P.tolist(),
+                                          "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s},
+                         cfg, W, active, n_features, backend.to_host)  # (to_host copies)
     active = np.array([i for i in active if int(i) not in finished], dtype=np.int64)
     if stop:  # every running model of the run, evaluated now or not
         for res in results:

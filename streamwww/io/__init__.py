@@ -12,7 +12,7 @@ Public API::
     read_whole_chunks(array, path, out) -> the same, False for a layout it does not cover
     encode_chunks(data, chunk_shape[, keys, blosc]) -> the chunk objects Zarr writes (bytes[, blosc], crc32c)
     chunk_parts(data, chunk_shape[, keys, blosc]) -> the same objects as (payload, crc32c) parts
-    ChunkCodec(compressors).blosc(dtype) -> numcodecs' Blosc as Zarr's codec chain configures it
+    blosc_of(array.metadata) -> numcodecs' Blosc that encodes the array's chunks as Zarr does
 
 The on-disk format is described in docs/FORMAT.md.  Names are imported on first
 use (as in ``streamwww``), so that the CLI's parser, ``--help`` and ``--version``
@@ -24,12 +24,12 @@ from __future__ import annotations
 from streamwww._lazy import lazy_getattr
 
 _LAZY = {name: (module, name) for name, module in {
-    "ChunkCodec": "streamwww.io._zarrcodec",
     "LibsvmBlock": "streamwww.io.libsvm",
     "LibsvmReader": "streamwww.io.libsvm",
     "LibsvmStats": "streamwww.io.libsvm",
     "ProgressEvent": "streamwww.io._progress",
     "ShardStore": "streamwww.io.store",
+    "blosc_of": "streamwww.io._zarrcodec",
     "chunk_parts": "streamwww.io._chunks",
     "convert_libsvm": "streamwww.io.convert",
     "encode_chunks": "streamwww.io._chunks",

@@ -462,8 +462,7 @@ def encode_chunks(data: np.ndarray, chunk_shape: tuple[int, ...], chunk_key_enco
     ``chunk_shape``, codecs ``bytes`` (little endian), then ``blosc`` if given, then
     ``crc32c``, fill value 0: exactly what Zarr writes (every chunk, C order, edge chunks
     padded with zeros), without its codec pipeline. ``blosc`` is numcodecs' ``Blosc`` as
-    Zarr's codec configures it for the dtype
-    (:meth:`streamwww.io._zarrcodec.ChunkCodec.blosc`). The keys are
+    Zarr's codec configures it for the array (:func:`streamwww.io.blosc_of`). The keys are
     ``chunk_key_encoding``'s (an array's ``metadata.chunk_key_encoding``; default: Zarr's
     default, ``c/i/j/...``)."""
     return {key: b"".join(parts) for key, parts in chunk_parts(data, chunk_shape, chunk_key_encoding,

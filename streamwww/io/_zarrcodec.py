@@ -18,7 +18,7 @@ import numpy as np
 
 from streamwww._location import location
 
-__all__ = ["ChunkCodec", "ZarrDocs", "local_codec"]
+__all__ = ["ChunkCodec", "ZarrDocs", "blosc_of", "local_codec"]
 
 _SHUFFLE = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}
 
@@ -64,13 +64,20 @@ class ChunkCodec:
 
 
 def _zarr_blosc(compressors, dtype: np.dtype):
+    if sys.byteorder != "little" or dtype.byteorder not in "=<|":
+        return None
+    return blosc_of(_template_array(compressors, dtype, 1).metadata)
+
+
+def blosc_of(metadata):
+    """numcodecs ``Blosc`` that encodes the chunks of an array with this Zarr v3 ``metadata``
+    exactly as Zarr does, or None unless its codecs are ``bytes`` (little endian, on a
+    little-endian machine), ``blosc``, ``crc32c``."""
     from numcodecs import Blosc
     from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec
 
-    if sys.byteorder != "little" or dtype.byteorder not in "=<|":
-        return None
-    codecs = list(_template_array(compressors, dtype, 1).metadata.codecs)
-    if (len(codecs) != 3 or not isinstance(codecs[0], BytesCodec)
+    codecs = list(metadata.codecs)
+    if (sys.byteorder != "little" or len(codecs) != 3 or not isinstance(codecs[0], BytesCodec)
             or (codecs[0].endian is not None and codecs[0].endian.value != "little")
             or not isinstance(codecs[1], BloscCodec) or not isinstance(codecs[2], Crc32cCodec)):
         return None

@@ -64,12 +64,13 @@ def _free_bytes(path) -> int:
 _BETA_BLOSC = {"cname": "lz4", "clevel": 1, "shuffle": "noshuffle"}
 
 
-def _beta_compressors() -> list:
-    """The codecs after ``bytes`` of a beta array: Blosc (:data:`_BETA_BLOSC`), then crc32c
-    (checked on every read; every chunk is written, so a missing chunk file is damage)."""
+def _beta_compressors(compressed: bool = True) -> list:
+    """The codecs after ``bytes`` of a beta array: Blosc (:data:`_BETA_BLOSC`; not with
+    ``compressed=False``), then crc32c (checked on every read; every chunk is written, so a
+    missing chunk file is damage)."""
     from zarr.codecs import BloscCodec, Crc32cCodec
 
-    return [BloscCodec(**_BETA_BLOSC), Crc32cCodec()]
+    return [BloscCodec(**_BETA_BLOSC), Crc32cCodec()] if compressed else [Crc32cCodec()]
 
 
 def beta_nbytes(n_models: int, n_rows: int, n_classes: int) -> int:
@@ -356,7 +357,7 @@ class DiskBetas:
                                  chunks=(self.n_models, min(shape[1], rows_per_chunk) or 1, self.m),
                                  chunk_key_encoding={"name": "default", "separator": "."},
                                  zarr_format=3, overwrite=True,
-                                 compressors=_beta_compressors() if compressed else _beta_compressors()[-1:],
+                                 compressors=_beta_compressors(compressed),
                                  # write_empty_chunks: skip Zarr's chunk == fill-value scan, a
                                  # full extra pass over beta on Zarr's one I/O thread
                                  config={"write_empty_chunks": True})
@@ -380,14 +381,17 @@ class DiskBetas:
         if meta is None:
             import zarr.storage
 
-            from streamwww.io import ChunkCodec
+            from streamwww.io import blosc_of
 
-            # numcodecs' Blosc as Zarr configures it for these arrays (one codec, one set of
-            # bytes); None where Zarr's chain is not the one written here (a big-endian
-            # machine): then versions are written raw, as their zarr.json says
-            blosc = ChunkCodec(_beta_compressors()[:-1]).blosc(np.float64)
             objects: dict[str, Any] = {}
-            array = self._create_array(zarr.storage.MemoryStore(objects), shape, compressed=blosc is not None)
+            array = self._create_array(zarr.storage.MemoryStore(objects), shape)
+            # numcodecs' Blosc as Zarr configured it for this array (one codec, one set of
+            # bytes); None where this chain is not one written here (a big-endian machine):
+            # then versions are written raw, as their zarr.json says
+            blosc = blosc_of(array.metadata)
+            if blosc is None:
+                objects = {}
+                array = self._create_array(zarr.storage.MemoryStore(objects), shape, compressed=False)
             meta = (objects["zarr.json"].to_bytes(), array, blosc)
             with self._lock:
                 self._meta[shape] = meta
