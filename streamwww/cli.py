@@ -11,6 +11,7 @@ import gc
 import logging
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -100,20 +101,44 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+# How long the console script runs without Python's cyclic garbage collector (start-up).
+STARTUP_SECONDS = 2.0
+
+
 def run() -> NoReturn:
     """The ``streamwww`` console script: :func:`main`, then exit with its code.
 
-    Before the interpreter shuts down, every object alive is frozen (:func:`gc.freeze`):
-    the command has finished, and what it wrote is committed and closed, but Numba and
-    LLVM leave hundreds of thousands of objects that the interpreter's last collections
-    would walk, about 0.2 s of every command on a 2-core machine. Frozen, they are skipped;
-    ``atexit`` handlers, temporary folders' clean-up and the flushing of the standard
-    streams still run. Only the console script does this: :func:`main` called in a
-    process that goes on (tests, notebooks) leaves the collector alone.
+    A command's start-up (importing NumPy, SciPy, Numba, Zarr; loading its kernels from
+    Numba's cache) makes hundreds of thousands of long-lived objects, and the cyclic
+    garbage collector walks them again and again while they are made: 10-13 % of the
+    wall time of ``convert`` or ``train`` on a small file (docs/benchmarks.md, "The
+    command line's garbage collector"). So the collector is off for the first
+    :data:`STARTUP_SECONDS` of a command; then what is alive is frozen (:func:`gc.freeze`:
+    never walked again) and the collector is on for the rest of a long command. Objects
+    are still freed when their last reference goes (no array waits for the collector);
+    only reference cycles made during those seconds wait, bounded by what start-up makes.
+    Before the interpreter shuts down, every object alive is frozen too: the command has
+    finished, and what it wrote is committed and closed, but Numba and LLVM leave
+    hundreds of thousands of objects that the interpreter's last collections would walk,
+    about 0.2 s of every command on a 2-core machine. ``atexit`` handlers, temporary
+    folders' clean-up and the flushing of the standard streams still run. Only the
+    console script does this: :func:`main` called in a process that goes on (tests,
+    notebooks) leaves the collector alone.
     """
+    gc.disable()
+    started = threading.Timer(STARTUP_SECONDS, _collect_from_now)
+    started.daemon = True  # (never holds up the exit)
+    started.start()
     code = main()
+    started.cancel()
     gc.freeze()
     sys.exit(code)
+
+
+def _collect_from_now() -> None:
+    """The end of start-up: freeze what it made, turn the collector on."""
+    gc.freeze()
+    gc.enable()
 
 
 if __name__ == "__main__":  # pragma: no cover

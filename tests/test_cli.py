@@ -87,7 +87,18 @@ def test_bad_input_is_a_clear_error(stores, capsys):
     assert rc == 1 and "'C' parameter of train must be a float in (0, inf)" in capsys.readouterr().err
 
 
-def test_console_script_exits_with_mains_code_and_skips_the_final_collections(monkeypatch, capsys):
+@pytest.fixture
+def collector():
+    """The cyclic garbage collector as it was, after a test that runs the console script."""
+    import gc
+
+    was = gc.isenabled()
+    yield gc
+    if was:
+        gc.enable()
+
+
+def test_console_script_exits_with_mains_code_and_skips_the_final_collections(monkeypatch, capsys, collector):
     """The installed ``streamwww`` script is ``cli.run``: main's exit code, the heap frozen first."""
     from importlib.metadata import entry_points
 
@@ -102,3 +113,42 @@ def test_console_script_exits_with_mains_code_and_skips_the_final_collections(mo
         cli.run()
     assert exc.value.code == 1 and frozen == [True]
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_console_script_collects_no_cycles_during_start_up_only(monkeypatch, collector):
+    """The collector is off for a command's first STARTUP_SECONDS, then what is alive is
+    frozen and it is on again; a command shorter than that ends with it off (and no timer)."""
+    import threading
+    import time
+
+    from streamwww import cli
+
+    frozen = []
+    monkeypatch.setattr(collector, "freeze", lambda: frozen.append(collector.isenabled()))
+    monkeypatch.setattr(cli, "STARTUP_SECONDS", 0.05)
+    seen = {}
+
+    def long_command():
+        seen["at start"] = collector.isenabled()
+        deadline = time.monotonic() + 10.0
+        while not collector.isenabled() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen["later"] = collector.isenabled()
+        return 0
+
+    monkeypatch.setattr(cli, "main", long_command)
+    with pytest.raises(SystemExit) as exc:
+        cli.run()
+    # frozen while still off (start-up's objects), then again at exit
+    assert exc.value.code == 0 and seen == {"at start": False, "later": True} and frozen == [False, True]
+
+    frozen.clear()
+    collector.enable()
+    monkeypatch.setattr(cli, "STARTUP_SECONDS", 30.0)
+    monkeypatch.setattr(cli, "main", lambda: 3 if not collector.isenabled() else 4)
+    timers = len([t for t in threading.enumerate() if isinstance(t, threading.Timer)])
+    with pytest.raises(SystemExit) as exc:
+        cli.run()
+    assert exc.value.code == 3 and frozen == [False] and not collector.isenabled()
+    time.sleep(0.05)  # the cancelled timer's thread ends
+    assert len([t for t in threading.enumerate() if isinstance(t, threading.Timer)]) == timers
