@@ -447,9 +447,19 @@ def _report_run(args, result, paths, command: str) -> None:
                                          "pass --model-out)"))
 
 
+def _warn_not_converged(fit, command: str) -> None:
+    """One line on stderr per model that hit --max-iter, in the command line's words (the
+    Python API's ConvergenceWarning would import scikit-learn, 0.5-1.4 s, to print a line
+    that names a source line of ours and Python parameter names)."""
+    from streamwww.engine.config import not_converged
+
+    for res, why in not_converged(fit.results, fit.cfg, tol="--tol", gap_decay="--gap-decay"):
+        print(f"streamwww {command}: warning: did not converge after {res.n_iter} epochs (C={res.C:g}); "
+              f"{why}; increase --max-iter or loosen --tol", file=sys.stderr)
+
+
 def run_train(args) -> int:
     from streamwww.api import model_paths, train_fitted
-    from streamwww.engine.config import warn_not_converged
 
     on_cluster = args.workers is not None or args.scheduler is not None
     if not on_cluster:
@@ -482,7 +492,7 @@ def run_train(args) -> int:
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
     if fit is not None:
-        warn_not_converged(fit.results, fit.cfg, "train")
+        _warn_not_converged(fit, "train")
     paths = model_paths(args.model_out, args.C, many=len(args.C) > 1 and args.cv is None)
     _report_run(args, result, paths, "train")
     return 0
@@ -492,7 +502,6 @@ def run_resume(args) -> int:
     from streamwww._location import located
     from streamwww.api import model_paths, resume_fitted
     from streamwww.checkpoint import CheckpointDir
-    from streamwww.engine.config import warn_not_converged
 
     options = storage_options(args)
     with CheckpointDir(located(args.checkpoint_dir, options), lock=False) as probe:
@@ -508,7 +517,7 @@ def run_resume(args) -> int:
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
     if fit is not None:
-        warn_not_converged(fit.results, fit.cfg, "resume")
+        _warn_not_converged(fit, "resume")
     out = None if model_out is False else (model_out or run["run"].get("model_out"))
     paths = []
     if out:

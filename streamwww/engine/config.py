@@ -15,7 +15,7 @@ from streamwww._params import UNMIXED
 from streamwww.solvers.shark import SHARK_EPS
 
 __all__ = ["SolverConfig", "ModelResult", "Cursor", "results_to_json", "results_from_json",
-           "warn_not_converged"]
+           "warn_not_converged", "not_converged"]
 
 
 # eval_every="auto", version 1 (runs checkpointed before 2026-11-27; new runs use version 2,
@@ -169,20 +169,31 @@ def results_from_json(items) -> list[ModelResult]:
                         gap_1=d["gap_1"], status=str(d["status"])) for d in items]
 
 
+def not_converged(results: list[ModelResult], cfg: SolverConfig, tol: str = "tol",
+                  gap_decay: str = "gap_decay") -> list[tuple[ModelResult, str]]:
+    """``(model, why)`` for each model that hit ``max_iter``: ``why`` names the stopping
+    tests its last objectives failed, with the settings called ``tol`` and ``gap_decay``
+    (one wording for the warning and the command line's flags)."""
+    out = []
+    for res in results:
+        if res.status != "max_iter" or not res.history:
+            continue
+        last = res.history[-1]
+        why = f"relative duality gap {last['rel_gap']:.3g} > {tol} {cfg.tol:g}"
+        if cfg.gap_decay is not None:
+            why += f" and gap {last['gap']:.3g} > {gap_decay} {cfg.gap_decay:g} x gap_1 {res.gap_1:.3g}"
+        out.append((res, why))
+    return out
+
+
 def warn_not_converged(results: list[ModelResult], cfg: SolverConfig, owner: str, stacklevel: int = 2) -> None:
     """A :class:`~sklearn.exceptions.ConvergenceWarning` per model that hit ``max_iter``.
 
     Called by the public entry points themselves, so that ``stacklevel=2`` names
     the user's line (a warning raised deep in the driver would name a library line).
     """
-    for res in results:
-        if res.status != "max_iter" or not res.history:
-            continue
+    for res, why in not_converged(results, cfg):
         from sklearn.exceptions import ConvergenceWarning  # here: importing scikit-learn takes a second
 
-        last = res.history[-1]
-        crit = f"relative duality gap {last['rel_gap']:.3g} > tol {cfg.tol:g}"
-        if cfg.gap_decay is not None:
-            crit += f" and gap {last['gap']:.3g} > gap_decay {cfg.gap_decay:g} x gap_1 {res.gap_1:.3g}"
         warnings.warn(f"{owner} did not converge after {res.n_iter} epochs (C={res.C:g}); "
-                      f"{crit}. Increase max_iter or loosen tol.", ConvergenceWarning, stacklevel=stacklevel + 1)
+                      f"{why}. Increase max_iter or loosen tol.", ConvergenceWarning, stacklevel=stacklevel + 1)
