@@ -529,11 +529,11 @@ def run_resume(args) -> int:
 
 
 def run_predict(args) -> int:
-    import streamwww as sw
+    from streamwww.model_io import load_fitted  # (no scikit-learn: the estimator is not needed)
     from streamwww.predict import predict_labels
 
     options = storage_options(args)
-    model = sw.load_model(_model_arg(args.model, options))
+    model = load_fitted(_model_arg(args.model, options))
     out = open(args.output, "w") if args.output else sys.stdout
     try:
         n = 0
@@ -562,11 +562,11 @@ def _fmt_label(v) -> str:
 
 
 def run_evaluate(args) -> int:
-    import streamwww as sw
+    from streamwww.model_io import load_fitted
     from streamwww.predict import evaluate
 
     options = storage_options(args)
-    model = sw.load_model(_model_arg(args.model, options))
+    model = load_fitted(_model_arg(args.model, options))
     res = evaluate(model, args.test, confusion=args.confusion, zero_based=args.zero_based,
                    storage_options=options)
     if args.json:

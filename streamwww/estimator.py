@@ -6,17 +6,15 @@ import copy
 import warnings
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from streamwww._params import check_params
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import Fit, cluster_options, fit_placed, fit_source
-from streamwww.errors import DataFormatError
-from streamwww.fitted import FittedModel, fitted_attributes, model_params
+from streamwww.fitted import FittedModel, class_scores, fitted_attributes, model_params, predicted_labels
 from streamwww.labels import classification_targets
-from streamwww.stream.sources import ArraySource, StoreSource, as_store
+from streamwww.stream.sources import ArraySource, StoreSource, as_store, store_shards
 
 __all__ = ["WWClassifier"]
 
@@ -269,18 +267,12 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         return self._scores(X)
 
     def _scores(self, X):
-        scores = X @ self.coef_.T
-        scores = np.asarray(scores, dtype=np.float64) + self.intercept_
-        if scores.shape[1] == 2:
-            return scores[:, 1] - scores[:, 0]
-        return scores
+        return class_scores(self.coef_, self.intercept_, X)
 
     def predict(self, X):
         """Predicted class labels (the class with the largest score); ``X`` as in :meth:`decision_function`."""
-        scores = self.decision_function(X)
-        if scores.ndim == 1:
-            return self.classes_[(scores > 0).astype(np.intp)]
-        return self.classes_[np.argmax(scores, axis=1)]
+        scores = self.decision_function(X)  # (first: NotFittedError before classes_ is read)
+        return predicted_labels(self.classes_, scores)
 
     def score(self, X, y=None, sample_weight=None):
         """Mean accuracy on ``(X, y)``, or on a shard store given as ``X`` (its labels; ``y=None``),
@@ -297,19 +289,3 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
             total += len(hit)
         n = total if sample_weight is None else float(np.sum(sample_weight))
         return correct / n if n else float("nan")
-
-
-def store_shards(store, n_features: int, owner: str = "WWClassifier"):
-    """``(X, labels)`` of each shard of ``store`` for a model of ``n_features`` features
-    (a store converted with fewer features gets zero columns; more is an error)."""
-    d = int(n_features)
-    if store.n_features > d:
-        raise DataFormatError(f"{store.path}: the store has {store.n_features} features but "
-                              f"{owner} was fitted with {d}")
-    classes = np.asarray(store.classes)
-    for i in range(store.n_shards):
-        X, y = store.read_shard(i)
-        if X.shape[1] < d:
-            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d)) if sp.issparse(X) \
-                else np.hstack([X, np.zeros((X.shape[0], d - X.shape[1]), dtype=X.dtype)])
-        yield X, classes[y]

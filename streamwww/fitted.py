@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["FittedModel", "SETTINGS", "model_settings", "model_params", "fitted_attributes", "fitted_models"]
+__all__ = ["FittedModel", "SETTINGS", "model_settings", "model_params", "fitted_attributes", "fitted_models",
+           "class_scores", "predicted_labels"]
 
 #: The model settings of :class:`~streamwww.WWClassifier`: its constructor's
 #: parameters without ``client`` (a connection, not a setting), in ``get_params()``
@@ -29,6 +30,23 @@ def model_settings(**values) -> dict:
         missing, extra = sorted(set(SETTINGS) - set(values)), sorted(set(values) - set(SETTINGS))
         raise TypeError(f"model_settings: missing {missing}, unknown {extra}")
     return {k: values[k] for k in SETTINGS}
+
+
+def class_scores(coef: np.ndarray, intercept: np.ndarray, X) -> np.ndarray:
+    """Class scores ``X @ coef.T + intercept`` (float64); with two classes the one column
+    ``s_1 - s_0`` (scikit-learn's binary convention)."""
+    scores = np.asarray(X @ coef.T, dtype=np.float64) + intercept
+    if scores.shape[1] == 2:
+        return scores[:, 1] - scores[:, 0]
+    return scores
+
+
+def predicted_labels(classes, scores: np.ndarray) -> np.ndarray:
+    """The class with the largest score of each row (:func:`class_scores`' layout)."""
+    classes = np.asarray(classes)
+    if scores.ndim == 1:
+        return classes[(scores > 0).astype(np.intp)]
+    return classes[np.argmax(scores, axis=1)]
 
 
 def model_params(model) -> dict:
@@ -80,6 +98,18 @@ class FittedModel:
 
         check_is_fitted(estimator)
         return cls(model_params(estimator), _fitted_vars(estimator))
+
+    def decision_function(self, X) -> np.ndarray:
+        """Class scores of rows ``X`` already read and checked (a CSR matrix or an ndarray):
+        :func:`class_scores`, as the estimator's ``decision_function`` gives them."""
+        if X.ndim != 2 or X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[-1]} features, but the model is expecting "
+                             f"{self.n_features_in_} features as input")
+        return class_scores(self.coef_, self.intercept_, X)
+
+    def predict(self, X) -> np.ndarray:
+        """Predicted class labels of rows ``X`` (as in :meth:`decision_function`)."""
+        return predicted_labels(self.classes_, self.decision_function(X))
 
     def __repr__(self) -> str:
         return (f"FittedModel(C={self.C:g}, classes={len(np.asarray(self.classes_))}, "

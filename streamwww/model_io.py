@@ -23,7 +23,7 @@ from streamwww._location import Location, is_url, location
 from streamwww.errors import StorageError
 from streamwww.fitted import FittedModel
 
-__all__ = ["save_model", "load_model", "MODEL_FORMAT", "MODEL_VERSION"]
+__all__ = ["save_model", "load_model", "load_fitted", "MODEL_FORMAT", "MODEL_VERSION"]
 
 MODEL_FORMAT = "streamwww-model"
 MODEL_VERSION = 1
@@ -88,6 +88,14 @@ def load_model(path):
     StorageError
         If the object store cannot be reached.
     """
+    from streamwww.estimator import WWClassifier  # scikit-learn: imported when an estimator is asked for
+
+    return WWClassifier.from_fitted(load_fitted(path))
+
+
+def load_fitted(path) -> FittedModel:
+    """:func:`load_model`'s model as a :class:`~streamwww.fitted.FittedModel` record, without
+    importing scikit-learn (the command line's ``predict``, ``evaluate`` and ``info``)."""
     remote = _remote(path)
     path = remote if remote is not None else Path(location(path).path if isinstance(path, Location) else path)
     try:
@@ -107,13 +115,9 @@ def load_model(path):
     if isinstance(params.get("class_weight"), dict):
         params["class_weight"] = {c: w for c, w in zip(arrays["classes"].tolist(), params["class_weight"]["per_class"])
                                   if w != 1.0}
-    from streamwww.estimator import WWClassifier  # scikit-learn: imported when a model is read
-
-    model = WWClassifier(**params)
-    model._set_fitted({"classes_": arrays["classes"], "coef_": arrays["coef"], "intercept_": arrays["intercept"],
-                       "n_iter_": meta["n_iter"], "history_": meta["history"],
-                       "converged_": meta["converged"], "seed_": meta["seed"],
-                       "n_features_in_": meta["n_features_in"]})
+    attributes = {"classes_": arrays["classes"], "coef_": arrays["coef"], "intercept_": arrays["intercept"],
+                  "n_iter_": meta["n_iter"], "history_": meta["history"], "converged_": meta["converged"],
+                  "seed_": meta["seed"], "n_features_in_": meta["n_features_in"]}
     if meta.get("feature_names_in"):
-        model.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)
-    return model
+        attributes["feature_names_in_"] = np.asarray(meta["feature_names_in"], dtype=object)
+    return FittedModel(params, attributes)

@@ -26,7 +26,7 @@ def iter_batches(source, n_features: int, *, zero_based: bool = False,
 
         source = located(source, storage_options)
     if hasattr(source, "read_shard") or source.isdir():
-        from streamwww.estimator import store_shards
+        from streamwww.stream.sources import store_shards
         from streamwww.io import open_store
 
         yield from store_shards(source if hasattr(source, "read_shard") else open_store(source), n_features)
@@ -124,7 +124,7 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
     import shutil
 
     from streamwww.errors import StoreExistsError
-    from streamwww.estimator import store_shards
+    from streamwww.stream.sources import store_shards
     from streamwww.io import open_store
 
     if format not in ("zarr", "parquet"):
@@ -194,7 +194,7 @@ def _write_part(where, i: int, out: np.ndarray, classes: np.ndarray, scores: boo
 def _write_predictions_remote(model, store, where, *, scores: bool, format: str, overwrite: bool) -> str:
     """:func:`write_predictions` to an object store: parts at their final keys, the
     ``predictions.json`` marker last (as a store's commit, io._transaction.RemoteStoreTransaction)."""
-    from streamwww.estimator import store_shards
+    from streamwww.stream.sources import store_shards
     from streamwww.io.store import RemoteStoreTransaction
 
     classes = np.asarray(model.classes_)

@@ -23,8 +23,7 @@ from streamwww._location import located, location
 from streamwww.api import model_paths
 from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
 from streamwww.errors import CheckpointError, StreamwwwError
-from streamwww.fitted import model_params
-from streamwww.model_io import load_model
+from streamwww.model_io import load_fitted
 
 __all__ = ["describe_model", "describe_checkpoint", "format_model", "format_checkpoint", "gap_histories",
            "plain", "json_label"]
@@ -84,8 +83,8 @@ def describe_model(path, storage_options: dict | None = None) -> dict[str, Any]:
         If the file is not a streamwww model.
     """
     path = located(path, storage_options)
-    model = load_model(path)
-    params = model_params(model)
+    model = load_fitted(path)
+    params = dict(model.params)
     cw = params.get("class_weight")
     if isinstance(cw, dict):
         cw = [{"label": json_label(c), "weight": float(w)} for c, w in cw.items()]
@@ -289,7 +288,7 @@ def gap_histories(path, storage_options: dict | None = None) -> tuple[list[dict[
         runs = [(float(r["C"]), r["history"]) for r in manifest.get("results", [])]
         title = f"{path} (checkpoint, epoch {manifest.get('cursor', {}).get('epoch')})"
     else:
-        model = load_model(path)
+        model = load_fitted(path)
         runs = [(float(model.C), list(model.history_))]
         title = f"{path} (model)"
     counts: dict[float, int] = {}

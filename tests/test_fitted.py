@@ -90,3 +90,42 @@ def test_cli_train_and_resume_import_no_scikit_learn(store, tmp_path):
     assert expected.converged_
     for out in (m, m + "2"):  # resumed and uninterrupted: the Python API's model, bitwise
         np.testing.assert_array_equal(load_model(out).coef_, expected.coef_)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_model_files_record_predicts_as_its_estimator(tmp_path, k):
+    """``load_fitted``'s record scores and predicts as ``load_model``'s estimator, bitwise
+    (two classes: one score column), dense or sparse rows; wrong widths are refused."""
+    import scipy.sparse as sp
+
+    from streamwww.model_io import load_fitted
+
+    X, y = make_classification(np.random.default_rng(k), n=200, d=6, k=k, dtype=np.float64)
+    labels = np.array(["x", "y", "z"])[:k][y]
+    save_model(sw.WWClassifier(C=1.0, random_state=0, max_iter=20).fit(X, labels), tmp_path / "m.npz")
+    rec, est = load_fitted(tmp_path / "m.npz"), sw.load_model(tmp_path / "m.npz")
+    assert type(rec) is FittedModel and rec.params == model_params(est)
+    for rows in (X, sp.csr_matrix(X)):
+        np.testing.assert_array_equal(rec.decision_function(rows), est.decision_function(rows))
+        np.testing.assert_array_equal(rec.predict(rows), est.predict(rows))
+    assert rec.decision_function(X).ndim == (1 if k == 2 else 2)
+    with pytest.raises(ValueError, match="X has 5 features, but the model is expecting 6"):
+        rec.predict(X[:, :5])
+
+
+def test_cli_predict_evaluate_info_import_no_scikit_learn(store, tmp_path):
+    """`streamwww predict`, `evaluate` and `info` of a model file read it as a record: the
+    estimator's labels and accuracy, without importing scikit-learn (a second or more)."""
+    path, X = store
+    m, out = str(tmp_path / "m.npz"), str(tmp_path / "p.txt")
+    est = sw.train(path, random_state=1, max_iter=1000, model_out=m)
+    res = _run(f"main(['predict', {m!r}, {str(path)!r}, '--output', {out!r}])\n"
+               f"main(['evaluate', {m!r}, {str(path)!r}])\n"
+               f"main(['info', {m!r}])\n"
+               "print(sorted(k for k in ('sklearn', 'pandas') if k in sys.modules))")
+    assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout[-800:]
+    with open(out) as f:
+        assert f.read().split() == list(est.predict(path))
+    accuracy = float(re.search(r"accuracy: ([0-9.]+) %", res.stdout).group(1))
+    assert accuracy == pytest.approx(100 * est.score(path), abs=0.005)

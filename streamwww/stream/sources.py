@@ -17,11 +17,12 @@ import scipy.sparse as sp
 
 from streamwww import _buffers as buffers
 from streamwww.backends.base import Block, make_block
+from streamwww.errors import DataFormatError
 from streamwww.labels import encode_labels
 from streamwww.stream.folds import shard_folds, train_bits
 from streamwww.weights import class_weight_vector, row_weights
 
-__all__ = ["InMemoryData", "StoreData", "ArraySource", "StoreSource", "as_store"]
+__all__ = ["InMemoryData", "StoreData", "ArraySource", "StoreSource", "as_store", "store_shards"]
 
 
 class InMemoryData:
@@ -240,3 +241,19 @@ def as_store(obj, storage_options: dict | None = None):
     if hasattr(obj, "read_shards") and hasattr(obj, "n_shards"):
         return obj
     return None
+
+
+def store_shards(store, n_features: int, owner: str = "WWClassifier"):
+    """``(X, labels)`` of each shard of ``store`` for a model of ``n_features`` features
+    (a store converted with fewer features gets zero columns; more is an error)."""
+    d = int(n_features)
+    if store.n_features > d:
+        raise DataFormatError(f"{store.path}: the store has {store.n_features} features but "
+                              f"{owner} was fitted with {d}")
+    classes = np.asarray(store.classes)
+    for i in range(store.n_shards):
+        X, y = store.read_shard(i)
+        if X.shape[1] < d:
+            X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d)) if sp.issparse(X) \
+                else np.hstack([X, np.zeros((X.shape[0], d - X.shape[1]), dtype=X.dtype)])
+        yield X, classes[y]
