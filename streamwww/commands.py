@@ -594,9 +594,11 @@ def run_evaluate(args) -> int:
 
 
 def run_demo(args) -> int:
-    """make-data -> convert -> train (checkpoints) -> evaluate, in a work directory."""
-    import streamwww as sw
+    """make-data -> convert -> train (checkpoints) -> evaluate, in a work directory (the
+    command line's records throughout: no scikit-learn imported)."""
+    from streamwww.api import train_fitted
     from streamwww.io import convert_libsvm, make_data
+    from streamwww.model_io import load_fitted
     from streamwww.predict import evaluate
 
     tmp = None
@@ -631,16 +633,17 @@ def run_demo(args) -> int:
         ckpt, model_path = work / "checkpoints", work / "model.npz"
         rep = _Reporter(args.show_progress, not args.verbose, 1000, labels=_model_labels([args.C]))
         t = time.perf_counter()
-        model = sw.train(train_store, C=args.C, random_state=args.seed, tol=1e-3, max_iter=1000,
-                         checkpoint_dir=ckpt, model_out=model_path, callback=rep.epoch_done,
-                         progress=rep.progress)
+        model, fit = train_fitted(train_store, C=args.C, random_state=args.seed, tol=1e-3, max_iter=1000,
+                                  checkpoint_dir=ckpt, model_out=model_path, callback=rep.epoch_done,
+                                  progress=rep.progress)
+        _warn_not_converged(fit, "demo")
         h = model.history_[-1]
         where = (f"checkpoints in {ckpt}" if args.workdir else
                  "checkpoints in a temporary directory, removed at exit")
         print(f"3. train (streamed, {where}): {model.n_iter_} epochs in "
               f"{time.perf_counter() - t:.1f} s, relative duality gap {h['rel_gap']:.2e}")
 
-        res = evaluate(sw.load_model(model_path), test_store)
+        res = evaluate(load_fitted(model_path), test_store)
         print(f"4. evaluate: test accuracy {100 * res['accuracy']:.2f} % on {res['n_rows']} rows")
         print(f"done in {time.perf_counter() - t_all:.1f} s" + (
             f"; the data, checkpoints and model are in {work}" if args.workdir else

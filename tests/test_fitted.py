@@ -114,15 +114,18 @@ def test_a_model_files_record_predicts_as_its_estimator(tmp_path, k):
         rec.predict(X[:, :5])
 
 
-def test_cli_predict_evaluate_info_import_no_scikit_learn(store, tmp_path):
+def test_cli_predict_evaluate_info_demo_import_no_scikit_learn(store, tmp_path):
     """`streamwww predict`, `evaluate` and `info` of a model file read it as a record: the
-    estimator's labels and accuracy, without importing scikit-learn (a second or more)."""
+    estimator's labels and accuracy, without importing scikit-learn (a second or more);
+    nor does `demo`."""
     path, X = store
     m, out = str(tmp_path / "m.npz"), str(tmp_path / "p.txt")
     est = sw.train(path, random_state=1, max_iter=1000, model_out=m)
     res = _run(f"main(['predict', {m!r}, {str(path)!r}, '--output', {out!r}])\n"
                f"main(['evaluate', {m!r}, {str(path)!r}])\n"
                f"main(['info', {m!r}])\n"
+               "main(['demo', '--rows', '2000', '--test-rows', '500', '--features', '40', '--nnz-per-row', '6', "
+               "'--classes', '3', '--shard-rows', '1000'])\n"
                "print(sorted(k for k in ('sklearn', 'pandas') if k in sys.modules))")
     assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout[-800:]
     with open(out) as f:
