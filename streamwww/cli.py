@@ -110,7 +110,7 @@ def run() -> NoReturn:
 
     A command's start-up (importing NumPy, SciPy, Numba, Zarr; loading its kernels from
     Numba's cache) makes hundreds of thousands of long-lived objects, and the cyclic
-    garbage collector walks them again and again while they are made: 10-13 % of the
+    garbage collector walks them again and again while they are made: 9-12 % of the
     wall time of ``convert`` or ``train`` on a small file (docs/benchmarks.md, "The
     command line's garbage collector"). So the collector is off for the first
     :data:`STARTUP_SECONDS` of a command; then what is alive is frozen (:func:`gc.freeze`:

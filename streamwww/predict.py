@@ -26,8 +26,8 @@ def iter_batches(source, n_features: int, *, zero_based: bool = False,
 
         source = located(source, storage_options)
     if hasattr(source, "read_shard") or source.isdir():
-        from streamwww.stream.sources import store_shards
         from streamwww.io import open_store
+        from streamwww.stream.sources import store_shards
 
         yield from store_shards(source if hasattr(source, "read_shard") else open_store(source), n_features)
     else:
@@ -124,8 +124,8 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
     import shutil
 
     from streamwww.errors import StoreExistsError
-    from streamwww.stream.sources import store_shards
     from streamwww.io import open_store
+    from streamwww.stream.sources import store_shards
 
     if format not in ("zarr", "parquet"):
         raise ValueError(f"The 'format' parameter of write_predictions must be 'zarr' or 'parquet'. "
@@ -194,8 +194,8 @@ def _write_part(where, i: int, out: np.ndarray, classes: np.ndarray, scores: boo
 def _write_predictions_remote(model, store, where, *, scores: bool, format: str, overwrite: bool) -> str:
     """:func:`write_predictions` to an object store: parts at their final keys, the
     ``predictions.json`` marker last (as a store's commit, io._transaction.RemoteStoreTransaction)."""
-    from streamwww.stream.sources import store_shards
     from streamwww.io.store import RemoteStoreTransaction
+    from streamwww.stream.sources import store_shards
 
     classes = np.asarray(model.classes_)
     meta = {"kind": "scores" if scores else "labels", "format": format, "n_shards": int(store.n_shards),
