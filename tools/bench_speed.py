@@ -49,10 +49,15 @@ Section ``cold``: the first run after installing (an empty Numba cache: every ke
 command uses is compiled once): ``streamwww demo`` and dna's ``convert`` and ``train``, cold
 then warm (the cache just filled), in a fresh process each.
 
+Section ``commands``: the command line's everyday commands on dna, warm, each in a fresh process:
+``convert``, ``train`` (the cli section's flags), ``train --max-iter 100`` (stops there and
+warns), ``evaluate`` and ``predict`` of the model on ``dna.scale.t``, ``info`` of the model and
+``demo``: wall time and the child's own peak RSS.
+
 Each tree's modules are compiled to bytecode before the clock starts (``compileall``, as ``pip
 install`` does), so no child compiles them from source where ``PYTHONDONTWRITEBYTECODE`` is set.
 
-Usage: python tools/bench_speed.py {tax,cli,gap,cold,all} [--before REV] [--cpp-src DIR]
+Usage: python tools/bench_speed.py {tax,cli,gap,cold,commands,all} [--before REV] [--cpp-src DIR]
        [--repeats 3] [--out docs/benchmarks.md] [--quick]
 """
 
@@ -421,6 +426,81 @@ def run_cold(args, work: str, trees: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _run_rss(cmd, env=None) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB, the child's own ``ru_maxrss``) of one command."""
+    with tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=tempfile.gettempdir())
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise RuntimeError(f"{cmd[:4]} failed ({proc.returncode}): {err.read()[-2000:].decode(errors='replace')}")
+    return wall, usage.ru_maxrss / 1024
+
+
+# the command line's everyday commands on dna (train's flags: the cli section's; a second
+# train stops at --max-iter 100 with the defaults otherwise, to time a run that warns)
+COMMANDS = ("convert", "train", "train (stops at --max-iter)", "evaluate", "predict", "info", "demo")
+
+
+def _command_runs(tree, train: str, test: str, work: str) -> dict:
+    cli = [sys.executable, "-m", "streamwww.cli"]
+    store, model, ck, pred = (os.path.join(work, n) for n in ("cmd.zarr", "cmd.npz", "cmd-ck", "cmd.txt"))
+    shutil.rmtree(store, ignore_errors=True)
+    env = _env(tree)
+    out = {}
+    for name in COMMANDS:
+        shutil.rmtree(ck, ignore_errors=True)
+        argv = {"convert": ["convert", train, store, "-q"],
+                "train": ["train", store, "--C", "1", "--no-intercept", "--tol", "0", "--gap-decay", "0.0009",
+                          "--max-iter", "100000", "--seed", "0", "--checkpoint-dir", ck, "--model-out", model, "-q"],
+                "train (stops at --max-iter)": ["train", store, "--max-iter", "100", "--seed", "0",
+                                                "--checkpoint-dir", ck, "--model-out", model + "2.npz", "-q"],
+                "evaluate": ["evaluate", model, test],
+                "predict": ["predict", model, test, "--output", pred],
+                "info": ["info", model],
+                "demo": ["demo"]}[name]
+        out[name] = _run_rss(cli + argv, env=env)
+    return out
+
+
+def run_commands(args, work: str, trees: dict) -> str:
+    files = {}
+    for name in ("dna.scale", "dna.scale.t"):
+        files[name] = os.path.join(work, name)
+        with open(files[name], "wb") as f:
+            subprocess.run(["xz", "-dc", os.path.join(args.data_dir, name + ".xz")], stdout=f, check=True)
+    for tree in trees.values():  # untimed: a worktree's Numba cache filled, the files in the page cache
+        _command_runs(tree, files["dna.scale"], files["dna.scale.t"], work)
+    runs = {name: [] for name in trees}
+    for _ in range(args.repeats):  # the trees interleaved
+        for name, tree in trees.items():
+            runs[name].append(_command_runs(tree, files["dna.scale"], files["dna.scale.t"], work))
+    names = list(trees)
+    lines = [header("Everyday commands (issue 18): wall time and peak memory of one command"),
+             "Each command in a fresh process, warm (Numba's cache filled), on dna (`dna.scale`, its test file "
+             "`dna.scale.t`): `convert`, `train` with the cli section's flags (it converges), `train --max-iter "
+             "100` (the defaults otherwise: it stops there and warns), `evaluate` and `predict` of the model on "
+             "the test file, `info` of the model, `demo`. Wall seconds and peak RSS (the child's own "
+             f"`ru_maxrss`), medians of {args.repeats}, the trees interleaved"
+             + (f"; *{names[1]}*: the code before, in the same run; *ratio*: this / {names[1]} per repeat, "
+                "median [range]." if len(names) > 1 else "."), ""]
+    head = "| command | " + " | ".join(f"{n} s" for n in names) + (" | ratio" if len(names) > 1 else "") + \
+        " | " + " | ".join(f"{n} MiB" for n in names) + " |"
+    lines += [head, "|" + "---|" * (head.count("|") - 1)]
+    for cmd in COMMANDS:
+        walls = [median(r[cmd][0] for r in runs[n]) for n in names]
+        rss = [median(r[cmd][1] for r in runs[n]) for n in names]
+        cells = [f"{w:.2f}" for w in walls]
+        if len(names) > 1:
+            ratios = sorted(a[cmd][0] / b[cmd][0] for a, b in zip(runs[names[0]], runs[names[1]]))
+            cells.append(f"{median(ratios):.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}]")
+        lines.append(f"| `{cmd}` | " + " | ".join(cells) + " | " + " | ".join(f"{m:.0f}" for m in rss) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def run_gap(args, work: str, trees: dict) -> str:
     """Time to ``gap <= 0.0009 gap_1``: the C++ against ours with and without shrinking."""
     binary = _build_cpp(args.cpp_src, work) if args.cpp_src else None
@@ -496,7 +576,7 @@ def run_gap(args, work: str, trees: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("section", choices=("tax", "cli", "gap", "cold", "all"))
+    p.add_argument("section", choices=("tax", "cli", "gap", "cold", "commands", "all"))
     p.add_argument("--rows", type=int, default=200_000)
     p.add_argument("--features", type=int, default=2_000)
     p.add_argument("--nnz", type=int, default=30)
@@ -530,7 +610,8 @@ def main(argv=None) -> int:
             trees[args.before] = _worktree(args.before, work)
         _check_tree(trees)
         _compile_trees(trees)
-        for section, fn in (("tax", run_tax), ("cli", run_cli), ("gap", run_gap), ("cold", run_cold)):
+        for section, fn in (("tax", run_tax), ("cli", run_cli), ("gap", run_gap), ("cold", run_cold),
+                            ("commands", run_commands)):
             if args.section in (section, "all"):
                 text = fn(args, work, trees)
                 print(text, flush=True)
