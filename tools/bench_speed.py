@@ -106,15 +106,36 @@ print(json.dumps({"wall": wall, "epochs": int(m.n_iter_), "coef": hashlib.sha256
 '''
 
 
-def _run(cmd, env=None, cwd=None) -> tuple[float, str]:
+def _child(cmd, env=None, cwd=None) -> tuple[float, str, float]:
+    """Wall seconds, standard output and peak RSS (MiB: the child's own ``ru_maxrss``,
+    from ``wait4``) of one command."""
     # never the repository as the working directory: `python -c` and `-m` put it first on
     # sys.path, ahead of PYTHONPATH (a --before worktree would silently run this code)
-    t = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd or tempfile.gettempdir())
-    wall = time.perf_counter() - t
-    if out.returncode != 0:
-        raise RuntimeError(f"{cmd[:4]} failed ({out.returncode}): {out.stderr[-2000:]}")
-    return wall, out.stdout
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, cwd=cwd or tempfile.gettempdir())
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cmd[:4]} failed ({proc.returncode}): {stderr[-2000:]}")
+    return wall, stdout, usage.ru_maxrss / 1024
+
+
+def _run(cmd, env=None, cwd=None) -> tuple[float, str]:
+    """Wall seconds and standard output of one command (:func:`_child`)."""
+    return _child(cmd, env, cwd)[:2]
+
+
+def _data_file(args, name: str, work: str) -> str:
+    """``name`` (e.g. ``dna.scale``) from ``--data-dir``'s ``.xz``, decompressed into ``work``."""
+    path = os.path.join(work, name)
+    with open(path, "wb") as f:
+        subprocess.run(["xz", "-dc", os.path.join(args.data_dir, name + ".xz")], stdout=f, check=True)
+    return path
 
 
 def _env(tree: str | None) -> dict:
@@ -214,8 +235,9 @@ def run_tax(args, work: str, trees: dict) -> str:
                 cpu = [median(r[key] for r in rs) / args.epochs for key in ("user", "sys", "faults")]
                 # paired, repeat by repeat (runs minutes apart on a noisy VM drift together):
                 # against the same repeat's in-memory run, and against the first tree's same run
-                mem = _paired(rs, res[(tree_name, "in memory")])
-                vs_first = _paired(res[(first, label)], rs) if tree_name != first else ""
+                walls = [r["wall"] for r in rs]
+                mem = _paired(walls, [r["wall"] for r in res[(tree_name, "in memory")]])
+                vs_first = _paired([r["wall"] for r in res[(first, label)]], walls) if tree_name != first else ""
                 rows.append((shard_rows, n_shards, tree_name, label, per * 1e3, per / base, mem, vs_first, *cpu))
     lines = [header("Fixed cost of a streamed epoch (issue 18): store vs in memory"),
              f"Generated data: {args.rows:,} rows, {args.features:,} features, {args.nnz} non-zeros per row, "
@@ -244,9 +266,9 @@ def run_tax(args, work: str, trees: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _paired(a: list, b: list) -> str:
-    """Median [min-max] of the ratios ``a[i] / b[i]`` of runs made one after the other."""
-    ratios = sorted(x["wall"] / y["wall"] for x, y in zip(a, b))
+def _paired(a, b) -> str:
+    """Median [min-max] of the ratios ``a[i] / b[i]`` of seconds of runs made one after the other."""
+    ratios = sorted(x / y for x, y in zip(a, b))
     return f"{median(ratios):.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}]"
 
 
@@ -319,10 +341,7 @@ def run_cli(args, work: str, trees: dict) -> str:
                             for _ in range(args.repeats)) for name, tree in trees.items()}
     python = median(_run([sys.executable, "-c", "pass"])[0] for _ in range(args.repeats))
     for name in files:
-        src = os.path.join(args.data_dir, name + ".xz")
-        data = os.path.join(work, name)
-        with open(data, "wb") as f:
-            subprocess.run(["xz", "-dc", src], stdout=f, check=True)
+        data = _data_file(args, name, work)
         row = {"data": name.split(".")[0]}
         for rep in range(args.repeats):
             if binary:
@@ -402,9 +421,7 @@ def _cold_runs(tree: str | None, data: str, work: str) -> dict:
 
 
 def run_cold(args, work: str, trees: dict) -> str:
-    data = os.path.join(work, "dna.scale")
-    with open(data, "wb") as f:
-        subprocess.run(["xz", "-dc", os.path.join(args.data_dir, "dna.scale.xz")], stdout=f, check=True)
+    data = _data_file(args, "dna.scale", work)
     runs = {name: [] for name in trees}
     for _ in range(args.repeats):  # the trees interleaved
         for name, tree in trees.items():
@@ -424,20 +441,6 @@ def run_cold(args, work: str, trees: dict) -> str:
             label = {"demo": "`streamwww demo`", "convert": "`convert dna.scale`", "train": "`train` (dna)"}[cmd]
             lines.append(f"| {name} | {label} | {cold:.1f} | {warm:.1f} | {cold - warm:.1f} |")
     return "\n".join(lines) + "\n"
-
-
-def _run_rss(cmd, env=None) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB, the child's own ``ru_maxrss``) of one command."""
-    with tempfile.TemporaryFile() as err:
-        t = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=tempfile.gettempdir())
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
-            err.seek(0)
-            raise RuntimeError(f"{cmd[:4]} failed ({proc.returncode}): {err.read()[-2000:].decode(errors='replace')}")
-    return wall, usage.ru_maxrss / 1024
 
 
 # the command line's everyday commands on dna (train's flags: the cli section's; a second
@@ -462,16 +465,13 @@ def _command_runs(tree, train: str, test: str, work: str) -> dict:
                 "predict": ["predict", model, test, "--output", pred],
                 "info": ["info", model],
                 "demo": ["demo"]}[name]
-        out[name] = _run_rss(cli + argv, env=env)
+        wall, _, rss = _child(cli + argv, env=env)
+        out[name] = (wall, rss)
     return out
 
 
 def run_commands(args, work: str, trees: dict) -> str:
-    files = {}
-    for name in ("dna.scale", "dna.scale.t"):
-        files[name] = os.path.join(work, name)
-        with open(files[name], "wb") as f:
-            subprocess.run(["xz", "-dc", os.path.join(args.data_dir, name + ".xz")], stdout=f, check=True)
+    files = {name: _data_file(args, name, work) for name in ("dna.scale", "dna.scale.t")}
     for tree in trees.values():  # untimed: a worktree's Numba cache filled, the files in the page cache
         _command_runs(tree, files["dna.scale"], files["dna.scale.t"], work)
     runs = {name: [] for name in trees}
@@ -495,8 +495,7 @@ def run_commands(args, work: str, trees: dict) -> str:
         rss = [median(r[cmd][1] for r in runs[n]) for n in names]
         cells = [f"{w:.2f}" for w in walls]
         if len(names) > 1:
-            ratios = sorted(a[cmd][0] / b[cmd][0] for a, b in zip(runs[names[0]], runs[names[1]]))
-            cells.append(f"{median(ratios):.2f} [{ratios[0]:.2f}-{ratios[-1]:.2f}]")
+            cells.append(_paired([r[cmd][0] for r in runs[names[0]]], [r[cmd][0] for r in runs[names[1]]]))
         lines.append(f"| `{cmd}` | " + " | ".join(cells) + " | " + " | ".join(f"{m:.0f}" for m in rss) + " |")
     return "\n".join(lines) + "\n"
 
@@ -512,10 +511,7 @@ def run_gap(args, work: str, trees: dict) -> str:
     runs += [(name, t, ["1"]) for name, t in list(trees.items())[1:]]
     rows = []
     for name in files:
-        src = os.path.join(args.data_dir, name + ".xz")
-        data = os.path.join(work, name)
-        with open(data, "wb") as f:
-            subprocess.run(["xz", "-dc", src], stdout=f, check=True)
+        data = _data_file(args, name, work)
         row = {"data": name.split(".")[0], "cpp": [], **{key: [] for key, _, _ in runs}}
         for _ in range(args.repeats):  # interleaved: the variants share the machine's moods
             for seed in range(args.seeds):
