@@ -95,7 +95,7 @@ def load_model(path):
 
 def load_fitted(path) -> FittedModel:
     """:func:`load_model`'s model as a :class:`~streamwww.fitted.FittedModel` record, without
-    importing scikit-learn (the command line's ``predict``, ``evaluate`` and ``info``)."""
+    importing scikit-learn (the command line's ``predict``, ``evaluate``, ``info``, ``plot``, ``demo``)."""
     remote = _remote(path)
     path = remote if remote is not None else Path(location(path).path if isinstance(path, Location) else path)
     try:

@@ -64,7 +64,7 @@ class ChunkCodec:
 
 
 def _zarr_blosc(compressors, dtype: np.dtype):
-    if sys.byteorder != "little" or dtype.byteorder not in "=<|":
+    if dtype.byteorder not in "=<|":  # (the machine's byte order: blosc_of)
         return None
     return blosc_of(_template_array(compressors, dtype, 1).metadata)
 
