@@ -361,7 +361,12 @@ def main(argv=None) -> int:
             print(extra, flush=True)
         if args.gap:
             extra += ("\n" if extra else "") + bench_gap([n for n in args.gap.split(",") if n], args, tmp)
-    text = header("GPU backend: exact kernel vs CPU")
+    # a run of --gap or --parallel alone writes a section of its own: the per-epoch tables of an
+    # earlier run stay (one section per kind of run, each with its own date and command)
+    marker = "bench-gpu" if lines else ("bench-gpu-gap" if args.gap else "bench-gpu-parallel")
+    text = header({"bench-gpu": "GPU backend: exact kernel vs CPU",
+                   "bench-gpu-gap": "GPU backend: time to a certified gap",
+                   "bench-gpu-parallel": "GPU backend: row-parallel mode vs exact kernel"}[marker])
     text += f"- GPU: {device}; {gpu_versions()}\n\n"
     if lines:  # (none with --datasets ,: the parallel mode alone)
         text += ("### Exact kernel vs CPU backend, seconds per epoch (same row orders, no intercept)\n\n"
@@ -378,7 +383,7 @@ def main(argv=None) -> int:
     if args.quick:
         print(text)
     else:
-        replace_section(args.out, "bench-gpu", text)
+        replace_section(args.out, marker, text)
         print(f"wrote {args.out}")
     return 0
 
