@@ -95,6 +95,12 @@ if a["mode"] == "memory":
 else:
     data = a["store"]
 sw.train((np.eye(4, 3), np.array([0, 1, 2, 0])), C=1.0, max_iter=2, random_state=0)  # kernels loaded
+# every mode starts as the in-memory one does, which read the store to make its arrays: Zarr
+# imported and the garbage collector's generations emptied (a fresh process's first store
+# run pays Zarr's import, ~0.2 s, and the full collection it triggers, ~0.1 s, once; the
+# section "commands" and docs/benchmarks.md give that start-up apart)
+import gc, zarr
+gc.collect()
 r0 = resource.getrusage(resource.RUSAGE_SELF)
 t = time.perf_counter()
 m = sw.train(data, **kw, **opts)
@@ -242,7 +248,8 @@ def run_tax(args, work: str, trees: dict) -> str:
     lines = [header("Fixed cost of a streamed epoch (issue 18): store vs in memory"),
              f"Generated data: {args.rows:,} rows, {args.features:,} features, {args.nnz} non-zeros per row, "
              f"{args.classes} classes (`streamwww make-data`, `convert --shuffle`), float32 CSR shards. "
-             f"Each run: a fresh process, `train(..., C=0.1, tol=0, max_iter={args.epochs})`; ms per epoch = the "
+             f"Each run: a fresh process, `train(..., C=0.1, tol=0, max_iter={args.epochs})` after Zarr's import "
+             "and a `gc.collect()` (as the in-memory run's reading of the store leaves the process); ms per epoch = the "
              "`train` call's wall time / epochs (set-up, first epoch with its reads, every objective pass and "
              f"commit included), median of {args.repeats}; *vs memory* = the ratio to `train((X, y))` on the same "
              "rows in the same code (one block of all rows, where a store trains its shards in mixed pairs: another "

@@ -41,6 +41,7 @@ and a missing one, raising :class:`~streamwww.errors.ChecksumError`.
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 import sys
@@ -246,7 +247,7 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing:
     _check_args(missing, checksums, n_chunks, array, directory, fix)
     directory, remote = _split(directory)
     name = os.path.basename(directory)
-    row_bytes = out.dtype.itemsize * int(np.prod(out.shape[1:], dtype=np.int64))
+    row_bytes = out.dtype.itemsize * math.prod(out.shape[1:])  # (np.prod: 5 us per array read)
     chunk_bytes = chunk[0] * row_bytes
     flat = out.reshape(-1).view(np.uint8)
     grid = [(i,) + (0,) * (out.ndim - 1) for i in range(n_chunks)]
