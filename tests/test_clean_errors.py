@@ -132,3 +132,18 @@ def test_the_progress_bar_counts_shards_and_epoch_lines_name_C(capsys):
     resumed.progress(2, 4, 6, 100)  # a resumed epoch starts part-way
     assert resumed.bar.n == 4
     assert "C=2  primal 2" in capsys.readouterr().err
+
+
+def test_a_store_wider_than_the_model_is_one_line_naming_both(store, tmp_path):
+    model = tmp_path / "m.npz"
+    assert _cli("train", store, "--checkpoint-dir", tmp_path / "ck", "--model-out", model, "--max-iter", "2",
+                "-q").returncode == 0
+    wide = _write(tmp_path / "wide.zarr", 2, 300, 11, 3, 100)
+    for command in ("evaluate", "predict"):
+        args = (command, model, wide) + (("--output", tmp_path / "p.zarr") if command == "predict" else ())
+        res = _cli(*args)
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert res.returncode != 0 and len(lines) == 1, res.stderr
+        # the command line's user has a model file, not an estimator: no class name
+        assert "the store has 11 features but the model was fitted with 10" in lines[0], lines[0]
+        assert "WWClassifier" not in lines[0] and "error:" in lines[0]

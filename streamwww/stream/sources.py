@@ -243,9 +243,10 @@ def as_store(obj, storage_options: dict | None = None):
     return None
 
 
-def store_shards(store, n_features: int, owner: str = "WWClassifier"):
+def store_shards(store, n_features: int, owner: str = "the model"):
     """``(X, labels)`` of each shard of ``store`` for a model of ``n_features`` features
-    (a store converted with fewer features gets zero columns; more is an error)."""
+    (a store converted with fewer features gets zero columns; more is an error naming
+    ``owner``: the estimator's class, or the model file's record for the commands)."""
     d = int(n_features)
     if store.n_features > d:
         raise DataFormatError(f"{store.path}: the store has {store.n_features} features but "
