@@ -7,9 +7,11 @@ then walks the history: the epochs it would evaluate, and the first of them that
 rule (its stop).  Reported against version 1 of ``"auto"``: objective passes, and the stop
 epoch (median and worst), and a cost of ``epochs + rho * passes`` for an objective pass
 costing ``rho`` epochs.  A replay, not a run: with sparse passes the shrinking sets are
-older, which the real runs (``tools/bench_speed.py gap``) measure.
+older, which the real runs (``tools/bench_speed.py gap``) measure.  ``--aloi-rows N`` adds the
+generated ALOI-like set of tools/bench_gpu.py (k = 1000), where version 2 evaluates nearly every
+epoch; the "recent rate" rows are candidates for that case (not adopted), also listed per history.
 
-    python tools/bench_schedule.py --data-dir ../shared/data/libsvm [--seeds 3] [--out docs/benchmarks.md]
+    python tools/bench_schedule.py --data-dir ../shared/data/libsvm [--seeds 3] [--aloi-rows 3000] [--out docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -31,16 +33,28 @@ RULES = {"gap_decay": dict(C=1.0, fit_intercept=False, tol=0.0, gap_decay=0.0009
          "tol": dict(tol=1e-3)}
 
 
-def histories(data_dir: str, seeds: int) -> dict:
-    """``(data, rule, seed) -> [(epoch, gap, rel_gap), ...]`` of every epoch, to 1.6x the stop."""
+def _data_sets(data_dir: str, aloi_rows: int):
+    """``(name, X, y)`` of the four files and, with ``aloi_rows``, tools/bench_gpu.py's generated
+    ALOI-like set (dense, d = 128, k = 1000: an objective pass costs about a third of an epoch)."""
     from sklearn.datasets import load_svmlight_file
 
-    import streamwww as sw
-
-    out = {}
     for name in FILES:
         with lzma.open(os.path.join(data_dir, name + ".xz")) as f:
             X, y = load_svmlight_file(f)
+        yield name.split(".")[0], X, y
+    if aloi_rows:
+        from bench_gpu import load
+
+        X, y, _ = load("aloi", data_dir, "", False, rows=aloi_rows)
+        yield f"aloi-like {aloi_rows:,}", X, y
+
+
+def histories(data_dir: str, seeds: int, aloi_rows: int = 0) -> dict:
+    """``(data, rule, seed) -> [(epoch, gap, rel_gap), ...]`` of every epoch, to 1.6x the stop."""
+    import streamwww as sw
+
+    out = {}
+    for name, X, y in _data_sets(data_dir, aloi_rows):
         for rule, kw in RULES.items():
             for seed in range(seeds):
                 with warnings.catch_warnings():
@@ -48,7 +62,7 @@ def histories(data_dir: str, seeds: int) -> dict:
                     stop = sw.train((X, y), random_state=seed, eval_every=1, max_iter=100_000, **kw).n_iter_
                     never = {**kw, "tol": 0.0, "gap_decay": 1e-12 if "gap_decay" in kw else None}
                     m = sw.train((X, y), random_state=seed, eval_every=1, max_iter=int(1.6 * stop) + 10, **never)
-                out[(name.split(".")[0], rule, seed)] = [(h["epoch"], h["gap"], h["rel_gap"]) for h in m.history_]
+                out[(name, rule, seed)] = [(h["epoch"], h["gap"], h["rel_gap"]) for h in m.history_]
                 print(name, rule, seed, stop, flush=True)
     return out
 
@@ -68,6 +82,26 @@ def _progress(fraction: float, widest):
     return lambda rule, hist, gap_1: adaptive_spacing(_config(rule), hist, gap_1, fraction=fraction, widest=widest)
 
 
+def _recent(fraction: float):
+    """The progress rule with the rate of the last two evaluated epochs instead of the average
+    since the first (version 2's rate where the gap rose between them): version 2's early,
+    steep fall no longer makes the rest of a run look close to its stop."""
+    from streamwww.engine.schedule import _distance, _widest, adaptive_spacing
+
+    def spacing(rule, hist, gap_1):
+        cfg = _config(rule)
+        if len(hist) < 3:
+            return adaptive_spacing(cfg, hist, gap_1, fraction=fraction)
+        e, e0 = int(hist[-1]["epoch"]), int(hist[-2]["epoch"])
+        d_last, d_prev = _distance(cfg, hist[-1], gap_1), _distance(cfg, hist[-2], gap_1)
+        rate = (d_prev - d_last) / (e - e0) if math.isfinite(d_last) and d_last > 0 else 0.0
+        if not rate > 0:
+            return adaptive_spacing(cfg, hist, gap_1, fraction=fraction)
+        half = fraction * d_last / rate
+        return _widest(e) if not half < _widest(e) else max(1, int(half))
+    return spacing
+
+
 def _fixed(f):
     return lambda rule, hist, gap_1: f(hist[-1]["epoch"])
 
@@ -80,7 +114,11 @@ CANDIDATES = {
     "progress, 1/2, cap isqrt(2e)": _progress(0.5, lambda e: max(1, math.isqrt(2 * e))),
     "progress, 1/2, cap e // 2": _progress(0.5, lambda e: max(1, e // 2)),
     "progress, 0.7, cap 2 isqrt(e)": _progress(0.7, lambda e: max(1, 2 * math.isqrt(e))),
+    "recent rate, 1/2, cap 2 isqrt(e)": _recent(0.5),
+    "recent rate, 0.35, cap 2 isqrt(e)": _recent(0.35),
 }
+VERSION_2 = "version 2: progress, 1/2, cap 2 isqrt(e)"
+RECENT = ("recent rate, 1/2, cap 2 isqrt(e)", "recent rate, 0.35, cap 2 isqrt(e)")
 
 
 def replay(hist, rule: str, spacing) -> tuple[int | None, int]:
@@ -115,21 +153,39 @@ def report(hists: dict) -> str:
     return "\n".join(lines)
 
 
+def per_history(hists: dict) -> str:
+    """Each history's stop epoch and objective passes under version 2 and the recent-rate rules."""
+    names = (VERSION_2, *RECENT)
+    lines = ["| data | rule | seed | " + " | ".join(f"{n}: stop, passes" for n in names) + " |",
+             "|---|---|---|" + "---|" * len(names)]
+    for (data, rule, seed), h in sorted(hists.items()):
+        cells = []
+        for n in names:
+            stop, passes = replay(h, rule, CANDIDATES[n])
+            cells.append(f"{stop if stop is not None else 'past the history'}, {passes}")
+        lines.append(f"| {data} | {rule} | {seed} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", default=os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data",
                                                       "libsvm"))
     p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--aloi-rows", type=int, default=0,
+                   help="also tools/bench_gpu.py's ALOI-like set (k = 1000) of this many rows")
     p.add_argument("--out", default=None, help="rewrite this section's block of this markdown file")
     args = p.parse_args(argv)
-    hists = histories(args.data_dir, args.seeds)
+    hists = histories(args.data_dir, args.seeds, args.aloi_rows)
     text = "\n".join([
         header("Objective schedules replayed on every-epoch gap histories (issue 18)"),
-        f"dna, satimage, letter, sector; `gap_decay=0.0009` (`C=1`, no intercept, `tol=0`) and the default "
+        "dna, satimage, letter, sector" + (f", the ALOI-like set of {args.aloi_rows:,} rows (k = 1000)"
+                                           if args.aloi_rows else "") +
+        "; `gap_decay=0.0009` (`C=1`, no intercept, `tol=0`) and the default "
         f"`tol=1e-3`; random_state 0 .. {args.seeds - 1}: {len(hists)} histories of every epoch "
         "(`eval_every=1`, to 1.6x the stop). Each schedule walks each history; its stop is the first "
         "epoch it evaluates that meets the rule. Ratios to version 1 of `\"auto\"` on the same history.", "",
-        report(hists), ""])
+        report(hists), "", "Per history, version 2 against the recent-rate rules:", "", per_history(hists), ""])
     print(text)
     if args.out:
         replace_section(args.out, "bench-schedule", text)
