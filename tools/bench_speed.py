@@ -96,9 +96,9 @@ else:
     data = a["store"]
 sw.train((np.eye(4, 3), np.array([0, 1, 2, 0])), C=1.0, max_iter=2, random_state=0)  # kernels loaded
 # every mode starts as the in-memory one does, which read the store to make its arrays: Zarr
-# imported and the garbage collector's generations emptied (a fresh process's first store
-# run pays Zarr's import, ~0.2 s, and the full collection it triggers, ~0.1 s, once; the
-# section "commands" and docs/benchmarks.md give that start-up apart)
+# imported and the garbage collector's generations emptied (a fresh process's first store run
+# pays Zarr's import, ~0.2 s, and a full collection of its start-up's objects, ~0.1 s, once;
+# docs/benchmarks.md gives that start-up apart)
 import gc, zarr
 gc.collect()
 r0 = resource.getrusage(resource.RUSAGE_SELF)
