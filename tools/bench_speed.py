@@ -327,6 +327,12 @@ print(json.dumps(best))
 '''
 
 
+# our train command's flags in the cli and commands sections: the C++ run's problem (C = 1, no
+# intercept) to gap <= 0.0009 gap_1
+TRAIN_FLAGS = ["--C", "1", "--no-intercept", "--tol", "0", "--gap-decay", "0.0009", "--max-iter", "100000",
+               "--seed", "0"]
+
+
 def _ours_cli(data: str, work: str, tree: str | None) -> dict:
     store, model, ck = (os.path.join(work, n) for n in ("cli.zarr", "cli.npz", "cli-ck"))
     shutil.rmtree(store, ignore_errors=True)
@@ -334,9 +340,7 @@ def _ours_cli(data: str, work: str, tree: str | None) -> dict:
     env = _env(tree)
     cli = [sys.executable, "-m", "streamwww.cli"]
     convert, _ = _run(cli + ["convert", data, store, "-q"], env=env)
-    train, _ = _run(cli + ["train", store, "--C", "1", "--no-intercept", "--tol", "0", "--gap-decay", "0.0009",
-                           "--max-iter", "100000", "--seed", "0", "--checkpoint-dir", ck, "--model-out", model, "-q"],
-                    env=env)
+    train, _ = _run(cli + ["train", store, *TRAIN_FLAGS, "--checkpoint-dir", ck, "--model-out", model, "-q"], env=env)
     return {"convert": convert, "train": train, "wall": convert + train}
 
 
@@ -464,8 +468,7 @@ def _command_runs(tree, train: str, test: str, work: str) -> dict:
     for name in COMMANDS:
         shutil.rmtree(ck, ignore_errors=True)
         argv = {"convert": ["convert", train, store, "-q"],
-                "train": ["train", store, "--C", "1", "--no-intercept", "--tol", "0", "--gap-decay", "0.0009",
-                          "--max-iter", "100000", "--seed", "0", "--checkpoint-dir", ck, "--model-out", model, "-q"],
+                "train": ["train", store, *TRAIN_FLAGS, "--checkpoint-dir", ck, "--model-out", model, "-q"],
                 "train (stops at --max-iter)": ["train", store, "--max-iter", "100", "--seed", "0",
                                                 "--checkpoint-dir", ck, "--model-out", model + "2.npz", "-q"],
                 "evaluate": ["evaluate", model, test],
