@@ -1,14 +1,24 @@
-"""On-disk staging of parsed rows between the two passes of a conversion.
+"""Staging of parsed rows between the two passes of a conversion.
 
 Class indices are only known once the whole file has been read, and a global
 shuffle needs every row before the first shard. So pass 1 appends parsed rows
-(raw labels, CSR parts) to append-only *bucket* files; pass 2 reads them back
+(raw labels, CSR parts) to append-only *buckets*; pass 2 reads them back
 as row blocks. Without shuffling there is one bucket, read back in order. With
 shuffling, rows go to uniformly random buckets and each bucket is permuted in
 memory in pass 2 -- a uniformly random permutation overall, with memory
 bounded by one bucket (read in place, handed on in permuted pieces). A bucket
 that came out larger than planned is split again the same way before it is
 loaded.
+
+A bucket keeps its first records in memory while a conversion's
+:class:`MemoryAllowance` lasts (shared by all its buckets), by reference to the
+arrays appended, and writes the rest to its file: a conversion whose staged rows
+fit the allowance writes and reads back no staging file (on a 120 MiB input, 5-10 %
+of a ``--shuffle`` or Parquet conversion's time: docs/benchmarks-convert.md), and
+memory stays bounded by the allowance (``convert`` gives one only to an input expected
+to fit it). Where a record is kept changes nothing else: the records come back in the
+order they were appended, and a bucket's size counts every record as its file would
+hold it, so pass 2 splits and permutes the same rows either way.
 
 A bucket file is a sequence of records::
 
@@ -22,6 +32,7 @@ A bucket file is a sequence of records::
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,20 +106,51 @@ def concat_rows(parts: list[Rows]) -> Rows:
                 np.concatenate([p.data for p in parts]), weights)
 
 
-class Bucket:
-    """An append-only file of row records (with weights when ``weighted``)."""
+class MemoryAllowance:
+    """Bytes of staged records that a conversion's buckets may keep in memory, together."""
 
-    def __init__(self, path: Path, dtype: np.dtype, weighted: bool = False):
+    def __init__(self, limit: int):
+        self.limit = max(0, int(limit))
+        self.used = 0
+
+    def take(self, nbytes: int) -> bool:
+        """Reserve ``nbytes`` if they fit what is left (``False``: nothing reserved)."""
+        if self.used + nbytes > self.limit:
+            return False
+        self.used += nbytes
+        return True
+
+    def give(self, nbytes: int) -> None:
+        """Return ``nbytes`` reserved by :meth:`take`."""
+        self.used -= nbytes
+
+
+class Bucket:
+    """An append-only sequence of row records (with weights when ``weighted``): the
+    first ones kept in memory while ``memory`` lasts, the rest in the file ``path``."""
+
+    def __init__(self, path: Path, dtype: np.dtype, weighted: bool = False,
+                 memory: MemoryAllowance | None = None):
         self.path = path
         self.dtype = np.dtype(dtype)
         self.weighted = bool(weighted)
+        self.memory = memory
+        self._held: list[Rows] = []  # the records kept in memory, all before the file's
+        self._held_bytes = 0  # their size as file records (reserved from ``memory``)
+        self._on_disk = False
 
     @property
     def nbytes(self) -> int:
-        return self.path.stat().st_size if self.path.exists() else 0
+        """Size of the records as staged: the file's size with those held in memory counted
+        as they would be written."""
+        return self._held_bytes + (self.path.stat().st_size if self._on_disk and self.path.exists() else 0)
+
+    def _record_nbytes(self, n: int, nnz: int) -> int:
+        return 16 + n * (8 + (8 if self.weighted else 0) + 4) + nnz * (self.dtype.itemsize + 4)
 
     def append(self, rows: Rows, start: int = 0, stop: int | None = None) -> None:
-        """Append rows ``start:stop`` of ``rows``."""
+        """Append rows ``start:stop`` of ``rows``. Kept in memory, they are kept by
+        reference: the caller must not write to ``rows``' arrays afterwards."""
         stop = len(rows.labels) if stop is None else stop
         if stop <= start:
             return
@@ -116,6 +158,16 @@ class Bucket:
             raise ValueError(f"{self.path}: a bucket with weighted={self.weighted} got rows "
                              f"{'without' if rows.weights is None else 'with'} weights")
         a, b = int(rows.indptr[start]), int(rows.indptr[stop])
+        if rows.data.dtype != self.dtype:
+            raise ValueError(f"{self.path}: a bucket of {self.dtype} values got {rows.data.dtype} ones")
+        size = self._record_nbytes(stop - start, b - a)
+        if not self._on_disk and self.memory is not None and self.memory.take(size):
+            self._held.append(Rows(rows.labels[start:stop], rows.indptr[start:stop + 1] - a,
+                                   rows.indices[a:b], rows.data[a:b],
+                                   None if rows.weights is None else rows.weights[start:stop]))
+            self._held_bytes += size
+            return
+        self._on_disk = True  # (from here on: records after the held ones stay after them)
         header = np.array([stop - start, b - a], dtype="<i8")
         row_nnz = np.diff(rows.indptr[start:stop + 1]).astype("<i4")
         weights = () if rows.weights is None else (rows.weights[start:stop],)
@@ -125,8 +177,11 @@ class Bucket:
                 f.write(np.ascontiguousarray(part).data)
 
     def records(self) -> Iterator[Rows]:
-        """Yield the records in the order they were appended."""
-        if not self.path.exists():
+        """Yield the records in the order they were appended (a bucket is read once:
+        records held in memory are let go as they are yielded)."""
+        while self._held:
+            yield self._let_go(0)
+        if not (self._on_disk and self.path.exists()):
             return
         with open(self.path, "rb") as f:
             while True:
@@ -152,16 +207,25 @@ class Bucket:
             raise ShardFormatError(f"{self.path}: staging file is truncated")
         return out
 
+    def _let_go(self, k: int) -> Rows:
+        rows = self._held.pop(k)
+        size = self._record_nbytes(len(rows.labels), len(rows.data))
+        self._held_bytes -= size
+        self.memory.give(size)
+        return rows
+
     def read_all(self) -> Rows | None:
-        """All the records as one block, read straight into its arrays (the
-        headers are read first, so there is no concatenation copy)."""
-        if not self.path.exists():
-            return None
+        """All the records as one block (the bucket is read once, as :meth:`records`),
+        read straight into its arrays (the headers are read first, so there is no
+        concatenation copy; a single record held in memory is returned as it is)."""
+        if len(self._held) == 1 and not self._on_disk:
+            return self._let_go(0)
         item = self.dtype.itemsize
         wsize = 8 if self.weighted else 0
         heads = []
-        with open(self.path, "rb") as f:
-            while True:
+        with (open(self.path, "rb") if self._on_disk and self.path.exists()
+              else contextlib.nullcontext()) as f:
+            while f is not None:
                 head = f.read(16)
                 if not head:
                     break
@@ -170,16 +234,26 @@ class Bucket:
                 n, nnz = (int(v) for v in np.frombuffer(head, dtype="<i8"))
                 heads.append((f.tell(), n, nnz))
                 f.seek(n * (8 + wsize) + nnz * item + n * 4 + nnz * 4, os.SEEK_CUR)
-            if not heads:
+            if not heads and not self._held:
                 return None
-            rows = sum(h[1] for h in heads)
-            total = sum(h[2] for h in heads)
+            rows = sum(h[1] for h in heads) + sum(len(h.labels) for h in self._held)
+            total = sum(h[2] for h in heads) + sum(len(h.data) for h in self._held)
             labels = np.empty(rows, dtype=np.float64)
             weights = np.empty(rows, dtype=np.float64) if self.weighted else None
             data = np.empty(total, dtype=self.dtype)
             indices = np.empty(total, dtype=np.int32)
             indptr = np.zeros(rows + 1, dtype=np.int64)
             r = z = 0
+            while self._held:  # the held records first: they were appended first
+                part = self._let_go(0)
+                n, nnz = len(part.labels), len(part.data)
+                labels[r:r + n] = part.labels
+                if weights is not None:
+                    weights[r:r + n] = part.weights
+                data[z:z + nnz] = part.data
+                np.subtract(part.indptr[1:], part.indptr[:-1], out=indptr[r + 1:r + n + 1])
+                indices[z:z + nnz] = part.indices
+                r, z = r + n, z + nnz
             for pos, n, nnz in heads:
                 f.seek(pos)
                 self._fill(f, labels[r:r + n])
@@ -193,6 +267,8 @@ class Bucket:
         return Rows(labels, indptr, indices, data, weights)
 
     def remove(self) -> None:
+        while self._held:
+            self._let_go(-1)
         self.path.unlink(missing_ok=True)
 
 
@@ -200,9 +276,9 @@ class Scatter:
     """Distribute rows over ``n`` buckets uniformly at random."""
 
     def __init__(self, directory: Path, n: int, dtype: np.dtype, rng: np.random.Generator,
-                 weighted: bool = False):
+                 weighted: bool = False, memory: MemoryAllowance | None = None):
         directory.mkdir(parents=True, exist_ok=True)
-        self.buckets = [Bucket(directory / f"{k:05d}.bin", dtype, weighted) for k in range(n)]
+        self.buckets = [Bucket(directory / f"{k:05d}.bin", dtype, weighted, memory) for k in range(n)]
         self.rng = rng
 
     def add(self, rows: Rows) -> None:
@@ -229,7 +305,7 @@ def shuffled_blocks(buckets: list[Bucket], rng: np.random.Generator,
         if size > max_bucket_bytes and _depth < 6:
             parts = -(-size // (max_bucket_bytes // 2))
             sub = Scatter(bucket.path.with_suffix(".split"), parts, bucket.dtype, rng,
-                          bucket.weighted)
+                          bucket.weighted, bucket.memory)
             for rows in bucket.records():
                 sub.add(rows)
             bucket.remove()

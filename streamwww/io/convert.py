@@ -1,8 +1,9 @@
 """LIBSVM text -> shard store, in two streaming passes.
 
 Pass 1 parses the text block by block (:class:`~streamwww.io.LibsvmReader`),
-collects the label values and stages the rows on disk (``_staging``), in order
-or scattered over random buckets when shuffling. Pass 2 reads the staged rows
+collects the label values and stages the rows (``_staging``: in memory for an input
+expected to stage at most 128 MiB, else on disk), in order or scattered over random
+buckets when shuffling. Pass 2 reads the staged rows
 back (each bucket permuted in memory when shuffling), maps labels to class
 indices -- now that every label is known -- and cuts the rows into shards.
 Without shuffling, to a local Zarr store in the sparse layout, the shards are
@@ -10,10 +11,11 @@ written during pass 1 instead and only the labels are staged
 (:mod:`~streamwww.io._early`). Everything happens inside the store's temporary
 directory, so an error or a kill leaves no store behind, and so does a failed
 write (a full disk: a :class:`~streamwww.errors.StoreWriteError`). Memory is
-bounded by three text pieces and the parse arrays of two (pass 1), one shuffle
-bucket of at most 32 MiB and a few Zarr chunks per array (a Parquet shard is
-held whole), whatever the input size and ``--shard-mb``; the staging area
-needs about as much disk as the uncompressed arrays.
+bounded by three text pieces and the parse arrays of two (pass 1), at most
+128 MiB of staged rows (a small input's), one shuffle bucket of at most 32 MiB and
+a few Zarr chunks per array (a Parquet shard is held whole), whatever the input
+size and ``--shard-mb``; a larger input's staging area needs about as much disk as
+the uncompressed arrays.
 docs/benchmarks-convert.md has the measurements.
 """
 
@@ -40,7 +42,7 @@ from streamwww.errors import (
 from streamwww.io._backend import get_backend
 from streamwww.io._early import EARLY_BLOCK_BYTES, EARLY_MAX_DENSITY, EarlyZarrWriter
 from streamwww.io._progress import ProgressCallback
-from streamwww.io._staging import Bucket, Rows, Scatter, shuffled_blocks
+from streamwww.io._staging import Bucket, MemoryAllowance, Rows, Scatter, shuffled_blocks
 from streamwww.io._weights import WeightFile
 from streamwww.io._zarrcodec import local_codec
 from streamwww.io.libsvm import DEFAULT_BLOCK_BYTES, LibsvmReader
@@ -70,6 +72,12 @@ _MIN_BUCKET_BYTES = 4 * 2**20
 # memory grew with the input up to that).
 _MAX_BUCKET_BYTES = 16 * 2**20
 _MAX_BUCKETS = 4096
+# An input whose staged rows are expected (from its first block) to take at most this many
+# bytes stages them in memory, up to that many (_staging.MemoryAllowance; the rest, should
+# the estimate fall short, on disk); a larger one stages them all on disk, so that its peak
+# memory is what it was and does not grow with the input (issue 15). About 200 MiB of
+# text (make_data's rows) stages no file.
+_STAGING_MEMORY_BYTES = 128 * 2**20
 
 
 def _staged_nbytes(rows: Rows) -> int:
@@ -214,12 +222,16 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         # ---- pass 1: parse, collect labels, stage rows (or write them, see _early)
         seen = np.empty(0, dtype=np.float64)
         ordered = Bucket(staging / "rows.bin", dt, weighted)
-        scatter = None
+        memory = scatter = None
         target_bytes = None
         early = None
         for block in reader:
             w = None if weight_file is None else weight_file.take(block.n_rows, block.lines)
             rows = Rows(block.labels, block.indptr, block.indices, block.data, w)
+            if memory is None:  # the first block: all of the input expected to fit, or none
+                estimate = reader.stats.size / max(block.input_offset, 1) * _staged_nbytes(rows)
+                memory = MemoryAllowance(_STAGING_MEMORY_BYTES if estimate <= _STAGING_MEMORY_BYTES else 0)
+                ordered.memory = memory
             if like_store is not None:
                 _check_known_labels(block, like_store, reader.path)
             else:
@@ -245,11 +257,9 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                 per_row = staged / len(rows.labels)
                 shard_equiv = shard_bytes if shard_bytes else rows_per_shard * per_row
                 target_bytes = int(min(max(shard_equiv, _MIN_BUCKET_BYTES), _MAX_BUCKET_BYTES))
-                consumed = max(block.input_offset, 1)
-                estimate = reader.stats.size / consumed * staged
                 n_buckets = int(min(max(np.ceil(estimate / target_bytes), 1), _MAX_BUCKETS))
                 logger.debug("shuffle: %d bucket(s) of ~%d bytes", n_buckets, target_bytes)
-                scatter = Scatter(staging / "buckets", n_buckets, dt, scatter_rng, weighted)
+                scatter = Scatter(staging / "buckets", n_buckets, dt, scatter_rng, weighted, memory)
             scatter.add(rows)
         stats = reader.stats
         if stats.n_rows == 0:

@@ -18,7 +18,8 @@ from sklearn.datasets import load_svmlight_file
 from streamwww.cli import main
 from streamwww.errors import DataFormatError, LibsvmFormatError, ShardFormatError, StoreExistsError
 from streamwww.io import ProgressEvent, convert_libsvm, load_libsvm, make_data, open_store
-from streamwww.io._staging import Rows, Scatter, shuffled_blocks
+from streamwww.io import convert as convert_module
+from streamwww.io._staging import Bucket, MemoryAllowance, Rows, Scatter, shuffled_blocks
 from tests.io.conftest import assert_same_csr, leftovers, read_all
 
 
@@ -200,6 +201,142 @@ def test_bucket_shuffle_is_uniform(tmp_path):
     chi2 = sum((c - expected) ** 2 / expected for c in counts.values())
     assert chi2 < 25.7  # 5 degrees of freedom, p ~ 1e-4
 
+
+
+def _weighted_rows(ids: np.ndarray, per_row: int) -> Rows:
+    n = len(ids)
+    indptr = np.arange(n + 1, dtype=np.int64) * per_row
+    values = np.repeat(ids, per_row).astype(np.float64)
+    return Rows(ids.astype(np.float64), indptr, (np.arange(n * per_row) % 97).astype(np.int32), values,
+                ids.astype(np.float64) / 10)
+
+
+def _same_rows(a: Rows, b: Rows) -> None:
+    for name in Rows._fields:
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert x.dtype == y.dtype and np.array_equal(x, y), name
+
+
+def test_bucket_keeps_its_first_records_in_memory_then_writes_the_rest(tmp_path):
+    """Records held while the allowance lasts, the rest in the file: the same records in the
+    same order, and the same size, as a bucket that wrote them all; the allowance comes back."""
+    blocks = [_weighted_rows(np.arange(a, a + n), per) for a, n, per in
+              ((0, 5, 3), (5, 7, 1), (12, 3, 4), (15, 6, 2), (21, 4, 0))]
+    parts = [Rows(r.labels[1:], r.indptr[1:] - r.indptr[1], r.indices[r.indptr[1]:], r.data[r.indptr[1]:],
+                  r.weights[1:]) for r in blocks]  # what append(rows, 1) stages
+    sizes = [16 + 20 * len(p.labels) + 12 * len(p.data) for p in parts]  # a record in the file
+    memory = MemoryAllowance(sizes[0] + sizes[1] + sizes[2] // 2)  # two records fit, not three
+    disk = Bucket(tmp_path / "disk.bin", np.float64, weighted=True)
+    mixed = Bucket(tmp_path / "mixed.bin", np.float64, weighted=True, memory=memory)
+    for k, rows in enumerate(blocks):
+        for bucket in (disk, mixed):
+            bucket.append(rows, 1)
+        assert disk.nbytes == mixed.nbytes == sum(sizes[:k + 1])
+    assert memory.used == sizes[0] + sizes[1]  # the third did not fit, nor any after it
+    assert (tmp_path / "mixed.bin").stat().st_size == sum(sizes[2:])
+    got, want = list(mixed.records()), list(disk.records())
+    assert len(got) == len(want) == len(parts)
+    for g, w, p in zip(got, want, parts):
+        _same_rows(g, w)
+        _same_rows(g, p)
+    assert memory.used == 0  # let go as they were read
+
+    for bucket in (disk, mixed):
+        bucket.remove()
+        for rows in blocks:
+            bucket.append(rows, 1)
+    _same_rows(mixed.read_all(), disk.read_all())
+    assert memory.used == 0
+    one = Bucket(tmp_path / "one.bin", np.float64, weighted=True, memory=MemoryAllowance(10**6))
+    one.append(blocks[0], 1)
+    _same_rows(one.read_all(), parts[0])  # all held: no file
+    assert not (tmp_path / "one.bin").exists()
+    for bucket in (disk, mixed, one):
+        bucket.remove()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_split_buckets_held_in_memory_give_the_same_blocks(tmp_path):
+    """shuffled_blocks over buckets held in memory (and those of their splits) gives the rows,
+    in the same order and pieces, that the same buckets on disk give."""
+    out = []
+    for where, memory in (("disk", None), ("memory", MemoryAllowance(10**7)), ("part", MemoryAllowance(30_000))):
+        rng = np.random.default_rng(5)
+        scatter = Scatter(tmp_path / where, 3, np.float64, rng, weighted=True, memory=memory)
+        for start in range(0, 3000, 300):
+            scatter.add(_weighted_rows(np.arange(start, start + 300), 1 + start % 3))
+        sizes = [b.nbytes for b in scatter.buckets]
+        out.append((sizes, list(shuffled_blocks(scatter.buckets, rng, max_bucket_bytes=min(sizes) // 4))))
+        assert memory is None or memory.used == 0
+        assert list((tmp_path / where).iterdir()) == []
+    (sizes, want), *others = out
+    assert len(want) > 12  # the buckets were split
+    for got_sizes, got in others:
+        assert got_sizes == sizes and len(got) == len(want)
+        for g, w in zip(got, want):
+            _same_rows(g, w)
+
+
+def _staged_to_disk(monkeypatch) -> list:
+    """Record the staging files written (bytes per path) while a conversion runs."""
+    written = []
+    append = Bucket.append
+
+    def spy(self, rows, start=0, stop=None):
+        before = self.path.stat().st_size if self.path.exists() else 0
+        append(self, rows, start, stop)
+        after = self.path.stat().st_size if self.path.exists() else 0
+        written.append(after - before)
+
+    monkeypatch.setattr(Bucket, "append", spy)
+    return written
+
+
+@pytest.mark.parametrize("fmt,shuffle", [("zarr", True), ("parquet", False), ("parquet", True)])
+def test_staging_in_memory_or_on_disk_gives_the_same_store(generated, tmp_path, monkeypatch, fmt, shuffle):
+    """A conversion whose staged rows are held in memory (an input expected to fit the
+    allowance), or written to the staging files (one expected not to), writes the same
+    shards, byte for byte (their hashes and checksums)."""
+    path, _, _ = generated
+    written = _staged_to_disk(monkeypatch)
+    records, on_disk = [], []
+    for limit in (convert_module._STAGING_MEMORY_BYTES, 50_000):  # the file stages ~170 kB
+        monkeypatch.setattr(convert_module, "_STAGING_MEMORY_BYTES", limit)
+        written.clear()
+        store = convert_libsvm(path, tmp_path / f"s{limit}", format=fmt, shuffle=shuffle, seed=3,
+                               shard_rows=400)
+        records.append((store.metadata["shards"], store.metadata["classes"]))
+        on_disk.append(sum(written))
+    assert len(records[0][0]) == 4
+    assert records[0] == records[1]
+    assert on_disk[0] == 0 and on_disk[1] > 150_000  # all in memory; all on disk
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_staging_estimate_that_falls_short_spills_the_rest(tmp_path, monkeypatch, shuffle):
+    """Rows of few values in long text first (~0.4 staged bytes a byte of text), then rows of
+    many short ones (~1.7): the first block predicts an input that fits the allowance, the
+    allowance runs out, and the rows beyond it go to the staging files -- the same store."""
+    lines = [f"{1 + i % 3} " + " ".join(f"{40000 + j}:0.{i:06d}{j:06d}" for j in range(10)) + "\n"
+             for i in range(300)]
+    lines += [f"{1 + i % 3} " + " ".join(f"{j}:{(i * j) % 7 + 1}" for j in range(1, 61)) + "\n"
+              for i in range(600)]
+    path = tmp_path / "skewed.txt"
+    path.write_text("".join(lines))
+    written = _staged_to_disk(monkeypatch)
+    records, on_disk = [], []
+    for limit in (150_000, 0):
+        monkeypatch.setattr(convert_module, "_STAGING_MEMORY_BYTES", limit)
+        written.clear()
+        store = convert_libsvm(path, tmp_path / f"s{limit}", format="parquet", shuffle=shuffle, seed=1,
+                               shard_rows=200, block_bytes=4096)
+        records.append(store.metadata["shards"])
+        on_disk.append(sum(written))
+    assert records[0] == records[1]
+    total = on_disk[1]  # all of it, with nothing held
+    assert total > 250_000 and 0 < on_disk[0] < total - 100_000  # some held, the rest spilled
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

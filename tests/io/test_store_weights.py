@@ -483,6 +483,7 @@ _CHILD = textwrap.dedent("""
     from streamwww.io import _staging, _zarr, convert, convert_libsvm
     _zarr._CHUNK_ELEMENTS = 2**18
     convert._MIN_BUCKET_BYTES, convert._MAX_BUCKET_BYTES = 2**20, 2**21
+    convert._STAGING_MEMORY_BYTES = 2**21
     _staging._PIECE_BYTES = 2**19
     path, weights, out, shuffle = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
     convert_libsvm(path, out, shuffle=shuffle, seed=0, block_bytes=4 * 2**20, weights=weights)
