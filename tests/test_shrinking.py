@@ -447,7 +447,7 @@ def test_small_k_vector_builds_give_the_generic_builds_bits(k, sparse, dtype, bi
 
 
 @pytest.mark.parametrize("sparse", [False, True])
-def test_objective_kernel_takes_no_reference_per_row(sparse, rng):
+def test_objective_kernel_takes_no_reference_per_row(sparse, rng, monkeypatch):
     """The objective pass's row helpers end with every array held (backends._kernels.hold):
     Numba then prunes their per-row NRT_incref/NRT_decref pairs (atomic operations that
     were a quarter of a small fit's time), and the compiled kernel increfs its array
@@ -459,11 +459,16 @@ def test_objective_kernel_takes_no_reference_per_row(sparse, rng):
     X, y = make_classification(rng, n=40, d=6, k=4, sparse=sparse)
     block = make_block(X, y, 1.0)
     near = np.zeros((1, 40, 3), dtype=np.uint8)
+    kernel, calls = K.hinge_sum_serial, []
+    monkeypatch.setattr(K, "hinge_sum_serial", lambda *args: (calls.append(args), kernel(*args))[1])
     CPUBackend().hinge_sums(np.zeros((1, 7, 4)), block, 1.0, np.array([0]), near=near, reach=0.1)
+    # the signature of this call (not every one the process compiled: in a full run, earlier
+    # tests' dtypes and class counts made a fresh compilation of each take a minute)
+    sig = tuple(kernel.typeof_pyval(a) for a in calls[0])
+    assert sig in kernel.signatures
+    flat = [t for a in sig for t in (a.types if isinstance(a, types.BaseTuple) else (a,))]
+    n_arrays = sum(isinstance(t, types.Array) for t in flat)
     fresh = njit(nogil=True)(K._hinge_sum)  # not from Numba's cache, whose code cannot be inspected
-    for sig in K.hinge_sum_serial.signatures:
-        flat = [t for a in sig for t in (a.types if isinstance(a, types.BaseTuple) else (a,))]
-        n_arrays = sum(isinstance(t, types.Array) for t in flat)
-        fresh.compile(sig)
-        increfs = fresh.inspect_llvm(sig).count("call void @NRT_incref")
-        assert 0 < increfs <= n_arrays, (increfs, n_arrays, sig)
+    fresh.compile(sig)
+    increfs = fresh.inspect_llvm(sig).count("call void @NRT_incref")
+    assert 0 < increfs <= n_arrays, (increfs, n_arrays, sig)
