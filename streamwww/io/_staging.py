@@ -32,7 +32,6 @@ A bucket file is a sequence of records::
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,6 +59,13 @@ class Rows(NamedTuple):
         extra = 0 if self.weights is None else self.weights.nbytes
         return (self.labels.nbytes + self.indptr.nbytes + self.indices.nbytes + self.data.nbytes
                 + extra)
+
+    @property
+    def staged_nbytes(self) -> int:
+        """Bytes of these rows as one record of a bucket file (header, labels, weights, values,
+        row lengths as int32, column indices as int32)."""
+        n, nnz = len(self.labels), len(self.data)
+        return 16 + n * (8 + 4 + (0 if self.weights is None else 8)) + nnz * (self.data.dtype.itemsize + 4)
 
 
 @njit(cache=True, nogil=True)
@@ -136,17 +142,14 @@ class Bucket:
         self.weighted = bool(weighted)
         self.memory = memory
         self._held: list[Rows] = []  # the records kept in memory, all before the file's
-        self._held_bytes = 0  # their size as file records (reserved from ``memory``)
-        self._on_disk = False
+        self._on_disk = False  # a record was written to the file (later ones follow it there)
 
     @property
     def nbytes(self) -> int:
         """Size of the records as staged: the file's size with those held in memory counted
         as they would be written."""
-        return self._held_bytes + (self.path.stat().st_size if self._on_disk and self.path.exists() else 0)
-
-    def _record_nbytes(self, n: int, nnz: int) -> int:
-        return 16 + n * (8 + (8 if self.weighted else 0) + 4) + nnz * (self.dtype.itemsize + 4)
+        held = sum(r.staged_nbytes for r in self._held)
+        return held + (self.path.stat().st_size if self._on_disk and self.path.exists() else 0)
 
     def append(self, rows: Rows, start: int = 0, stop: int | None = None) -> None:
         """Append rows ``start:stop`` of ``rows``. Kept in memory, they are kept by
@@ -160,21 +163,18 @@ class Bucket:
         a, b = int(rows.indptr[start]), int(rows.indptr[stop])
         if rows.data.dtype != self.dtype:
             raise ValueError(f"{self.path}: a bucket of {self.dtype} values got {rows.data.dtype} ones")
-        size = self._record_nbytes(stop - start, b - a)
-        if not self._on_disk and self.memory is not None and self.memory.take(size):
-            self._held.append(Rows(rows.labels[start:stop], rows.indptr[start:stop + 1] - a,
-                                   rows.indices[a:b], rows.data[a:b],
-                                   None if rows.weights is None else rows.weights[start:stop]))
-            self._held_bytes += size
+        part = Rows(rows.labels[start:stop], rows.indptr[start:stop + 1] - a, rows.indices[a:b],
+                    rows.data[a:b], None if rows.weights is None else rows.weights[start:stop])
+        if not self._on_disk and self.memory is not None and self.memory.take(part.staged_nbytes):
+            self._held.append(part)
             return
-        self._on_disk = True  # (from here on: records after the held ones stay after them)
+        self._on_disk = True
         header = np.array([stop - start, b - a], dtype="<i8")
-        row_nnz = np.diff(rows.indptr[start:stop + 1]).astype("<i4")
-        weights = () if rows.weights is None else (rows.weights[start:stop],)
+        row_nnz = np.diff(part.indptr).astype("<i4")
+        weights = () if part.weights is None else (part.weights,)
         with open(self.path, "ab") as f:
-            for part in (header, rows.labels[start:stop], *weights, rows.data[a:b], row_nnz,
-                         rows.indices[a:b]):
-                f.write(np.ascontiguousarray(part).data)
+            for array in (header, part.labels, *weights, part.data, row_nnz, part.indices):
+                f.write(np.ascontiguousarray(array).data)
 
     def records(self) -> Iterator[Rows]:
         """Yield the records in the order they were appended (a bucket is read once:
@@ -209,23 +209,25 @@ class Bucket:
 
     def _let_go(self, k: int) -> Rows:
         rows = self._held.pop(k)
-        size = self._record_nbytes(len(rows.labels), len(rows.data))
-        self._held_bytes -= size
-        self.memory.give(size)
+        self.memory.give(rows.staged_nbytes)
         return rows
 
     def read_all(self) -> Rows | None:
-        """All the records as one block (the bucket is read once, as :meth:`records`),
-        read straight into its arrays (the headers are read first, so there is no
-        concatenation copy; a single record held in memory is returned as it is)."""
-        if len(self._held) == 1 and not self._on_disk:
-            return self._let_go(0)
+        """All the records as one block (the bucket is read once, as :meth:`records`): those
+        held in memory concatenated (one record: as it is), then the file's, read straight
+        into its arrays (the headers are read first, so there is no concatenation copy; a
+        bucket with records in both, whose allowance ran out, is concatenated once more)."""
+        parts = [self._let_go(0) for _ in range(len(self._held))]
+        if self._on_disk and self.path.exists() and (stored := self._read_file()) is not None:
+            parts.append(stored)
+        return concat_rows(parts) if parts else None
+
+    def _read_file(self) -> Rows | None:
         item = self.dtype.itemsize
         wsize = 8 if self.weighted else 0
         heads = []
-        with (open(self.path, "rb") if self._on_disk and self.path.exists()
-              else contextlib.nullcontext()) as f:
-            while f is not None:
+        with open(self.path, "rb") as f:
+            while True:
                 head = f.read(16)
                 if not head:
                     break
@@ -234,26 +236,16 @@ class Bucket:
                 n, nnz = (int(v) for v in np.frombuffer(head, dtype="<i8"))
                 heads.append((f.tell(), n, nnz))
                 f.seek(n * (8 + wsize) + nnz * item + n * 4 + nnz * 4, os.SEEK_CUR)
-            if not heads and not self._held:
+            if not heads:
                 return None
-            rows = sum(h[1] for h in heads) + sum(len(h.labels) for h in self._held)
-            total = sum(h[2] for h in heads) + sum(len(h.data) for h in self._held)
+            rows = sum(h[1] for h in heads)
+            total = sum(h[2] for h in heads)
             labels = np.empty(rows, dtype=np.float64)
             weights = np.empty(rows, dtype=np.float64) if self.weighted else None
             data = np.empty(total, dtype=self.dtype)
             indices = np.empty(total, dtype=np.int32)
             indptr = np.zeros(rows + 1, dtype=np.int64)
             r = z = 0
-            while self._held:  # the held records first: they were appended first
-                part = self._let_go(0)
-                n, nnz = len(part.labels), len(part.data)
-                labels[r:r + n] = part.labels
-                if weights is not None:
-                    weights[r:r + n] = part.weights
-                data[z:z + nnz] = part.data
-                np.subtract(part.indptr[1:], part.indptr[:-1], out=indptr[r + 1:r + n + 1])
-                indices[z:z + nnz] = part.indices
-                r, z = r + n, z + nnz
             for pos, n, nnz in heads:
                 f.seek(pos)
                 self._fill(f, labels[r:r + n])
@@ -267,8 +259,10 @@ class Bucket:
         return Rows(labels, indptr, indices, data, weights)
 
     def remove(self) -> None:
+        """Let go of every record (the bucket is empty again)."""
         while self._held:
             self._let_go(-1)
+        self._on_disk = False
         self.path.unlink(missing_ok=True)
 
 

@@ -80,10 +80,6 @@ _MAX_BUCKETS = 4096
 _STAGING_MEMORY_BYTES = 128 * 2**20
 
 
-def _staged_nbytes(rows: Rows) -> int:
-    return 16 + rows.nbytes - 4 * len(rows.labels)
-
-
 def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                    shard_rows: int | None = None, shard_mb: float | None = None,
                    format: str | None = None, layout: str = "auto", dtype=None,
@@ -229,7 +225,8 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
             w = None if weight_file is None else weight_file.take(block.n_rows, block.lines)
             rows = Rows(block.labels, block.indptr, block.indices, block.data, w)
             if memory is None:  # the first block: all of the input expected to fit, or none
-                estimate = reader.stats.size / max(block.input_offset, 1) * _staged_nbytes(rows)
+                staged = rows.staged_nbytes
+                estimate = reader.stats.size / max(block.input_offset, 1) * staged
                 memory = MemoryAllowance(_STAGING_MEMORY_BYTES if estimate <= _STAGING_MEMORY_BYTES else 0)
                 ordered.memory = memory
             if like_store is not None:
@@ -253,7 +250,6 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                 early.push(X, block.labels, w)
                 continue
             if scatter is None:  # plan the buckets from the first block
-                staged = _staged_nbytes(rows)
                 per_row = staged / len(rows.labels)
                 shard_equiv = shard_bytes if shard_bytes else rows_per_shard * per_row
                 target_bytes = int(min(max(shard_equiv, _MIN_BUCKET_BYTES), _MAX_BUCKET_BYTES))

@@ -243,10 +243,11 @@ def test_bucket_keeps_its_first_records_in_memory_then_writes_the_rest(tmp_path)
         _same_rows(g, p)
     assert memory.used == 0  # let go as they were read
 
-    for bucket in (disk, mixed):
+    for bucket in (disk, mixed):  # emptied, then filled again: held and file records as before
         bucket.remove()
         for rows in blocks:
             bucket.append(rows, 1)
+    assert memory.used == sizes[0] + sizes[1] and mixed.nbytes == disk.nbytes
     _same_rows(mixed.read_all(), disk.read_all())
     assert memory.used == 0
     one = Bucket(tmp_path / "one.bin", np.float64, weighted=True, memory=MemoryAllowance(10**6))
