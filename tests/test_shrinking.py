@@ -352,21 +352,27 @@ def test_a_run_killed_after_an_epoch_without_objectives_resumes_bitwise(tmp_path
 
 def test_spilled_sets_come_back_as_filled_from_one_mapped_file(rng):
     """NearSets(spill=True): each shard's flags at their own place in one temporary file;
-    what comes back is what was filled (shards of unequal rows, kept and used up), and the
-    directory holds that one file whatever the number of shards and epochs."""
+    what comes back is what was filled (shards of unequal rows, kept and used up); the file
+    stays one file of the sets' size whatever the number of shards and epochs, it has no
+    name (a SIGKILLed run leaves nothing in the temporary folder), and close() closes it."""
     import os
+    import tempfile
 
     from streamwww.engine.shrink import NearSets
 
     rows = [7, 3, 11, 5]
+    before = set(os.listdir(tempfile.gettempdir()))
     sets = NearSets(2, 4, rows, spill=True)
-    folder = sets._dir.name
+    fh = sets._fh
+    assert set(os.listdir(tempfile.gettempdir())) <= before
+    if os.name == "posix":
+        assert os.fstat(fh.fileno()).st_nlink == 0
     for epoch in range(3):
         flags = {s: rng.integers(0, 2, (2, r, 3)).astype(np.uint8) for s, r in enumerate(rows)}
         for s in (2, 0, 3, 1):
             sets.buffer(s)[...] = flags[s]
             sets.filled(s)
-        assert os.listdir(folder) == ["near.u8"]
+        assert os.fstat(fh.fileno()).st_size == 2 * sum(rows) * 3
         pair = sets.take([1, 2], keep=True)
         assert np.array_equal(pair, np.concatenate([flags[1], flags[2]], axis=1))
         one = sets.take([1], keep=True)
@@ -378,7 +384,7 @@ def test_spilled_sets_come_back_as_filled_from_one_mapped_file(rng):
         # what was taken is a copy: the sets kept since did not change it
         assert np.array_equal(one, flags[1]) and np.array_equal(pair[:, :3], flags[1])
     sets.close()
-    assert not os.path.exists(folder)
+    assert fh.closed
 
 
 @pytest.mark.parametrize("near_share", [0.03, 0.5, 1.0])

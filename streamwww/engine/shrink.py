@@ -28,8 +28,8 @@ epoch-end checkpoint holds; a mid-epoch checkpoint also holds ``W_t`` (as
 recomputes the sets with one pass over the data
 (:func:`streamwww.engine.driver.run_bcd`) and continues bitwise, so the model does
 not depend on when checkpoints are taken.  The sets wait for the next epoch in
-memory (1/8 of ``beta``, ``uint8``) where ``beta`` is in memory, in a file of a local
-temporary directory where ``beta`` is on disk, and not at all with the late
+memory (1/8 of ``beta``, ``uint8``) where ``beta`` is in memory, in an anonymous local
+temporary file (no name on POSIX, so a killed run leaves none) where ``beta`` is on disk, and not at all with the late
 objectives or on a cluster, which make each group's sets right before it trains.
 Shrinking needs Walrus and a backend that implements it (the CPU's and the CUDA
 backend's).  The first epoch passes over every coordinate.
@@ -48,7 +48,6 @@ on another worker (:func:`streamwww.engine.cocoa.run_rounds`).
 
 from __future__ import annotations
 
-import os
 import tempfile
 
 import numpy as np
@@ -106,13 +105,13 @@ class NearSets:
         self._rows = np.asarray(shard_rows, dtype=np.int64)
         self._sets: dict[int, np.ndarray] = {}
         self._spilled: set[int] = set()
-        self._dir = self._file = None
+        self._fh = self._file = None  # the spill file, and its mapping
         if spill:
             # shard s's flags at bytes [start[s], start[s + 1]), shaped (n_models, rows, k - 1)
             self._start = np.concatenate([[0], np.cumsum(self._rows)]) * self._shape[0] * self._shape[1]
-            self._dir = tempfile.TemporaryDirectory(prefix="streamwww-near-")
-            self._file = np.memmap(os.path.join(self._dir.name, "near.u8"), dtype=np.uint8, mode="w+",
-                                   shape=(max(1, int(self._start[-1])),))
+            # an anonymous file (no name on POSIX): a killed run leaves nothing behind
+            self._fh = tempfile.TemporaryFile(prefix="streamwww-near-")
+            self._file = np.memmap(self._fh, dtype=np.uint8, mode="w+", shape=(max(1, int(self._start[-1])),))
 
     def buffer(self, shard: int, keep: bool = False) -> np.ndarray:
         """The array the objective pass of ``shard`` fills (then :meth:`filled`); with
@@ -176,9 +175,9 @@ class NearSets:
             lo += n
 
     def close(self) -> None:
-        """Drop every set (and the temporary directory)."""
+        """Drop every set (and close the spill file)."""
         self._sets.clear()
         self._spilled.clear()
         self._file = None  # (no view of it escapes: the mapping closes with it)
-        if self._dir is not None:
-            self._dir.cleanup()
+        if self._fh is not None:
+            self._fh.close()
