@@ -51,13 +51,24 @@ def test_device_cuda_without_gpu_fails_clearly_and_auto_uses_cpu(rng):
 
 
 @pytest.mark.skipif(not NO_GPU, reason="a CUDA GPU is usable here")
-def test_auto_says_why_it_uses_the_cpu_and_the_model_says_where(rng, caplog):
+def test_auto_says_why_it_uses_the_cpu_and_the_model_says_where(rng, caplog, monkeypatch):
+    """A run too small for the GPU (one model of 3 classes) says so without probing for one;
+    a caller that does not know the run's size gets the probe's reason."""
     X, y = rng.normal(size=(30, 3)), np.arange(30) % 3
+    reason = cuda_backend.unavailable_reason(auto=True)
+    probed = []
+    monkeypatch.setattr(cuda_backend, "unavailable_reason", lambda auto=False: probed.append(auto) or reason)
     with caplog.at_level(logging.INFO, logger="streamwww.backends"):
         model = sw.WWClassifier(device="auto", max_iter=5, tol=1e-1).fit(X, y)
+        assert probed == []
+        assert get_backend("auto").name == "cpu"
+        assert probed == [True]
     assert model.device_ == "cpu"
     said = [r.getMessage() for r in caplog.records if r.name == "streamwww.backends.select"]
-    assert said == [f"device='auto': training on the CPU ({cuda_backend.unavailable_reason(auto=True)})"]
+    assert said == ["device='auto': training on the CPU (1 model(s) of 3 classes: the GPU's exact kernel, one "
+                    "thread block per model, was measured slower than the CPU below 10 models of 100 classes; "
+                    "device='cuda' uses a GPU anyway)",
+                    f"device='auto': training on the CPU ({reason})"]
 
 
 def test_unavailable_reason_never_raises(monkeypatch):

@@ -38,33 +38,36 @@ def get_backend(device: str = "auto", n_models: int | None = None, n_classes: in
     'auto' picks CUDA when a usable GPU and its libraries are present and, where the
     run's ``n_models`` (C values x folds) and ``n_classes`` are given, when the GPU's
     exact kernel was measured faster than the CPU for such a run (:func:`gpu_pays`:
-    at least 10 models of at least 100 classes); else the CPU, saying why at INFO.
+    at least 10 models of at least 100 classes; a smaller run does not probe for a GPU);
+    else the CPU, saying why at INFO.
     'cuda' without a usable GPU raises :class:`~streamwww.errors.DeviceUnavailableError`.
     """
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"The 'device' parameter must be one of 'auto', 'cpu', 'cuda'. Got {device!r} instead.")
     if device in ("auto", "cuda"):
         reason = None
-        try:
-            cuda = importlib.import_module(_BACKENDS["cuda"])
-        except ModuleNotFoundError as exc:
-            if exc.name != _BACKENDS["cuda"]:
-                raise
-            reason = "this build of streamwww has no CUDA backend"
+        if device == "auto" and not gpu_pays(n_models, n_classes):
+            # the CPU whatever the hardware: no probe of the driver (0.2 ms, every fit of a small problem)
+            reason = (f"{n_models} model(s) of {n_classes} classes: the GPU's exact kernel, one thread block "
+                      f"per model, was measured slower than the CPU below {AUTO_GPU_MIN_MODELS} models of "
+                      f"{AUTO_GPU_MIN_CLASSES} classes; device='cuda' uses a GPU anyway")
         else:
-            # 'auto' asks the stricter question (e.g. it never picks the CUDA simulator).
-            reason = cuda.unavailable_reason(auto=device == "auto")
-            if reason is None and device == "auto" and not gpu_pays(n_models, n_classes):
-                reason = (f"{n_models} model(s) of {n_classes} classes: the GPU's exact kernel, one thread block "
-                          f"per model, was measured slower than the CPU below {AUTO_GPU_MIN_MODELS} models of "
-                          f"{AUTO_GPU_MIN_CLASSES} classes; device='cuda' uses it anyway")
-            if reason is None:
-                try:
-                    return cuda.CUDABackend()
-                except DeviceUnavailableError as exc:
-                    if device == "cuda":
-                        raise
-                    reason = str(exc)
+            try:
+                cuda = importlib.import_module(_BACKENDS["cuda"])
+            except ModuleNotFoundError as exc:
+                if exc.name != _BACKENDS["cuda"]:
+                    raise
+                reason = "this build of streamwww has no CUDA backend"
+            else:
+                # 'auto' asks the stricter question (e.g. it never picks the CUDA simulator).
+                reason = cuda.unavailable_reason(auto=device == "auto")
+        if reason is None:
+            try:
+                return cuda.CUDABackend()
+            except DeviceUnavailableError as exc:
+                if device == "cuda":
+                    raise
+                reason = str(exc)
         if device == "cuda":
             raise DeviceUnavailableError(f"device='cuda' was requested but cannot be used: {reason}.")
         # said once per fit at INFO: a user who asked for 'auto' can see why no GPU was used
