@@ -41,7 +41,7 @@ def register(subparsers) -> None:
     size = p.add_mutually_exclusive_group()
     size.add_argument("--shard-rows", type=int, metavar="N", help="rows per shard")
     size.add_argument("--shard-mb", type=float, metavar="M",
-                      help="maximum in-memory MiB per shard (default 128)")
+                      help="maximum in-memory MiB per shard (default 128; 16 for Parquet)")
     p.add_argument("--format", choices=("zarr", "parquet"),
                    help="on-disk format (default zarr, or that of --like)")
     p.add_argument("--layout", choices=("auto", "sparse", "dense"), default="auto",

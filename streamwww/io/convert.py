@@ -100,7 +100,8 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         The store directory to create (atomically).
     shard_rows, shard_mb : optional
         Shard size in rows, or maximum in-memory MiB per shard (default 128
-        MiB). At most one of them.
+        MiB for Zarr, 16 MiB for Parquet: a Parquet shard is assembled whole in
+        memory, and smaller ones are written two at a time). At most one of them.
     format : {"zarr", "parquet"}, optional
         Default "zarr", or the format of ``like``.
     layout : {"auto", "sparse", "dense"}, default="auto"
@@ -172,7 +173,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         ``output`` exists and ``overwrite`` is False.
     """
     who = "convert_libsvm"
-    rows_per_shard, shard_bytes = resolve_shard_size(shard_rows, shard_mb, who)
+    resolve_shard_size(shard_rows, shard_mb, who)  # validate early (the default needs the format)
     like_store = open_store(located(like, storage_options)) if like is not None else None
     if like_store is not None:
         if n_features is not None and n_features != like_store.n_features:
@@ -183,6 +184,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         layout = like_store.layout if layout == "auto" else layout
         dtype = like_store.dtype if dtype is None else dtype
     backend = get_backend(format or "zarr")
+    rows_per_shard, shard_bytes = resolve_shard_size(shard_rows, shard_mb, who, backend.name)
     dt = resolve_dtype(np.float32 if dtype is None else dtype, who)
     resolve_layout(layout, 0, 0, 0, who)  # validate early
     if weights is not None and skip_bad_lines:

@@ -63,6 +63,27 @@ def test_round_trip_matches_sklearn(generated, tmp_path, fmt, size):
     assert len(source["sha256"]) == 64
 
 
+def test_the_default_shard_size_is_the_formats(generated, tmp_path, monkeypatch):
+    """Without a shard size, Zarr shards hold up to 128 MiB and Parquet shards 16 MiB
+    (written two at a time beside the one being collected); convert and write_store both
+    take their format's (here scaled down: 40 KiB for Parquet, 4 MiB for Zarr)."""
+    from streamwww.io import store as store_module
+    from streamwww.io import write_store
+
+    assert store_module.DEFAULT_SHARD_MB == {"zarr": 128.0, "parquet": 16.0}
+    assert store_module.resolve_shard_size(None, None, "t", "parquet") == (None, 16 * 2**20)
+    assert store_module.resolve_shard_size(None, 2.0, "t", "parquet") == (None, 2 * 2**20)
+    monkeypatch.setattr(store_module, "DEFAULT_SHARD_MB", {"zarr": 4.0, "parquet": 40 / 1024})
+    path, X, y = generated  # 1,500 rows of 12 values: about 120 KiB once read
+    for fmt, many in (("zarr", False), ("parquet", True)):
+        converted = convert_libsvm(path, tmp_path / f"c-{fmt}", format=fmt)
+        written = write_store(tmp_path / f"w-{fmt}", X, y, format=fmt)
+        for st in (converted, written):
+            assert (st.n_shards > 1) is many, (fmt, st.n_shards)
+            if many:
+                assert max(sh["rows"] for sh in st.metadata["shards"]) * (12 * 8 + 8) <= 40 * 1024
+
+
 def test_fingerprint_does_not_depend_on_input_compression(generated, tmp_path):
     """Same text, same options: same store bytes and fingerprint. Zarr and Parquet
     hold the same content (per-shard content hashes) in other bytes, whose
