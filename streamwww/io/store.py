@@ -76,7 +76,8 @@ logger = logging.getLogger(__name__)
 # group, assembled whole in memory and written by pyarrow on one thread: at 16 MiB two
 # are written beside the one being collected (ShardWriter's pool), where 128 MiB ones
 # were written one at a time on the collecting thread (a 1.2 GB input, 2-core VM,
-# 2026-11-28: 7.4-8.2 s and 455 MiB of peak memory, against 10.6-12.0 s and 710-750 MiB).
+# 2026-11-28: 6.9-7.9 s and 459-468 MiB of peak memory, against 9.5-10.7 s and 746-752 MiB;
+# docs/benchmarks-convert.md).
 # Zarr shards are written chunk by chunk as their rows arrive, whatever their size.
 DEFAULT_SHARD_MB = {"zarr": 128.0, "parquet": 16.0}
 DENSE_THRESHOLD = 0.5  # layout="auto" stores dense at or above this density
