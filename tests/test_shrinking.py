@@ -456,6 +456,51 @@ def test_small_k_vector_builds_give_the_generic_builds_bits(k, sparse, dtype, bi
 
 
 @pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("n", [151, 150])
+def test_objective_pairs_of_rows_give_the_one_row_bits(sparse, n, monkeypatch, rng):
+    """Up to SMALL_K classes the objective pass scores two rows at once (two chains of adds
+    interleaved, each row's in its own order): the hinge sums, the per-row terms and the
+    near-flags must be, bit for bit, the generic build's, one row at a time -- with an odd
+    row count, rows of weight 0 (not scored), CSR rows of different lengths, an
+    intercept, two models (the parallel build) and the rows of a partial pass in any order.
+    (A dense pair adds its zeros: only the sign of a zero score may differ, which no hinge
+    term or flag sees -- here class 0's scores are all zero, and row 3 is empty.)"""
+    from streamwww.backends import _kernels as K
+
+    k, d = 5, 14
+    X, y = make_classification(rng, n=n, d=d, k=k, sparse=sparse, density=0.5)
+    if not sparse:
+        X[rng.random((n, d)) < 0.3] = 0.0
+    X[3] = 0.0
+    if sparse:
+        X.eliminate_zeros()
+    weights = rng.random(n) * (rng.random(n) > 0.2)
+    weights[3] = 1.0
+    block = make_block(X, y, 1.0, weights=weights)
+    if sparse:
+        assert len(set(np.diff(block.X.indptr))) > 3
+    W = rng.normal(size=(2, d + 1, k)) * 0.3
+    W[:, :, 0] = 0.0
+    models = np.array([0, 1])
+    rows = rng.permutation(n)[: n - 20].astype(np.int64)
+    be, out = CPUBackend(), []
+    for generic in (False, True):
+        if generic:
+            monkeypatch.setattr(K, "ktag", lambda k: ())
+        flags = np.zeros((2, n, k - 1), dtype=np.uint8)
+        sums = [be.hinge_sums(W, block, 1.0, models[:m], near=flags[:m] if m == 1 else flags, reach=0.05)
+                for m in (1, 2)]
+        h, rflags = np.full((2, n), -1.0), np.zeros_like(flags)
+        be._hinge_rows(W, block, 1.0, models, rows, h, None, rflags, 0.05)
+        out.append((sums, flags, h, rflags))
+    (s1, f1, h1, r1), (s2, f2, h2, r2) = out
+    assert f1.any() and not f1.all() and (h1[:, rows] == 0.0).any() and (h1[:, rows] > 0).any()
+    assert all(np.array_equal(a, b) for a, b in zip(s1, s2))
+    assert np.array_equal(f1, f2) and np.array_equal(h1, h2) and np.array_equal(r1, r2)
+    assert s1[0][0] == s1[1][0]  # one model alone (the serial build) and beside another
+
+
+@pytest.mark.parametrize("sparse", [False, True])
 def test_objective_kernel_takes_no_reference_per_row(sparse, rng, monkeypatch):
     """The objective pass's row helpers end with every array held (backends._kernels.hold):
     Numba then prunes their per-row NRT_incref/NRT_decref pairs (atomic operations that

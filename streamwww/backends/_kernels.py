@@ -216,6 +216,68 @@ def _scores_dense_impl(Wm, x, bias, s, k, ktag):
     return scalar
 
 
+def _scores_pair(Wm, X, i1, i2, bias, s1, s2, ktag):
+    """The scores of rows ``i1`` and ``i2`` of ``X`` for the objective pass (``k <= SMALL_K``:
+    lanes), each row's sums in the order :func:`row_scores` adds them, two chains at once.
+
+    A CSR row's scores are :func:`row_scores`' bits.  A dense row's zeros are added rather
+    than skipped (``0 * w``: a branch per value cost more than the add, 1.5x on satimage's
+    pass), which can change only the sign of a score that is zero: every hinge term and
+    near-flag, ``1 - (s_y - s_c)``, is the same bits either way (``x - (+-0) = x``,
+    ``(+-0) - x = -x``, ``1 - (+-0) = 1``; ``W`` and ``x`` are finite)."""
+    raise NotImplementedError  # compiled only, through the overload below
+
+
+@overload(_scores_pair, inline="always")
+def _scores_pair_impl(Wm, X, i1, i2, bias, s1, s2, ktag):
+    # An objective pass scores rows at a fixed W, so rows are independent; one row's
+    # gather is a chain of dependent adds (its accumulator), which leaves the CPU's adders
+    # idle between them.  Two rows' chains interleaved keep them busy (dna, satimage).
+    if not lanes(ktag):  # (the callers pair rows only with lanes)
+        def one_by_one(Wm, X, i1, i2, bias, s1, s2, ktag):
+            row_scores(Wm, X, i1, bias, s1, Wm.shape[1], ktag)
+            row_scores(Wm, X, i2, bias, s2, Wm.shape[1], ktag)
+        return one_by_one
+    if isinstance(X, types.BaseTuple):
+        def csr(Wm, X, i1, i2, bias, s1, s2, ktag):
+            data, indices, indptr = X[0], X[1], X[2]
+            lo1, hi1, lo2, hi2 = indptr[i1], indptr[i1 + 1], indptr[i2], indptr[i2 + 1]
+            both = min(hi1 - lo1, hi2 - lo2)
+            acc1 = lanes_zero(ktag)
+            acc2 = lanes_zero(ktag)
+            for q in range(both):
+                acc1 = lanes_madd(acc1, data[lo1 + q], lanes_load_row(Wm, indices[lo1 + q], ktag))
+                acc2 = lanes_madd(acc2, data[lo2 + q], lanes_load_row(Wm, indices[lo2 + q], ktag))
+            for p in range(lo1 + both, hi1):
+                acc1 = lanes_madd(acc1, data[p], lanes_load_row(Wm, indices[p], ktag))
+            for p in range(lo2 + both, hi2):
+                acc2 = lanes_madd(acc2, data[p], lanes_load_row(Wm, indices[p], ktag))
+            if bias != 0.0:
+                last = lanes_load_row(Wm, Wm.shape[0] - 1, ktag)
+                acc1 = lanes_madd(acc1, bias, last)
+                acc2 = lanes_madd(acc2, bias, last)
+            lanes_store(acc1, s1)
+            lanes_store(acc2, s2)
+            hold((Wm, data, indices, indptr))
+        return csr
+
+    def dense(Wm, X, i1, i2, bias, s1, s2, ktag):
+        acc1 = lanes_zero(ktag)
+        acc2 = lanes_zero(ktag)
+        for f in range(X.shape[1]):  # zeros added, not skipped (no branch; see the docstring)
+            w = lanes_load_row(Wm, f, ktag)
+            acc1 = lanes_madd(acc1, X[i1, f], w)
+            acc2 = lanes_madd(acc2, X[i2, f], w)
+        if bias != 0.0:
+            last = lanes_load_row(Wm, Wm.shape[0] - 1, ktag)
+            acc1 = lanes_madd(acc1, bias, last)
+            acc2 = lanes_madd(acc2, bias, last)
+        lanes_store(acc1, s1)
+        lanes_store(acc2, s2)
+        hold((Wm, X))
+    return dense
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _add_feature(Wm, f, a, dk, cls, n, k, few, ktag):
     """Feature ``f``'s share of step 4: all classes, or only ``cls[:n]`` when ``few``."""
@@ -565,21 +627,29 @@ def _objective_row(Wm, X, y, weights, trains, split, bias, i, s, near, mdl, reac
     """Row ``i``'s weighted hinge loss at ``Wm`` (0.0 and ``False`` for a row of weight 0,
     which is not scored); with ``record``, its near-flags ``near[mdl, i, t]``: 1 where the
     margin of class ``c(t)`` is below ``1 + reach`` (0 for an unscored row)."""
-    m = k - 1
     w = row_weight(weights, trains, split, i)
+    if w != 0.0:
+        row_scores(Wm, X, i, bias, s, k, ktag)
+    hold((Wm, X))
+    return _objective_of(w, s, y, i, near, mdl, reach, k, record)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _objective_of(w, s, y, i, near, mdl, reach, k, record):
+    """:func:`_objective_row` once row ``i``'s scores are in ``s`` (unread when ``w`` is 0)."""
+    m = k - 1
     loss = 0.0
     if w == 0.0:
         if record:
             for t in range(m):
                 near[mdl, i, t] = 0
     else:
-        row_scores(Wm, X, i, bias, s, k, ktag)
         if record:
             sy = s[y[i]]
             for t in range(m):
                 near[mdl, i, t] = 1 if 1.0 - (sy - s[c_index(t, y[i])]) > -reach else 0
         loss = w * _row_hinge(s, y[i], k)
-    hold((Wm, X, s, y, near))  # one exit, every array held to it: no refcounts per row
+    hold((s, y, near))  # one exit, every array held to it: no refcounts per row
     return loss, w != 0.0
 
 
@@ -593,11 +663,26 @@ def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach,
     the margin of class ``c(t)`` is below ``1 + reach`` (0 for unscored rows)."""
     k = _n_classes(W, ktag)
     record = near.shape[1] > 0
+    n = y.shape[0]
     for mi in prange(models.shape[0]):
         mdl = models[mi]
         s = np.empty(k)
+        s2 = np.empty(k)
         total = 0.0
-        for i in range(y.shape[0]):
+        start = 0
+        if len(ktag):  # k <= SMALL_K: two rows scored at once (_scores_pair), added in order
+            start = n - n % 2
+            for i in range(0, start, 2):
+                _scores_pair(W[mdl], X, i, i + 1, bias, s, s2, ktag)
+                loss, scored = _objective_of(row_weight(weights, trains, splits[mdl], i), s, y, i, near, mdl,
+                                             reach, k, record)
+                if scored:
+                    total += loss
+                loss, scored = _objective_of(row_weight(weights, trains, splits[mdl], i + 1), s2, y, i + 1, near,
+                                             mdl, reach, k, record)
+                if scored:
+                    total += loss
+        for i in range(start, n):
             loss, scored = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
                                           reach, k, ktag, record)
             if scored:
@@ -611,10 +696,22 @@ def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, r
     are :func:`_hinge_sum`'s total, bitwise (adding 0.0 changes no sum)."""
     k = _n_classes(W, ktag)
     record = near.shape[1] > 0
+    n = rows.shape[0]
     for mi in prange(models.shape[0]):
         mdl = models[mi]
         s = np.empty(k)
-        for q in range(rows.shape[0]):
+        s2 = np.empty(k)
+        start = 0
+        if len(ktag):  # k <= SMALL_K: two rows scored at once, as in _hinge_sum
+            start = n - n % 2
+            for q in range(0, start, 2):
+                i, i2 = rows[q], rows[q + 1]
+                _scores_pair(W[mdl], X, i, i2, bias, s, s2, ktag)
+                h[mi, i] = _objective_of(row_weight(weights, trains, splits[mdl], i), s, y, i, near, mdl, reach,
+                                         k, record)[0]
+                h[mi, i2] = _objective_of(row_weight(weights, trains, splits[mdl], i2), s2, y, i2, near, mdl,
+                                          reach, k, record)[0]
+        for q in range(start, n):
             i = rows[q]
             h[mi, i] = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
                                       reach, k, ktag, record)[0]
