@@ -232,7 +232,8 @@ def _scores_pair(Wm, X, i1, i2, bias, s1, s2, ktag):
 def _scores_pair_impl(Wm, X, i1, i2, bias, s1, s2, ktag):
     # An objective pass scores rows at a fixed W, so rows are independent; one row's
     # gather is a chain of dependent adds (its accumulator), which leaves the CPU's adders
-    # idle between them.  Two rows' chains interleaved keep them busy (dna, satimage).
+    # idle between them: two rows' chains interleaved keep them busier (dna's CSR rows;
+    # on satimage's dense rows the branch on zeros was the cost, docs/benchmarks.md).
     if not lanes(ktag):  # (the callers pair rows only with lanes)
         def one_by_one(Wm, X, i1, i2, bias, s1, s2, ktag):
             row_scores(Wm, X, i1, bias, s1, Wm.shape[1], ktag)
