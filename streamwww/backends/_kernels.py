@@ -216,6 +216,18 @@ def _scores_dense_impl(Wm, x, bias, s, k, ktag):
     return scalar
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _pair_end(Wm, bias, acc1, acc2, s1, s2, ktag):
+    """:func:`_scores_pair`'s last step for both rows: the intercept added, the scores stored."""
+    if bias != 0.0:
+        last = lanes_load_row(Wm, Wm.shape[0] - 1, ktag)
+        acc1 = lanes_madd(acc1, bias, last)
+        acc2 = lanes_madd(acc2, bias, last)
+    lanes_store(acc1, s1)
+    lanes_store(acc2, s2)
+    hold((Wm, s1, s2))
+
+
 def _scores_pair(Wm, X, i1, i2, bias, s1, s2, ktag):
     """The scores of rows ``i1`` and ``i2`` of ``X`` for the objective pass (``k <= SMALL_K``:
     lanes), each row's sums in the order :func:`row_scores` adds them, two chains at once.
@@ -234,11 +246,8 @@ def _scores_pair_impl(Wm, X, i1, i2, bias, s1, s2, ktag):
     # gather is a chain of dependent adds (its accumulator), which leaves the CPU's adders
     # idle between them: two rows' chains interleaved keep them busier (dna's CSR rows;
     # on satimage's dense rows the branch on zeros was the cost, docs/benchmarks.md).
-    if not lanes(ktag):  # (the callers pair rows only with lanes)
-        def one_by_one(Wm, X, i1, i2, bias, s1, s2, ktag):
-            row_scores(Wm, X, i1, bias, s1, Wm.shape[1], ktag)
-            row_scores(Wm, X, i2, bias, s2, Wm.shape[1], ktag)
-        return one_by_one
+    if not lanes(ktag):  # the callers' `if len(ktag):` is pruned before typing in the generic build
+        return None
     if isinstance(X, types.BaseTuple):
         def csr(Wm, X, i1, i2, bias, s1, s2, ktag):
             data, indices, indptr = X[0], X[1], X[2]
@@ -253,12 +262,7 @@ def _scores_pair_impl(Wm, X, i1, i2, bias, s1, s2, ktag):
                 acc1 = lanes_madd(acc1, data[p], lanes_load_row(Wm, indices[p], ktag))
             for p in range(lo2 + both, hi2):
                 acc2 = lanes_madd(acc2, data[p], lanes_load_row(Wm, indices[p], ktag))
-            if bias != 0.0:
-                last = lanes_load_row(Wm, Wm.shape[0] - 1, ktag)
-                acc1 = lanes_madd(acc1, bias, last)
-                acc2 = lanes_madd(acc2, bias, last)
-            lanes_store(acc1, s1)
-            lanes_store(acc2, s2)
+            _pair_end(Wm, bias, acc1, acc2, s1, s2, ktag)
             hold((Wm, data, indices, indptr))
         return csr
 
@@ -269,12 +273,7 @@ def _scores_pair_impl(Wm, X, i1, i2, bias, s1, s2, ktag):
             w = lanes_load_row(Wm, f, ktag)
             acc1 = lanes_madd(acc1, X[i1, f], w)
             acc2 = lanes_madd(acc2, X[i2, f], w)
-        if bias != 0.0:
-            last = lanes_load_row(Wm, Wm.shape[0] - 1, ktag)
-            acc1 = lanes_madd(acc1, bias, last)
-            acc2 = lanes_madd(acc2, bias, last)
-        lanes_store(acc1, s1)
-        lanes_store(acc2, s2)
+        _pair_end(Wm, bias, acc1, acc2, s1, s2, ktag)
         hold((Wm, X))
     return dense
 

@@ -227,8 +227,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
             w = None if weight_file is None else weight_file.take(block.n_rows, block.lines)
             rows = Rows(block.labels, block.indptr, block.indices, block.data, w)
             if memory is None:  # the first block: all of the input expected to fit, or none
-                staged = rows.staged_nbytes
-                estimate = reader.stats.size / max(block.input_offset, 1) * staged
+                estimate = reader.stats.size / max(block.input_offset, 1) * rows.staged_nbytes
                 memory = MemoryAllowance(_STAGING_MEMORY_BYTES if estimate <= _STAGING_MEMORY_BYTES else 0)
                 ordered.memory = memory
             if like_store is not None:
@@ -252,7 +251,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
                 early.push(X, block.labels, w)
                 continue
             if scatter is None:  # plan the buckets from the first block
-                per_row = staged / len(rows.labels)
+                per_row = rows.staged_nbytes / len(rows.labels)
                 shard_equiv = shard_bytes if shard_bytes else rows_per_shard * per_row
                 target_bytes = int(min(max(shard_equiv, _MIN_BUCKET_BYTES), _MAX_BUCKET_BYTES))
                 n_buckets = int(min(max(np.ceil(estimate / target_bytes), 1), _MAX_BUCKETS))

@@ -76,7 +76,7 @@ logger = logging.getLogger(__name__)
 # group, assembled whole in memory and written by pyarrow on one thread: at 16 MiB two
 # are written beside the one being collected (ShardWriter's pool), where 128 MiB ones
 # were written one at a time on the collecting thread (a 1.2 GB input, 2-core VM,
-# 2026-11-28: 6.9-7.9 s and 459-468 MiB of peak memory, against 9.5-10.7 s and 746-752 MiB;
+# 2026-11-28: 6.9-7.9 s and 448-457 MiB of peak memory, against 9.5-10.7 s and 728-734 MiB;
 # docs/benchmarks-convert.md).
 # Zarr shards are written chunk by chunk as their rows arrive, whatever their size.
 DEFAULT_SHARD_MB = {"zarr": 128.0, "parquet": 16.0}
@@ -661,10 +661,10 @@ def _row_slice(X, start: int, stop: int):
 
 
 # Bytes of buffered shards (Parquet) that may be written on threads beside the one
-# being collected (streamwww.io._shardsink.ShardPool): two shards of up to 16 MiB
-# (Parquet's default) at a time; a shard of more than 32 MiB is written on the
-# collecting thread, so that memory holds one such shard.
-_POOL_SHARD_BYTES = 32 * 2**20
+# being collected (streamwww.io._shardsink.ShardPool): two shards of Parquet's default
+# size at a time; a larger shard is written on the collecting thread, so that memory
+# holds one such shard.
+_POOL_SHARD_BYTES = int(2 * DEFAULT_SHARD_MB["parquet"] * 2**20)
 
 
 class ShardWriter:
