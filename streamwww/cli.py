@@ -69,6 +69,11 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
     # Third-party libraries stay quiet unless -vv.
     for noisy in ("numba", "distributed", "asyncio", "fsspec", "zarr"):
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose < 2 else logging.DEBUG)
+    if verbose < 2:
+        # distributed sets its own loggers' levels from Dask's config when it is imported
+        # (later, and in every worker process): INFO, a screenful per local cluster. Dask's
+        # config from the environment, unless the user's environment says otherwise.
+        os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -366,6 +366,27 @@ def test_train_on_a_local_cluster(run, capsys):
     assert obj["models"][0]["seed"] == 3 and sw.load_model(tmp / "cl.npz").n_iter_ == 2
 
 
+def test_a_cluster_runs_epoch_lines_and_nothing_of_dasks(run, tmp_path):
+    """Without -q a run prints one line per epoch on stderr: a cluster's rounds too (their
+    callback info has no rows/s), and none of distributed's INFO lines (its loggers take their
+    levels from Dask's config when it is imported, in this process and in each worker)."""
+    pytest.importorskip("distributed")
+    import os
+    import subprocess
+    import sys
+
+    tmp, _, _ = run
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
+    proc = subprocess.run([sys.executable, "-m", "streamwww.cli", "train", str(tmp / "train.zarr"), "--C", "0.1",
+                           "--workers", "1", "--partitions", "1", "--seed", "3", "--max-iter", "2",
+                           "--model-out", str(tmp_path / "m.npz")],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert [ln.split()[:2] for ln in lines[:2]] == [["epoch", "1"], ["epoch", "2"]], proc.stderr
+    assert all(ln.startswith(("epoch ", "streamwww train: warning: did not converge")) for ln in lines), proc.stderr
+
+
 def test_cluster_run_checkpoints_and_resumes_from_the_cli(run, capsys):
     pytest.importorskip("distributed")
     tmp, _, _ = run
