@@ -19,6 +19,9 @@ import numpy as np
 from streamwww._params import DEFAULTS
 from streamwww.io.commands import storage_options
 
+# where `train FILE` converts a LIBSVM file: in the run's checkpoint directory
+TEXT_STORE = "data.zarr"
+
 
 def _C_list(text: str) -> list[float]:
     try:
@@ -140,7 +143,11 @@ def register(sub) -> None:
                        description="Train Weston-Watkins linear SVM(s) on a shard store, streaming the "
                                    "shards, with crash-safe checkpoints in --checkpoint-dir. If the directory "
                                    "holds a checkpoint of the same data and settings, training continues.")
-    p.add_argument("store", help="shard store (from 'streamwww convert')")
+    p.add_argument("store", help="shard store (from 'streamwww convert'), or a LIBSVM text file (optionally "
+                   ".gz/.bz2/.xz): converted first, as 'streamwww convert FILE' with its defaults would, into "
+                   f"CHECKPOINT_DIR/{TEXT_STORE} (again on every run: the same store, bit for bit; "
+                   "'streamwww resume' continues without converting)")
+    p.add_argument("--zero-based", action="store_true", help="a LIBSVM file's indices start at 0")
     p.add_argument("--C", type=_C_list, default=[1.0], help="regularization, or a comma-separated list "
                    "(one model per value, all in the same passes); default 1")
     p.add_argument("--checkpoint-dir", help="directory for beta and checkpoints (required, except on a cluster: "
@@ -459,6 +466,38 @@ def _warn_not_converged(fit, command: str) -> None:
               f"{why}; increase --max-iter or loosen --tol", file=sys.stderr)
 
 
+def _train_store(args, options):
+    """The store ``train`` trains on: ``args.store`` itself, or, when that is a file (LIBSVM
+    text), the store it is converted into first, ``CHECKPOINT_DIR/data.zarr``, as ``streamwww
+    convert FILE`` with its defaults makes it. Converted on every run, never reused: a store
+    is trusted by its fingerprint, and telling that the file is still the one converted would
+    mean reading it all anyway; the same file gives the same store, bit for bit, so a
+    checkpoint of it continues (``resume`` reads the store and converts nothing)."""
+    from streamwww._location import located
+
+    where = located(args.store, options)
+    if not where.exists() or where.isdir():  # a store (open_store reports a missing one)
+        if args.zero_based:
+            raise ValueError(f"--zero-based applies to a LIBSVM file; {args.store} is a store")
+        return args.store
+    if args.checkpoint_dir is None:
+        raise ValueError(f"{args.store} is a file: training converts a LIBSVM file into --checkpoint-dir "
+                         f"first, so give one (or convert it yourself: streamwww convert {args.store} STORE)")
+    from streamwww.checkpoint import CheckpointDir
+    from streamwww.io.commands import convert_with_summary
+
+    ck = located(args.checkpoint_dir, options)
+    out = ck.child(TEXT_STORE)
+    # under the directory's lock: never replaced under a run that trains on it
+    with CheckpointDir(ck):
+        # (the summary line on stderr: --json keeps stdout for its one object)
+        store = convert_with_summary(args.store, out.local_path if out.is_local else out.url,
+                                     show_progress=args.show_progress,
+                                     summary=None if args.quiet else sys.stderr,
+                                     zero_based=args.zero_based, overwrite=True, storage_options=options)
+    return store.path
+
+
 def run_train(args) -> int:
     from streamwww.api import model_paths, train_fitted
 
@@ -470,7 +509,8 @@ def run_train(args) -> int:
         if args.partitions is not None:
             raise ValueError("--partitions applies to cluster runs only; add --workers N or --scheduler ADDRESS")
     options = storage_options(args)
-    class_weight = _store_class_weight(args.class_weight, args.store, options)
+    store = _train_store(args, options)
+    class_weight = _store_class_weight(args.class_weight, store, options)
     C = args.C if len(args.C) > 1 or args.cv is not None else args.C[0]
     labels = _model_labels(args.C)
     if args.cv is not None:
@@ -478,7 +518,7 @@ def run_train(args) -> int:
         labels = _model_labels([c for _ in range(max(args.cv, 0)) for c in args.C] + args.C, splits)
     rep = _Reporter(args.show_progress, args.quiet, args.max_iter, labels=labels)
     try:
-        result, fit = train_fitted(args.store, C=C, tol=args.tol,
+        result, fit = train_fitted(store, C=C, tol=args.tol,
                                    max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
                                    fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
                                    subproblem=args.subproblem, shrinking=not args.no_shrinking, device=args.device,

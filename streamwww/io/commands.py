@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 
 from streamwww.io._progress import ProgressEvent
@@ -135,31 +136,39 @@ class _Bars:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    from streamwww.io.convert import convert_libsvm
-
     if args.seed is not None and not args.shuffle:
         raise ValueError("--seed only applies with --shuffle.")
-    bars = _Bars() if args.show_progress else None
+    convert_with_summary(
+        args.input, args.output, show_progress=args.show_progress, summary=sys.stdout,
+        shard_rows=args.shard_rows, shard_mb=args.shard_mb, format=args.format, layout=args.layout,
+        dtype=args.dtype, shuffle=args.shuffle, seed=args.seed, n_features=args.n_features,
+        like=args.like, zero_based=args.zero_based, skip_bad_lines=args.skip_bad_lines,
+        overwrite=args.overwrite, weights=args.weights, storage_options=storage_options(args))
+    return 0
+
+
+def convert_with_summary(input, output, *, show_progress: bool, summary, **options):
+    """:func:`~streamwww.io.convert.convert_libsvm` as the command line runs it: progress bars
+    (``show_progress``), then one line on ``summary`` (a text stream, or None for none) giving
+    the store's size and the conversion's speed. Returns the store."""
+    from streamwww.io.convert import convert_libsvm
+
+    bars = _Bars() if show_progress else None
     start = time.monotonic()
     try:
-        store = convert_libsvm(
-            args.input, args.output, shard_rows=args.shard_rows, shard_mb=args.shard_mb,
-            format=args.format, layout=args.layout, dtype=args.dtype, shuffle=args.shuffle,
-            seed=args.seed, n_features=args.n_features, like=args.like,
-            zero_based=args.zero_based, skip_bad_lines=args.skip_bad_lines,
-            overwrite=args.overwrite, progress=bars, weights=args.weights,
-            storage_options=storage_options(args))
+        store = convert_libsvm(input, output, progress=bars, **options)
     finally:
         if bars is not None:
             bars.close()
     elapsed = time.monotonic() - start
     source = store.metadata["provenance"]["source"]
     skipped = source["skipped_lines"]
-    print(f"{store.path}: {store.n_rows} rows, {store.n_features} features, "
-          f"{store.n_classes} classes, {store.n_shards} {store.layout} {store.format} shard(s) "
-          f"in {elapsed:.1f} s ({source['text_bytes'] / 2**20 / max(elapsed, 1e-9):.1f} MiB/s "
-          f"of text)" + (f"; skipped {skipped} malformed line(s)" if skipped else ""))
-    return 0
+    if summary is not None:
+        print(f"{store.path}: {store.n_rows} rows, {store.n_features} features, "
+              f"{store.n_classes} classes, {store.n_shards} {store.layout} {store.format} shard(s) "
+              f"in {elapsed:.1f} s ({source['text_bytes'] / 2**20 / max(elapsed, 1e-9):.1f} MiB/s "
+              f"of text)" + (f"; skipped {skipped} malformed line(s)" if skipped else ""), file=summary)
+    return store
 
 
 def _what_is(path) -> str:

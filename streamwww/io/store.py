@@ -568,7 +568,11 @@ def open_store(path: str | os.PathLike | Location,
             raise FileNotFoundError(f"shard store {shown} does not exist.") from None
         raise ShardFormatError(f"{shown} is not a complete streamwww store: {MARKER} (written "
                                f"last, when a conversion commits) is missing.") from None
-    except (IsADirectoryError, NotADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+    except NotADirectoryError:  # (a local file: a store is a directory)
+        raise ShardFormatError(f"{shown} is a file, not a shard store (a directory); a LIBSVM text "
+                               f"file is converted into one by `streamwww convert FILE STORE` or "
+                               f"streamwww.io.convert_libsvm") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
         raise ShardFormatError(f"{shown}: cannot read {MARKER}: {exc}") from exc
     except StorageError:  # a Location's, naming the URL and the request already
         raise
