@@ -166,16 +166,26 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         worker (``'auto'``: half the worker's Dask memory limit).
     """
     result, fit = train_fitted(**locals())  # every argument, as given
-    if fit is not None:
-        warn_not_converged(fit.results, fit.cfg, "train")
+    _warn(result, fit, "train")
     return _estimators(result)
+
+
+def _warn(result, fit, owner: str) -> None:
+    """The convergence warning of :func:`train` or :func:`resume` (``owner``), naming the
+    user's line: one per model that hit ``max_iter``, or one for a cross-validation run."""
+    if hasattr(result, "cv_results_"):
+        from streamwww.cv import warn_cv
+
+        warn_cv(fit, owner, stacklevel=3)
+    else:
+        warn_not_converged(fit.results, fit.cfg, owner, stacklevel=3)
 
 
 def train_fitted(data, **options):
     """:func:`train`, returning ``(models, fit)``: the models as
     :class:`~streamwww.fitted.FittedModel` records (one, or a list as :func:`train`
     returns), and the :class:`~streamwww.engine.run.Fit` (no convergence warning:
-    the caller warns); with ``cv``, the :class:`~streamwww.WWClassifierCV` and None.
+    the caller warns); with ``cv``, the :class:`~streamwww.WWClassifierCV` and its ``Fit``.
     Trained on a store without ``cv``, no scikit-learn is imported: the command
     line's path (:mod:`streamwww.fitted`)."""
     defaults = train.__kwdefaults__
@@ -193,7 +203,7 @@ def train_fitted(data, **options):
                                      "eval_every", "mix_shards", "callback", "progress", "memory_budget")}
         return _train_cv(data, C=C, cv=cv, sample_weight=sample_weight, model_out=model_out,
                          options=dict(checkpoint_dir=checkpoint_dir, client=client, workers=workers,
-                                      partitions=partitions, **run), **o), None
+                                      partitions=partitions, **run), **o)
     return _train(data, checkpoint_dir=checkpoint_dir, model_out=model_out,
                   cluster=cluster_options(client, workers, partitions, "train"), **o)
 
@@ -270,7 +280,8 @@ def _source(data, params: dict, class_weight, sample_weight):
 
 
 def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
-    """:func:`train` with ``cv``: a :class:`~streamwww.WWClassifierCV` fit (one pass for all folds and C)."""
+    """:func:`train` with ``cv``: a :class:`~streamwww.WWClassifierCV` fit (one pass for all folds
+    and C), without its warning; ``(estimator, Fit)``."""
     from streamwww.cv import WWClassifierCV
 
     out = located(model_out) if model_out is not None else None
@@ -279,18 +290,18 @@ def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
     est = WWClassifierCV(Cs=list(np.atleast_1d(C)), cv=cv, **params)
     run = {**options, "run_info": {"model_out": out.url if out is not None else None}}
     if isinstance(data, tuple) and len(data) == 2:
-        est.fit(data[0], data[1], sample_weight=sample_weight, **run)
+        fit = est._fit_cv(data[0], data[1], sample_weight=sample_weight, **run)
     elif as_store(data) is not None:
         if sample_weight is not None:
             raise ValueError("train: a store carries its own row weights (streamwww convert --weights); "
                              "sample_weight is for (X, y) data")
-        est.fit(as_store(data), **run)
+        fit = est._fit_cv(as_store(data), **run)
     else:
         raise ValueError("The 'data' parameter of train must be an (X, y) tuple, a shard store or its "
                          f"path. Got {type(data).__name__} instead.")
     if out is not None:
         save_model(est.best_estimator_, out)
-    return est
+    return est, fit
 
 
 def _recorded_class_weight(store, recorded):
@@ -325,7 +336,8 @@ def _placement(manifest: dict, client, workers, partitions) -> dict | None:
 
 def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback, progress, max_iter,
                placement=None, storage_options=None, memory_budget=DEFAULTS["memory_budget"]):
-    """:func:`resume` of a cross-validation run: the same :class:`~streamwww.WWClassifierCV` fit, continued."""
+    """:func:`resume` of a cross-validation run: the same :class:`~streamwww.WWClassifierCV` fit,
+    continued, without its warning; ``(estimator, Fit)``."""
     from streamwww.cv import WWClassifierCV
 
     cfg, run = manifest["config"], manifest["run"]
@@ -338,15 +350,15 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
     out = _resumed_model_out(run, model_out)
     out = None if out is None else located(out, storage_options)
     est = WWClassifierCV(Cs=run["cv_Cs"], cv=int(run["cv"]), refit=bool(run.get("refit", True)), **params)
-    est.fit(store, checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
-            checkpoint_interval=_recorded_interval(run),
-            prefetch=run["prefetch"], inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
-            mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback, progress=progress,
-            run_info={"model_out": None if out is None else out.url}, memory_budget=memory_budget,
-            **(placement or {}))
+    fit = est._fit_cv(store, checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
+                      checkpoint_interval=_recorded_interval(run),
+                      prefetch=run["prefetch"], inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
+                      mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback, progress=progress,
+                      run_info={"model_out": None if out is None else out.url}, memory_budget=memory_budget,
+                      **(placement or {}))
     if out is not None and hasattr(est, "best_estimator_"):
         save_model(est.best_estimator_, out)
-    return est
+    return est, fit
 
 
 def _recorded_interval(run: dict) -> float:
@@ -439,8 +451,7 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
         A list when the run trained several values of ``C``.
     """
     result, fit = resume_fitted(**locals())  # every argument, as given
-    if fit is not None:
-        warn_not_converged(fit.results, fit.cfg, "resume")
+    _warn(result, fit, "resume")
     return _estimators(result)
 
 
@@ -466,7 +477,7 @@ def resume_fitted(checkpoint_dir, **options):
     if manifest["run"].get("cv"):
         return _resume_cv(checkpoint_dir, store, manifest, model_out=model_out, verbose=verbose,
                           callback=callback, progress=progress, max_iter=max_iter, placement=placement,
-                          storage_options=storage_options, memory_budget=memory_budget), None
+                          storage_options=storage_options, memory_budget=memory_budget)
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
     params.setdefault("shrinking", False)  # a checkpoint from before shrinking: its runs did not shrink
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))

@@ -455,10 +455,18 @@ def _report_run(args, result, paths, command: str) -> None:
                                          "pass --model-out)"))
 
 
-def _warn_not_converged(fit, command: str) -> None:
-    """One line on stderr per model that hit --max-iter, in the command line's words (the
-    Python API's ConvergenceWarning would import scikit-learn, 0.5-1.4 s, to print a line
-    that names a source line of ours and Python parameter names)."""
+def _warn_not_converged(fit, command: str, cv: bool = False) -> None:
+    """One line on stderr per model that hit --max-iter (``cv``: one for a cross-validation
+    run's models), in the command line's words (the Python API's ConvergenceWarning would
+    import scikit-learn, 0.5-1.4 s, to print a line that names a source line of ours and
+    Python parameter names)."""
+    if cv:
+        from streamwww.cv import cv_not_converged  # (scikit-learn: a cross-validation run imported it)
+
+        note = cv_not_converged(fit, tol="--tol")
+        if note is not None:
+            print(f"streamwww {command}: warning: {note}; increase --max-iter or loosen --tol", file=sys.stderr)
+        return
     from streamwww.engine.config import not_converged
 
     for res, why in not_converged(fit.results, fit.cfg, tol="--tol", gap_decay="--gap-decay"):
@@ -532,8 +540,7 @@ def run_train(args) -> int:
                                    memory_budget=args.memory_budget)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
-    if fit is not None:
-        _warn_not_converged(fit, "train")
+    _warn_not_converged(fit, "train", cv=args.cv is not None)
     paths = model_paths(args.model_out, args.C, many=len(args.C) > 1 and args.cv is None)
     _report_run(args, result, paths, "train")
     return 0
@@ -557,8 +564,7 @@ def run_resume(args) -> int:
                                     storage_options=options, memory_budget=args.memory_budget)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
-    if fit is not None:
-        _warn_not_converged(fit, "resume")
+    _warn_not_converged(fit, "resume", cv=bool(run["run"].get("cv")))
     out = None if model_out is False else (model_out or run["run"].get("model_out"))
     paths = []
     if out:

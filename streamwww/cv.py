@@ -106,17 +106,29 @@ def cv_results(Cs, scores: np.ndarray, fit_times: np.ndarray, score_times: np.nd
     return out
 
 
-def _warn_cv(fit, Cs, n_splits: int, owner: str) -> None:
-    """One :class:`~sklearn.exceptions.ConvergenceWarning` for the models that hit ``max_iter``
-    (a line per model would be ``k * len(Cs)`` lines), naming the user's line."""
-    late = [(j, r) for j, r in enumerate(fit.results) if r.status == "max_iter"]
+def cv_not_converged(fit, tol: str = "tol") -> str | None:
+    """The models of a cross-validation run that hit ``max_iter``, in one clause (a clause
+    per model would be ``k * len(Cs)`` of them): how many, the ``C`` values and the largest
+    relative gap against the setting called ``tol``; None when every model converged (one
+    wording for the warning and the command line's flags)."""
+    late = [r for r in fit.results if r.status == "max_iter"]
     if not late:
-        return
-    where = sorted({float(r.C) for _, r in late})
-    worst = max(r.history[-1]["rel_gap"] for _, r in late if r.history) if any(r.history for _, r in late) else float("nan")
-    warnings.warn(f"{owner}: {len(late)} of {len(fit.results)} models did not converge after {fit.cfg.max_iter} "
-                  f"epochs (C in {where}; largest relative duality gap {worst:.3g} > tol {fit.cfg.tol:g}). "
-                  "Increase max_iter or loosen tol.", ConvergenceWarning, stacklevel=3)
+        return None
+    where = sorted({float(r.C) for r in late})
+    gaps = [r.history[-1]["rel_gap"] for r in late if r.history]
+    worst = max(gaps) if gaps else float("nan")
+    return (f"{len(late)} of {len(fit.results)} models did not converge after {fit.cfg.max_iter} epochs "
+            f"(C in {where}; largest relative duality gap {worst:.3g} > {tol} {fit.cfg.tol:g})")
+
+
+def warn_cv(fit, owner: str, stacklevel: int = 2) -> None:
+    """One :class:`~sklearn.exceptions.ConvergenceWarning` for the models that hit ``max_iter``;
+    ``stacklevel`` as for :func:`~streamwww.engine.config.warn_not_converged` (2: the line that
+    called the caller, the user's)."""
+    note = cv_not_converged(fit)
+    if note is not None:
+        warnings.warn(f"{owner}: {note}. Increase max_iter or loosen tol.", ConvergenceWarning,
+                      stacklevel=stacklevel + 1)
 
 
 class WWClassifierCV(WWClassifier):
@@ -207,6 +219,13 @@ class WWClassifierCV(WWClassifier):
         -------
         self : WWClassifierCV
         """
+        fit = self._fit_cv(X, y, sample_weight, groups, **train_options)
+        warn_cv(fit, type(self).__name__)
+        return self
+
+    def _fit_cv(self, X, y=None, sample_weight=None, groups=None, **train_options):
+        """:meth:`fit` without the convergence warning (its callers warn at the user's line);
+        returns the run's :class:`~streamwww.engine.run.Fit`."""
         owner = type(self).__name__
         Cs = _Cs(self.Cs, owner)
         if not isinstance(self.refit, (bool, np.bool_)):
@@ -261,8 +280,7 @@ class WWClassifierCV(WWClassifier):
         else:
             fitted["classes_"] = source.classes
         self._set_fitted(fitted)
-        _warn_cv(fit, Cs, n_splits, owner)
-        return self
+        return fit
 
     def _int_cv(self, owner: str, store: bool) -> int:
         cv = self.cv

@@ -205,14 +205,23 @@ def test_plot_without_matplotlib_names_the_extra(run, capsys, tmp_path, monkeypa
 
 
 def test_train_cv_prints_best_C_and_the_table(run, capsys):
+    import re
+    import warnings
+
     tmp, _, _ = run
     capsys.readouterr()
-    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.01,1", "--cv", "3", "--checkpoint-dir", str(tmp / "ckcv"),
-               "--model-out", str(tmp / "cv.npz"), "--seed", "2", "--max-iter", "3"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rc = main(["train", str(tmp / "train.zarr"), "--C", "0.01,1", "--cv", "3", "--checkpoint-dir",
+                   str(tmp / "ckcv"), "--model-out", str(tmp / "cv.npz"), "--seed", "2", "--max-iter", "3"])
     assert rc == 0
     cap = capsys.readouterr()
     assert "cross-validation, 3 folds: best C=" in cap.out
     assert "fold 2 C=1" in cap.err  # epoch lines name the fold models
+    # models stopped by --max-iter: one line in the command line's words, no Python warning
+    assert re.search(r"^streamwww train: warning: \d of 8 models did not converge after 3 epochs \(C in \[.*"
+                     r"> --tol 0\.001\); increase --max-iter or loosen --tol$", cap.err, re.M), cap.err
+    assert not [w for w in caught if "did not converge" in str(w.message)]
     best = sw.load_model(tmp / "cv.npz")
     assert f"best C={best.C:g}" in cap.out
     assert main(["info", str(tmp / "ckcv"), "--json"]) == 0

@@ -69,14 +69,16 @@ def test_store_equals_arrays_and_resumes(rng, tmp_path):
     # a sharded store through train(..., cv=k), interrupted and resumed: the same result
     many = write_store(tmp_path / "many.zarr", X, y, shard_rows=20)
     run = dict(C=[0.1, 1.0], cv=4, tol=0, max_iter=6, random_state=3, device="cpu")
-    with pytest.warns(Warning, match="did not converge"):
+    with pytest.warns(Warning, match="did not converge") as caught:
         full = sw.train(many, **run)
+    assert [w.filename for w in caught] == [__file__]  # one warning, naming this line
     with pytest.raises(KeyboardInterrupt):  # stopped in epoch 4: the commit of epoch 3 is kept
         sw.train(many, **run, checkpoint_dir=tmp_path / "ck", model_out=tmp_path / "m.npz", checkpoint_interval=0,
                  progress=stop_in_epoch(4))
     assert json.loads((tmp_path / "ck" / "manifest.json").read_text())["cursor"]["epoch"] == 3
-    with pytest.warns(Warning, match="did not converge"):
+    with pytest.warns(Warning, match="did not converge") as caught:
         resumed = sw.resume(tmp_path / "ck")
+    assert [w.filename for w in caught] == [__file__]
     assert isinstance(resumed, WWClassifierCV)
     assert np.array_equal(resumed.coef_, full.coef_)
     assert np.array_equal(resumed.cv_results_["mean_test_score"], full.cv_results_["mean_test_score"])
@@ -92,3 +94,10 @@ def test_bad_parameters(rng, tmp_path):
     store = write_store(tmp_path / "s.zarr", X, y, shard_rows=30)
     with pytest.raises(ValueError, match="for a store, cv must be an int"):
         WWClassifierCV(Cs=[1.0], cv=KFold(3), device="cpu").fit(store)
+
+
+def test_the_convergence_warning_names_the_callers_line(rng):
+    X, y = make_classification(rng, n=60, d=4, k=3)
+    with pytest.warns(Warning, match=r"WWClassifierCV: \d+ of 4 models did not converge after 2 epochs") as caught:
+        WWClassifierCV(Cs=[1.0], cv=3, tol=0, max_iter=2, random_state=0, device="cpu").fit(X, y)
+    assert [w.filename for w in caught] == [__file__]
