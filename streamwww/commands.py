@@ -477,10 +477,11 @@ def _warn_not_converged(fit, command: str, cv: bool = False) -> None:
 def _train_store(args, options):
     """The store ``train`` trains on: ``args.store`` itself, or, when that is a file (LIBSVM
     text), the store it is converted into first, ``CHECKPOINT_DIR/data.zarr``, as ``streamwww
-    convert FILE`` with its defaults makes it. Converted on every run, never reused: a store
-    is trusted by its fingerprint, and telling that the file is still the one converted would
-    mean reading it all anyway; the same file gives the same store, bit for bit, so a
-    checkpoint of it continues (``resume`` reads the store and converts nothing)."""
+    convert FILE`` with its defaults makes it. Converted on every run, never trusted unseen: a
+    store is known by its fingerprint, and telling that the file is still the one converted
+    would mean reading it all anyway. The same file gives the same store, bit for bit, so a
+    checkpoint of it continues (``resume`` reads the store and converts nothing); a store
+    already there that a checkpoint trains on is never replaced by other data."""
     from streamwww._location import located
 
     where = located(args.store, options)
@@ -492,18 +493,37 @@ def _train_store(args, options):
         raise ValueError(f"{args.store} is a file: training converts a LIBSVM file into --checkpoint-dir "
                          f"first, so give one (or convert it yourself: streamwww convert {args.store} STORE)")
     from streamwww.checkpoint import CheckpointDir
+    from streamwww.io import open_store
+    from streamwww.io._format import MARKER
     from streamwww.io.commands import convert_with_summary
 
     ck = located(args.checkpoint_dir, options)
+
     out = ck.child(TEXT_STORE)
-    # under the directory's lock: never replaced under a run that trains on it
-    with CheckpointDir(ck):
-        # (the summary line on stderr: --json keeps stdout for its one object)
-        store = convert_with_summary(args.store, out.local_path if out.is_local else out.url,
-                                     show_progress=args.show_progress,
-                                     summary=None if args.quiet else sys.stderr,
-                                     zero_based=args.zero_based, overwrite=True, storage_options=options)
-    return store.path
+
+    def convert(to):
+        # (the summary line on stderr, naming the store trained on: --json keeps stdout for its object)
+        return convert_with_summary(args.store, to.local_path if to.is_local else to.url,
+                                    show_progress=args.show_progress, summary=None if args.quiet else sys.stderr,
+                                    shown=out.url, zero_based=args.zero_based, overwrite=True,
+                                    storage_options=options)
+
+    with CheckpointDir(ck) as held:  # under the directory's lock: never replaced under a run on it
+        if not out.child(MARKER).isfile():
+            return convert(out).path
+        incoming = ck.child(f".{TEXT_STORE}.incoming")
+        try:
+            new = convert(incoming).fingerprint
+        finally:
+            incoming.remove(recursive=True)
+        old = open_store(out)
+        if new == old.fingerprint:  # the same data: the store there is this one, bit for bit
+            return old.path
+        if held.has_checkpoint():
+            source = old.metadata.get("provenance", {}).get("source", {}).get("path", "another file")
+            raise ValueError(f"{ck.url} holds a run on the data of {source} ({out.url}); {args.store} is other "
+                             f"data: give another --checkpoint-dir (nothing was changed)")
+        return convert(out).path  # a store without a run: replaced
 
 
 def run_train(args) -> int:

@@ -116,3 +116,27 @@ def test_a_file_needs_a_checkpoint_directory_and_is_never_opened_as_a_store(text
         open_store(path)
     with pytest.raises(ShardFormatError, match="is a file, not a shard store"):
         sw.train(str(path), max_iter=1)
+
+
+def test_a_directory_with_another_files_run_is_refused_and_kept(text, capsys):
+    tmp, path = text
+    ck = tmp / "ck"
+    assert main(["train", str(path), *FLAGS, "--checkpoint-dir", str(ck), "--model-out", str(tmp / "a.npz"),
+                 "-q"]) == 0
+    before = open_store(ck / TEXT_STORE).fingerprint
+    other = tmp / "other.libsvm"
+    other.write_text("1 1:0.5 2:1\n2 3:1\n3 1:1 4:0.25\n")
+    assert main(["train", str(other), *FLAGS, "--checkpoint-dir", str(ck), "--model-out", str(tmp / "b.npz")]) == 1
+    err = capsys.readouterr().err
+    assert re.search(rf"holds a run on the data of .*train\.libsvm\.gz.*{re.escape(str(other))} is other data: "
+                     r"give another --checkpoint-dir \(nothing was changed\)", err), err
+    # the run and its store as they were: resume continues it; no converted leftover
+    assert open_store(ck / TEXT_STORE).fingerprint == before
+    assert sorted(p.name for p in ck.iterdir() if TEXT_STORE in p.name) == [TEXT_STORE]
+    assert main(["resume", str(ck), "--model-out", str(tmp / "r.npz"), "-q"]) == 0
+    # a store there without a run is replaced by the file's
+    fresh = tmp / "fresh"
+    convert_libsvm(path, fresh / TEXT_STORE)
+    assert main(["train", str(other), "--checkpoint-dir", str(fresh), "--model-out", str(tmp / "c.npz"),
+                 "--max-iter", "2", "-q"]) == 0
+    assert open_store(fresh / TEXT_STORE).n_rows == 3

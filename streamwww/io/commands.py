@@ -147,10 +147,11 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def convert_with_summary(input, output, *, show_progress: bool, summary, **options):
+def convert_with_summary(input, output, *, show_progress: bool, summary, shown: str | None = None, **options):
     """:func:`~streamwww.io.convert.convert_libsvm` as the command line runs it: progress bars
     (``show_progress``), then one line on ``summary`` (a text stream, or None for none) giving
-    the store's size and the conversion's speed. Returns the store."""
+    the store's size and the conversion's speed, the store named ``shown`` (default: its
+    path). Returns the store."""
     from streamwww.io.convert import convert_libsvm
 
     bars = _Bars() if show_progress else None
@@ -164,7 +165,7 @@ def convert_with_summary(input, output, *, show_progress: bool, summary, **optio
     source = store.metadata["provenance"]["source"]
     skipped = source["skipped_lines"]
     if summary is not None:
-        print(f"{store.path}: {store.n_rows} rows, {store.n_features} features, "
+        print(f"{shown or store.path}: {store.n_rows} rows, {store.n_features} features, "
               f"{store.n_classes} classes, {store.n_shards} {store.layout} {store.format} shard(s) "
               f"in {elapsed:.1f} s ({source['text_bytes'] / 2**20 / max(elapsed, 1e-9):.1f} MiB/s "
               f"of text)" + (f"; skipped {skipped} malformed line(s)" if skipped else ""), file=summary)
