@@ -498,7 +498,6 @@ def _train_store(args, options):
     from streamwww.io.commands import convert_with_summary
 
     ck = located(args.checkpoint_dir, options)
-
     out = ck.child(TEXT_STORE)
 
     def convert(to):
