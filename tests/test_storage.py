@@ -436,6 +436,34 @@ def test_s3_everything_through_the_cli(data, tmp_path, s3_server, capsys):
     assert b"testing" not in everything and s3_server.endpoint.encode() not in everything
 
 
+def test_s3_checkpoint_directory_takes_a_libsvm_file(data, tmp_path, s3_server, capsys):
+    """`train FILE` with the checkpoint directory on S3: the store converted there, the same
+    command again continues (converted beside it, compared, the copy removed), other data is
+    refused, resume reads it; the same model as on a local disk."""
+    X, y, text = data
+    ckpt = s3_server.url("ckfile")
+    opts = []
+    for k, v in (("key", "testing"), ("secret", "testing"), ("endpoint_url", s3_server.endpoint)):
+        opts += ["--storage-option", f"{k}={v}"]
+    run = ["train", str(text), "--checkpoint-dir", ckpt, "--seed", "3", "--model-out", str(tmp_path / "m.npz"),
+           "-q", *opts]
+    assert main([*run, "--max-iter", "3"]) == 0 and main([*run, "--max-iter", "6"]) == 0
+    fs = s3_server.filesystem()
+    names = sorted(p.rsplit("/", 1)[-1] for p in fs.ls(ckpt.split("://", 1)[1]))
+    assert "data.zarr" in names and not [n for n in names if "incoming" in n], names
+    other = tmp_path / "other.libsvm"
+    other.write_text("1 1:1\n2 2:1\n")
+    assert main(["train", str(other), *run[2:], "--max-iter", "6"]) == 1
+    assert "is other data" in capsys.readouterr().err
+    assert main(["resume", ckpt, "--max-iter", "8", "-q", *opts]) == 0
+    # the same two steps on a local disk
+    local = ["train", str(text), "--checkpoint-dir", str(tmp_path / "ck"), "--seed", "3",
+             "--model-out", str(tmp_path / "l.npz"), "-q"]
+    assert main([*local, "--max-iter", "3"]) == 0 and main([*local, "--max-iter", "6"]) == 0
+    assert main(["resume", str(tmp_path / "ck"), "--max-iter", "8", "-q"]) == 0
+    assert sw.load_model(tmp_path / "m.npz").coef_.tobytes() == sw.load_model(tmp_path / "l.npz").coef_.tobytes()
+
+
 @contextlib.contextmanager
 def _server_requests():
     """The HTTP requests the loopback server answers meanwhile (its werkzeug log lines)."""
