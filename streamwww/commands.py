@@ -494,8 +494,7 @@ def _train_store(args, options):
                          f"first, so give one (or convert it yourself: streamwww convert {args.store} STORE)")
     from streamwww.checkpoint import CheckpointDir
     from streamwww.io import open_store
-    from streamwww.io._format import MARKER
-    from streamwww.io.commands import convert_with_summary
+    from streamwww.io.commands import convert_with_summary, is_store
 
     ck = located(args.checkpoint_dir, options)
     out = ck.child(TEXT_STORE)
@@ -508,7 +507,7 @@ def _train_store(args, options):
                                     storage_options=options)
 
     with CheckpointDir(ck) as held:  # under the directory's lock: never replaced under a run on it
-        if not out.child(MARKER).isfile():
+        if not is_store(out):
             return convert(out).path
         incoming = ck.child(f".{TEXT_STORE}.incoming")
         try:

@@ -377,19 +377,29 @@ def test_train_on_a_local_cluster(run, capsys):
 
 def test_a_cluster_runs_epoch_lines_and_nothing_of_dasks(run, tmp_path):
     """Without -q a run prints one line per epoch on stderr: a cluster's rounds too (their
-    callback info has no rows/s), and none of distributed's INFO lines (its loggers take their
-    levels from Dask's config when it is imported, in this process and in each worker)."""
+    callback info has no rows/s), none of distributed's INFO lines (its loggers take their
+    levels from Dask's config when it is imported, in this process and in each worker), and
+    no warning that Dask's default HTTP port is taken."""
     pytest.importorskip("distributed")
     import os
+    import socket
     import subprocess
     import sys
 
     tmp, _, _ = run
     env = {k: v for k, v in os.environ.items() if not k.startswith("DASK_")}
-    proc = subprocess.run([sys.executable, "-m", "streamwww.cli", "train", str(tmp / "train.zarr"), "--C", "0.1",
-                           "--workers", "1", "--partitions", "1", "--seed", "3", "--max-iter", "2",
-                           "--model-out", str(tmp_path / "m.npz")],
-                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    # Dask's default HTTP port taken (as by another run at the same time): no warning either
+    taken = socket.socket()
+    try:
+        taken.bind(("", 8787))
+        taken.listen()
+    except OSError:
+        pass  # taken already
+    with taken:
+        proc = subprocess.run([sys.executable, "-m", "streamwww.cli", "train", str(tmp / "train.zarr"), "--C", "0.1",
+                               "--workers", "1", "--partitions", "1", "--seed", "3", "--max-iter", "2",
+                               "--model-out", str(tmp_path / "m.npz")],
+                              capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert [ln.split()[:2] for ln in lines[:2]] == [["epoch", "1"], ["epoch", "2"]], proc.stderr

@@ -172,13 +172,20 @@ def convert_with_summary(input, output, *, show_progress: bool, summary, shown: 
     return store
 
 
+def is_store(path) -> bool:
+    """Whether ``path`` (a Location) holds a complete store: its commit marker is there."""
+    from streamwww.io._format import MARKER  # (here: the parser stays free of NumPy and SciPy)
+
+    return path.child(MARKER).isfile()
+
+
 def _what_is(path) -> str:
     """'store', 'checkpoint' or 'model' by what ``path`` (a Location) holds; a one-line error if none."""
-    from streamwww.io._format import MARKER  # (here: the parser stays free of NumPy and SciPy)
+    from streamwww.io._format import MARKER
 
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
-    if path.child(MARKER).isfile():
+    if is_store(path):
         return "store"
     if path.child("manifest.json").isfile() or path.child("manifest.prev.json").isfile():
         return "checkpoint"
