@@ -363,23 +363,12 @@ def test_info_store_json_verify(tmp_path, capsys):
     assert cap.out == "" and "shard 1" in cap.err and cap.err.count("\n") == 1
 
 
-def test_train_on_a_local_cluster(run, capsys):
-    pytest.importorskip("distributed")
-    tmp, _, _ = run
-    capsys.readouterr()
-    rc = main(["train", str(tmp / "train.zarr"), "--C", "0.1", "--workers", "1", "--partitions", "1", "--seed", "3",
-               "--max-iter", "2", "--model-out", str(tmp / "cl.npz"), "--json", "-q"])
-    assert rc == 0
-    obj = _json_out(capsys)
-    assert obj["checkpoint_dir"] is None and obj["models"][0]["epochs"] == 2
-    assert obj["models"][0]["seed"] == 3 and sw.load_model(tmp / "cl.npz").n_iter_ == 2
-
-
-def test_a_cluster_runs_epoch_lines_and_nothing_of_dasks(run, tmp_path):
-    """Without -q a run prints one line per epoch on stderr: a cluster's rounds too (their
-    callback info has no rows/s), none of distributed's INFO lines (its loggers take their
-    levels from Dask's config when it is imported, in this process and in each worker), and
-    no warning that Dask's default HTTP port is taken."""
+def test_train_on_a_local_cluster(run, tmp_path):
+    """The command as a user runs it, in a process of its own. Without -q it prints one line
+    per epoch on stderr: a cluster's rounds too (their callback info has no rows/s), none of
+    distributed's INFO lines (its loggers take their levels from Dask's config when it is
+    imported, in this process and in each worker), and no warning that Dask's default HTTP
+    port is taken; --json's object alone on stdout."""
     pytest.importorskip("distributed")
     import os
     import socket
@@ -398,12 +387,16 @@ def test_a_cluster_runs_epoch_lines_and_nothing_of_dasks(run, tmp_path):
     with taken:
         proc = subprocess.run([sys.executable, "-m", "streamwww.cli", "train", str(tmp / "train.zarr"), "--C", "0.1",
                                "--workers", "1", "--partitions", "1", "--seed", "3", "--max-iter", "2",
-                               "--model-out", str(tmp_path / "m.npz")],
+                               "--model-out", str(tmp_path / "m.npz"), "--json"],
                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert [ln.split()[:2] for ln in lines[:2]] == [["epoch", "1"], ["epoch", "2"]], proc.stderr
     assert all(ln.startswith(("epoch ", "streamwww train: warning: did not converge")) for ln in lines), proc.stderr
+    # stdout: the one JSON object of a run without a checkpoint directory (allowed on a cluster)
+    obj = json.loads(proc.stdout)
+    assert obj["checkpoint_dir"] is None and obj["models"][0]["epochs"] == 2
+    assert obj["models"][0]["seed"] == 3 and sw.load_model(tmp_path / "m.npz").n_iter_ == 2
 
 
 def test_cluster_run_checkpoints_and_resumes_from_the_cli(run, capsys):
