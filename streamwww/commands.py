@@ -139,8 +139,9 @@ def register(sub) -> None:
     from streamwww.io.commands import add_storage_option
 
     """Add this module's subcommands to the CLI's subparsers."""
-    p = sub.add_parser("train", help="train WW-SVM(s) on a shard store, with checkpoints",
-                       description="Train Weston-Watkins linear SVM(s) on a shard store, streaming the "
+    p = sub.add_parser("train", help="train WW-SVM(s) on a shard store or a LIBSVM file, with checkpoints",
+                       description="Train Weston-Watkins linear SVM(s) on a shard store (or a LIBSVM file, "
+                                   "converted into the checkpoint directory first), streaming the "
                                    "shards, with crash-safe checkpoints in --checkpoint-dir. If the directory "
                                    "holds a checkpoint of the same data and settings, training continues.")
     p.add_argument("store", help="shard store (from 'streamwww convert'), or a LIBSVM text file (optionally "
