@@ -635,6 +635,17 @@ def _objective_row(Wm, X, y, weights, trains, split, bias, i, s, near, mdl, reac
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _objective_pair(Wm, X, y, weights, trains, split, bias, i1, i2, s1, s2, near, mdl, reach, k, ktag, record):
+    """:func:`_objective_row` of rows ``i1`` and ``i2`` (``k <= SMALL_K``), scored together by
+    :func:`_scores_pair`: ``(loss1, scored1, loss2, scored2)``, the one-row results' bits."""
+    _scores_pair(Wm, X, i1, i2, bias, s1, s2, ktag)
+    loss1, scored1 = _objective_of(row_weight(weights, trains, split, i1), s1, y, i1, near, mdl, reach, k, record)
+    loss2, scored2 = _objective_of(row_weight(weights, trains, split, i2), s2, y, i2, near, mdl, reach, k, record)
+    hold((Wm, X))
+    return loss1, scored1, loss2, scored2
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _objective_of(w, s, y, i, near, mdl, reach, k, record):
     """:func:`_objective_row` once row ``i``'s scores are in ``s`` (unread when ``w`` is 0)."""
     m = k - 1
@@ -673,15 +684,12 @@ def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach,
         if len(ktag):  # k <= SMALL_K: two rows scored at once (_scores_pair), added in order
             start = n - n % 2
             for i in range(0, start, 2):
-                _scores_pair(W[mdl], X, i, i + 1, bias, s, s2, ktag)
-                loss, scored = _objective_of(row_weight(weights, trains, splits[mdl], i), s, y, i, near, mdl,
-                                             reach, k, record)
+                loss, scored, loss2, scored2 = _objective_pair(W[mdl], X, y, weights, trains, splits[mdl], bias, i,
+                                                               i + 1, s, s2, near, mdl, reach, k, ktag, record)
                 if scored:
                     total += loss
-                loss, scored = _objective_of(row_weight(weights, trains, splits[mdl], i + 1), s2, y, i + 1, near,
-                                             mdl, reach, k, record)
-                if scored:
-                    total += loss
+                if scored2:
+                    total += loss2
         for i in range(start, n):
             loss, scored = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
                                           reach, k, ktag, record)
@@ -706,11 +714,10 @@ def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, r
             start = n - n % 2
             for q in range(0, start, 2):
                 i, i2 = rows[q], rows[q + 1]
-                _scores_pair(W[mdl], X, i, i2, bias, s, s2, ktag)
-                h[mi, i] = _objective_of(row_weight(weights, trains, splits[mdl], i), s, y, i, near, mdl, reach,
-                                         k, record)[0]
-                h[mi, i2] = _objective_of(row_weight(weights, trains, splits[mdl], i2), s2, y, i2, near, mdl,
-                                          reach, k, record)[0]
+                loss, _, loss2, _ = _objective_pair(W[mdl], X, y, weights, trains, splits[mdl], bias, i, i2, s, s2,
+                                                    near, mdl, reach, k, ktag, record)
+                h[mi, i] = loss
+                h[mi, i2] = loss2
         for q in range(start, n):
             i = rows[q]
             h[mi, i] = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
