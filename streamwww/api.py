@@ -121,7 +121,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         the j-th model in ``models`` as they are now, during the callback only: a
         later call raises ``RuntimeError``); a truthy return value
         stops training, every model of the run (status 'stopped'). The same on
-        a cluster (``client=``; ``rows_per_s`` only in one process).
+        a cluster (``client=``; ``rows_per_s``: all rows over the last round's wall time).
     progress : callable, optional
         ``progress(epoch, shards_done, n_shards, rows)`` after each shard.
     class_weight : dict, 'balanced' or None, optional

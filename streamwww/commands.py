@@ -374,10 +374,9 @@ class _Reporter:
         if not self.quiet:
             for m, P, D, R in zip(info["models"], info["primal"], info["dual"], info["rel_gap"]):
                 label = self.labels[m] if m < len(self.labels) else f"model {m}"
-                # (a cluster's rounds report no rows/s: the callback's info has none)
-                speed = f"  {info['rows_per_s']:,.0f} rows/s" if "rows_per_s" in info else ""
                 print(f"epoch {info['epoch']:4d}  {label}  primal {P:.8g}  dual {D:.8g}  "
-                      f"rel. gap {R:.3e}  solver time {info['time']:.2f}s{speed}", file=sys.stderr, flush=True)
+                      f"rel. gap {R:.3e}  solver time {info['time']:.2f}s  {info['rows_per_s']:,.0f} rows/s",
+                      file=sys.stderr, flush=True)
         return False
 
 

@@ -154,16 +154,20 @@ def test_cluster_options_are_checked(store, tmp_path):
 
 def test_the_callback_gets_each_rounds_weights_on_a_cluster(client, store):
     """As in one process: ``info["weights"](j)`` is the j-th model's ``(coef, intercept)`` of
-    the round reported (the model a run of that many rounds returns), during the callback only."""
+    the round reported (the model a run of that many rounds returns), during the callback only;
+    ``rows_per_s`` is there too, and ``progress`` gets each round's rows."""
     kw = dict(client=client, partitions=2, eval_every=1, **KW)
-    seen, kept = {}, []
+    seen, kept, speeds, rows = {}, [], [], []
 
     def cb(info):
         seen[info["epoch"]] = [info["weights"](j) for j in range(len(info["models"]))]
         kept.append(info["weights"])
+        speeds.append(info["rows_per_s"])
 
-    sw.train(store, max_iter=3, callback=cb, **kw)
+    sw.train(store, max_iter=3, callback=cb, progress=lambda e, done, n, r: rows.append(r), **kw)
     assert sorted(seen) == [1, 2, 3]
+    assert all(np.isfinite(v) and v > 0 for v in speeds), speeds
+    assert rows[:3] == [store.n_rows] * 3
     for j, m in enumerate(sw.train(store, max_iter=2, **kw)):
         coef, intercept = seen[2][j]
         assert np.array_equal(coef, m.coef_) and np.array_equal(intercept, m.intercept_)

@@ -476,10 +476,12 @@ class RoundsStart:
     W_sets: np.ndarray | None = None
 
 
-def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: int,
+def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: int, n_rows: int,
                callback=None, progress=None, superseded=None, checkpoint=None) -> list[ModelResult]:
     """Train by CoCoA rounds (module docstring) on ``client`` (a ``distributed.Client``); one
-    task per partition of ``parts`` (:class:`StoreParts` or :class:`ArrayParts`).
+    task per partition of ``parts`` (:class:`StoreParts` or :class:`ArrayParts`), ``n_rows``
+    rows in ``n_shards`` shards in all (the callback's ``rows_per_s`` and ``progress``'s rows,
+    as in one process).
 
     ``superseded(keys)`` is called once a round is complete with the store versions
     ``(shard, version)`` no task reads any more; ``checkpoint(t, W, versions, sums, wall,
@@ -545,8 +547,10 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
             o["hinge"] = h
         return outs, new
 
+    rate = 0.0  # rows per second of the last round that trained (the callback's rows_per_s)
     while active.size:
         train = t < cfg.max_iter
+        began = time.perf_counter()
         Wf = _round_W(client, W)
         try:
             outs, new_certs = run_round(Wf, t, train, prefix)
@@ -561,10 +565,12 @@ def run_rounds(client, parts, cfg: SolverConfig, start: RoundsStart, n_shards: i
         certs_scattered = Wf is not W
         del Wf
         parts.device = outs[0]["device"]  # where the tasks ran (Fit.device)
+        if train:
+            rate = n_rows / max(time.perf_counter() - began, 1e-9)
         if (t > 0 and cfg.evaluates_round(t) or not train) and not _certified(results, active, t):
-            active = _certify(W, outs, cfg, results, active, t, time.perf_counter() - t0, callback)
+            active = _certify(W, outs, cfg, results, active, t, time.perf_counter() - t0, rate, callback)
         if progress is not None:
-            progress(t + 1, n_shards, n_shards, 0)
+            progress(t + 1, n_shards, n_shards, n_rows if train else 0)
         if not train or active.size == 0:  # the last round's passes are not needed: W_t is the model
             if getattr(parts, "pending", None) is not None:  # its tasks wrote the mixed beta_t: name it
                 parts.settle(outs)
@@ -649,7 +655,7 @@ def _ksum(deltas):
     return total
 
 
-def _certify(W, outs, cfg, results, active, t, wall, callback) -> np.ndarray:
+def _certify(W, outs, cfg, results, active, t, wall, rows_per_s, callback) -> np.ndarray:
     """The objectives of ``W_t`` (epoch ``t``) from the tasks' sums; who stops."""
     hinge = _ksum([o["hinge"] for o in outs])[active]
     beta_sum = _ksum([o["beta_sum"] for o in outs])[active]
@@ -673,7 +679,7 @@ def _certify(W, outs, cfg, results, active, t, wall, callback) -> np.ndarray:
                     R[j], wall)
     stop = callback is not None and call_back(
         callback, {"epoch": t, "time": wall, "models": [int(i) for i in active], "primal": P.tolist(),
-                   "dual": D.tolist(), "rel_gap": R.tolist()},
+                   "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s},
         cfg, W, active, W.shape[1] - int(cfg.fit_intercept), np.array)  # (np.array copies)
     if stop:
         for i in active:

@@ -453,7 +453,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         logger.info("training on %d partitions of %s shards", len(parts), [len(p) for p in parts])
         with verbose_logging(int(params["verbose"])):
             store_parts = StoreParts(specs, betas.versions)
-            results = run_rounds(client, store_parts, cfg, start, data.n_shards,
+            results = run_rounds(client, store_parts, cfg, start, data.n_shards, data.n_rows,
                                  callback=callback, progress=progress, superseded=superseded, checkpoint=checkpoint)
         if commit is not None and not (manifest is not None and manifest.get("finished")):
             last = max(r.n_iter for r in results)
@@ -535,5 +535,5 @@ def _fit_arrays_distributed(source, params: dict, Cs, client, *, partitions, inn
     start = RoundsStart(t=0, W=np.zeros(shape), results=[ModelResult(C=float(C)) for C in cfg.Cs])
     logger.info("training on %d partitions of %s rows", len(rows), [len(r) for r in rows])
     with verbose_logging(int(params["verbose"])):
-        results = run_rounds(client, parts, cfg, start, len(rows), callback=callback, progress=progress)
+        results = run_rounds(client, parts, cfg, start, len(rows), n, callback=callback, progress=progress)
     return Fit(results, cfg, seed, device=parts.device)
