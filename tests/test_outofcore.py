@@ -569,6 +569,55 @@ def test_a_spare_left_by_a_killed_run_goes_and_the_versions_stay(tmp_path):
     assert (root / "spare-s000001").exists()
 
 
+def test_a_spare_of_an_own_version_keeps_its_zarr_json_and_another_gets_it_written(tmp_path):
+    """A version this instance wrote is read without comparing its zarr.json again and its
+    spare's zarr.json is not written again; a version of another instance (a resumed run's)
+    is compared when read, and its spare's zarr.json is written anew. Every version still
+    reads back as written, also in a new instance, and a damaged chunk is still found."""
+    from streamwww.stream import betas as C
+    from streamwww.stream.feed import LoaderPool
+
+    rng = np.random.default_rng(9)
+    b = rng.normal(size=(6, 1, 7, 2))
+    root = tmp_path / "beta.zarr"
+    with LoaderPool(n_threads=1) as ex:
+        first = C.DiskBetas(tmp_path, 1, [7], 3, executor=ex, keep_superseded=False)
+        first.put(0, b[0])
+        first.put(0, b[1])
+        first.flush()  # v1 went to the spare, v2 on disk
+        os.utime(root / "spare-s000000" / "zarr.json", ns=(10**9, 10**9))  # a write would change it
+        first.put(0, b[2])
+        first.flush()  # v3: the spare (an own version) taken, its zarr.json kept
+        assert (root / "s000000-v000003" / "zarr.json").stat().st_mtime_ns == 10**9
+        assert np.array_equal(first.get(0), b[2])
+        first.close()
+    with LoaderPool(n_threads=1) as ex:
+        again = C.DiskBetas(tmp_path, 1, [7], 3, executor=ex, versions={0: 3}, keep_superseded=False)
+        assert np.array_equal(again.get(0), b[2])
+        (root / "s000000-v000003" / "zarr.json").write_bytes(b"{}")  # not this instance's any more
+        again.put(0, b[3])
+        again.flush()  # v3 (not its own) went to the spare
+        again.put(0, b[4])
+        again.flush()  # v5: that spare, its zarr.json written again
+        again.close()
+    again = C.DiskBetas(tmp_path, 1, [7], 3, versions={0: 5})
+    assert np.array_equal(again.get(0), b[4])
+    (root / "s000000-v000005" / "zarr.json").write_bytes(b"{}")
+    with pytest.raises(CheckpointError, match="s000000-v000005"):
+        C.DiskBetas(tmp_path, 1, [7], 3, versions={0: 5}).get(0)  # compared: not its own
+    with LoaderPool(n_threads=1) as ex:
+        own = C.DiskBetas(tmp_path, 1, [7], 3, executor=ex, versions={0: 5}, keep_superseded=False)
+        own.put(0, b[5])
+        own.flush()
+        chunk = next(p for p in (root / "s000000-v000006").iterdir() if p.name != "zarr.json")
+        data = bytearray(chunk.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        chunk.write_bytes(bytes(data))
+        with pytest.raises(CheckpointError, match="s000000-v000006"):
+            own.get(0)  # an own version's chunk is still checked
+        own.close()
+
+
 def test_no_spares_where_the_disk_lacks_room_for_them(tmp_path, monkeypatch):
     """Spares cost up to one version of every shard: a file system without SPARE_ROOM times
     that free deletes superseded versions instead (and still cleans a killed run's spares)."""

@@ -243,6 +243,12 @@ class DiskBetas:
         # SPARE_ROOM times that (else versions are deleted, as before).
         self._reuse = executor is not None and not self.remote
         self._spares: set[int] = set()  # shards whose spare is on disk
+        # Local versions this instance wrote, (shard, version), until removed: their
+        # zarr.json is this class's for the shard's shape, so a read skips comparing it and
+        # a spare made of one keeps it (an epoch beyond the memory budget reads and writes
+        # one version of every shard: two file opens fewer each, docs/benchmarks.md).
+        self._own: set[tuple[int, int]] = set()
+        self._own_spares: set[int] = set()  # shards whose spare is one of those
         if self._reuse:
             for leftover in self.root.glob(_SPARE_PREFIX + "*"):
                 shutil.rmtree(leftover, ignore_errors=True)
@@ -274,7 +280,7 @@ class DiskBetas:
         from streamwww.io import read_into
 
         path = self.root / beta_name(s, v)
-        if not self.remote and self._read_direct(path, shape, out):
+        if not self.remote and self._read_direct(path, shape, out, own=(s, v) in self._own):
             return out
         try:
             arr = zarr.open_array(path.zarr_store(read_only=True) if self.remote else str(path), mode="r")
@@ -292,16 +298,17 @@ class DiskBetas:
                                   f"({type(exc).__name__}: {exc})") from None
         return out
 
-    def _read_direct(self, path: Path, shape: tuple[int, ...], out: np.ndarray) -> bool:
+    def _read_direct(self, path: Path, shape: tuple[int, ...], out: np.ndarray, own: bool = False) -> bool:
         """Read a local version whose ``zarr.json`` is byte for byte the one this class writes
-        for ``shape``, with the metadata of :meth:`_layout` (Zarr opening each version cost
-        about 0.5 ms); the chunks are read and checked from ``path``. False: Zarr opens it
-        (another layout, or damage to report)."""
+        for ``shape`` (``own``: written by this instance, not compared again), with the
+        metadata of :meth:`_layout` (Zarr opening each version cost about 0.5 ms); the chunks
+        are read and checked (crc32c) from ``path``. False: Zarr opens it (another layout, or
+        damage to report)."""
         from streamwww.io import read_whole_chunks
 
         meta, array, _ = self._layout(shape)
         try:
-            if (path / "zarr.json").read_bytes() != meta:
+            if not own and (path / "zarr.json").read_bytes() != meta:
                 return False
             return read_whole_chunks(array, path, out, missing="error", fix=_FIX)
         except FileNotFoundError:
@@ -403,10 +410,13 @@ class DiskBetas:
         where = self.root / beta_name(s, v)
         write_once({where.child(key): b"".join(parts) for key, parts in sorted(self._objects(beta).items())})
 
-    def _write_local(self, path: Path, beta: np.ndarray, in_place: bool = False) -> None:
+    def _write_local(self, path: Path, beta: np.ndarray, in_place: bool = False, keep_meta: bool = False) -> None:
         """The version's files under ``path``; ``in_place``: ``path`` is a spare of the same
-        shard (the same files), overwritten and truncated to the new sizes without creating files."""
+        shard (the same files), overwritten and truncated to the new sizes without creating
+        files; ``keep_meta``: the spare's ``zarr.json`` is already this version's."""
         for key, parts in self._objects(beta).items():
+            if keep_meta and key == "zarr.json":
+                continue
             target = path / key
             if in_place:
                 try:
@@ -425,10 +435,12 @@ class DiskBetas:
     def _spare_path(self, s: int) -> Path:
         return self.root / _SPARE.format(s)
 
-    def _retire(self, s: int, path: Path) -> bool:
-        """Keep the superseded version at ``path`` as shard ``s``'s spare (False: not kept,
-        e.g. the shard has one already)."""
+    def _retire(self, s: int, v: int, path: Path) -> bool:
+        """Keep the superseded version ``v`` at ``path`` as shard ``s``'s spare (False: not
+        kept, e.g. the shard has one already)."""
         with self._lock:  # (a rename: microseconds; the spare's state changes with it)
+            own = (s, v) in self._own
+            self._own.discard((s, v))
             if not self._reuse or s in self._spares:
                 return False
             try:
@@ -436,20 +448,25 @@ class DiskBetas:
             except OSError:
                 return False
             self._spares.add(s)
+            if own:
+                self._own_spares.add(s)
             return True
 
-    def _take_spare(self, s: int, path: Path) -> bool:
-        """Rename shard ``s``'s spare to ``path`` (which does not exist); False: none."""
+    def _take_spare(self, s: int, path: Path) -> tuple[bool, bool]:
+        """Rename shard ``s``'s spare to ``path`` (which does not exist): ``(taken, own)``,
+        ``own``: the spare was a version this instance wrote."""
         with self._lock:
             if s not in self._spares:
-                return False
+                return False, False
             self._spares.discard(s)
+            own = s in self._own_spares
+            self._own_spares.discard(s)
             try:
                 os.rename(self._spare_path(s), path)
-                return True
+                return True, own
             except OSError:
                 shutil.rmtree(self._spare_path(s), ignore_errors=True)
-                return False
+                return False, False
 
     def _write_version(self, s: int, v: int, beta: np.ndarray) -> None:
         path = self.root / beta_name(s, v)
@@ -462,7 +479,10 @@ class DiskBetas:
         else:
             if path.exists():  # left by a killed run; never part of a committed step
                 shutil.rmtree(path)
-            self._write_local(path, beta, in_place=self._take_spare(s, path))
+            taken, own = self._take_spare(s, path)
+            self._write_local(path, beta, in_place=taken, keep_meta=own)
+            with self._lock:
+                self._own.add((s, v))
         if self._syncer is not None:
             with self._lock:
                 self._syncs[(s, v)] = self._syncer.submit(fsync_tree, path)
@@ -527,7 +547,7 @@ class DiskBetas:
             return
         for s, v in keys:
             path = self.root / beta_name(s, v)
-            if not self._retire(s, path):
+            if not self._retire(s, v, path):
                 shutil.rmtree(path, ignore_errors=True)
 
     def write_version(self, s: int, v: int, beta: np.ndarray) -> None:
@@ -736,6 +756,7 @@ class DiskBetas:
             self._syncer = None
         with self._lock:
             self._reuse, spares, self._spares = False, sorted(self._spares), set()
+            self._own_spares = set()
         for s in spares:
             shutil.rmtree(self._spare_path(s), ignore_errors=True)
 
