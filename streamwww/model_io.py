@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -102,12 +103,14 @@ def load_fitted(path) -> FittedModel:
         source = io.BytesIO(remote.read_bytes()) if remote is not None else path
         with np.load(source, allow_pickle=False) as z:
             arrays = {k: z[k] for k in ("coef", "intercept", "classes", "meta")}
-    except (KeyError, ValueError, OSError) as exc:
+        meta = json.loads(arrays["meta"].tobytes().decode())
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        # (a damaged archive: zipfile checks each member's CRC-32 as it reads it)
         if isinstance(exc, (FileNotFoundError, StorageError)):
             raise
-        raise ValueError(f"{path}: not a streamwww model file ({exc})") from None
-    meta = json.loads(arrays["meta"].tobytes().decode())
-    if meta.get("format") != MODEL_FORMAT:
+        raise ValueError(f"{path}: not a streamwww model file, or a damaged one "
+                         f"({type(exc).__name__}: {exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
         raise ValueError(f"{path}: not a streamwww model file")
     if meta.get("version") != MODEL_VERSION:
         raise ValueError(f"{path}: model format version {meta.get('version')} is not supported")

@@ -176,6 +176,22 @@ def test_info_of_something_else_is_one_clear_line(tmp_path, capsys):
     assert "not a streamwww model file" in capsys.readouterr().err
 
 
+def test_info_reads_a_model_file_by_its_content_and_a_damaged_one_is_one_line(run, tmp_path, capsys):
+    """`train --model NAME` keeps NAME as given: `info` knows the model file by its content
+    (a zip archive), not by an .npz suffix; a truncated one is one error line (exit 1)."""
+    tmp, _, _ = run
+    model = tmp_path / "run.model"
+    model.write_bytes(sorted(tmp.glob("m*.npz"))[0].read_bytes())  # (one file per C)
+    capsys.readouterr()
+    assert main(["info", str(model)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["model", str(model)]
+    model.write_bytes(model.read_bytes()[:300])
+    for command in (["info", str(model)], ["evaluate", str(model), str(tmp / "test.zarr")]):
+        assert main(command) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{model}: not a streamwww model file, or a damaged one" in err
+
+
 def test_plot_writes_an_image(run, capsys, tmp_path):
     pytest.importorskip("matplotlib")
     tmp, _, _ = run

@@ -282,6 +282,26 @@ def test_model_file_round_trip(tmp_path, rng):
         sw.load_model(tmp_path / "x.npz")
 
 
+def test_a_damaged_model_file_is_one_error_naming_it(tmp_path, rng):
+    """A truncated model file, or one with a changed byte (the archive's CRC-32 of each
+    member), is a ValueError naming the file, never a zipfile traceback or a model."""
+    import zipfile
+
+    X, y = _data(rng)
+    sw.train((X, y), C=0.2, random_state=0, model_out=tmp_path / "m.npz")
+    whole = (tmp_path / "m.npz").read_bytes()
+    (tmp_path / "cut.npz").write_bytes(whole[:len(whole) // 2])
+    with zipfile.ZipFile(tmp_path / "m.npz") as z:
+        member = z.getinfo("coef.npy")
+        at = member.header_offset + 30 + len(member.filename) + member.file_size // 2
+    flipped = bytearray(whole)
+    flipped[at] ^= 0xFF
+    (tmp_path / "flip.npz").write_bytes(bytes(flipped))
+    for name, why in (("cut.npz", "BadZipFile"), ("flip.npz", "Bad CRC-32 for file 'coef.npy'")):
+        with pytest.raises(ValueError, match=f"{name}: not a streamwww model file, or a damaged one .*{why}"):
+            sw.load_model(tmp_path / name)
+
+
 @pytest.mark.parametrize("prefetch,eval_every,mix,threads", [
     (1, 1, 1, 2), (2, 3, 1, 3), (3, 2, 1, 1), (2, 1, 2, 1), (1, 2, 3, 2), (4, 100, 2, 1), (4, 2, 2, 3),
     (6, 1, 2, 2)])

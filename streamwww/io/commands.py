@@ -189,10 +189,17 @@ def _what_is(path) -> str:
         return "store"
     if path.child("manifest.json").isfile() or path.child("manifest.prev.json").isfile():
         return "checkpoint"
-    if not path.isdir() and path.name.endswith(".npz"):
-        return "model"
+    if not path.isdir() and (path.name.endswith(".npz") or _is_zip(path)):
+        return "model"  # (by content too: `train --model NAME` keeps NAME as given)
     raise ValueError(f"{path}: not a shard store (no {MARKER}; an interrupted conversion leaves none), "
                      f"a checkpoint directory (no manifest.json) or a model file (.npz); give one of those")
+
+
+def _is_zip(path) -> bool:
+    """Whether the file ``path`` (a Location) starts as a zip archive does (a model file is an
+    ``.npz``: a zip archive, whatever its name)."""
+    with path.fs.open(path.path, "rb") as f:
+        return f.read(4) == b"PK\x03\x04"
 
 
 def _info(args: argparse.Namespace) -> int:
