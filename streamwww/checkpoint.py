@@ -157,21 +157,21 @@ class CheckpointDir:
             if lock:
                 self._lock_remote(LEASE_S if lease_s is None else lease_s)
             return
+        if not lock:
+            return  # a reader creates nothing (`resume` of a mistyped path left an empty directory)
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            if lock:
-                probe = self.path / f".write-probe-{os.getpid()}"
-                probe.touch()
-                probe.unlink()
+            probe = self.path / f".write-probe-{os.getpid()}"
+            probe.touch()
+            probe.unlink()
         except OSError as exc:
             raise OutputPathError(f"{self.path}: cannot use this checkpoint directory "
                                   f"({exc.strerror or exc})") from None
-        if lock:
-            fd = try_lock(self.path / "LOCK")
-            if fd is None:
-                raise CheckpointError(f"{self.path}: another trainer holds this checkpoint directory "
-                                      f"(LOCK is taken); stop it or use another --checkpoint-dir")
-            self._lock_fd = fd
+        fd = try_lock(self.path / "LOCK")
+        if fd is None:
+            raise CheckpointError(f"{self.path}: another trainer holds this checkpoint directory "
+                                  f"(LOCK is taken); stop it or use another --checkpoint-dir")
+        self._lock_fd = fd
 
     def _lock_remote(self, lease_s: float) -> None:
         """Take the object store's LOCK, then delete what a killed run left when no

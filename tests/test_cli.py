@@ -85,6 +85,12 @@ def test_bad_input_is_a_clear_error(stores, capsys):
     rc = main(["train", str(tmp / "train.zarr"), "--C", "-1", "--checkpoint-dir", str(tmp / "c3"),
                "--model-out", str(tmp / "m")])
     assert rc == 1 and "'C' parameter of train must be a float in (0, inf)" in capsys.readouterr().err
+    # reading commands create nothing: a mistyped checkpoint directory stays absent
+    for command in (["resume", str(tmp / "typo")], ["info", str(tmp / "typo")], ["plot", str(tmp / "typo")]):
+        assert main(command) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(tmp / "typo") in err
+        assert not (tmp / "typo").exists(), command
 
 
 @pytest.fixture
