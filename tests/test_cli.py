@@ -85,6 +85,15 @@ def test_bad_input_is_a_clear_error(stores, capsys):
     rc = main(["train", str(tmp / "train.zarr"), "--C", "-1", "--checkpoint-dir", str(tmp / "c3"),
                "--model-out", str(tmp / "m")])
     assert rc == 1 and "'C' parameter of train must be a float in (0, inf)" in capsys.readouterr().err
+    # one class: one line before anything is written (with a checkpoint directory, training
+    # reached its first beta commit and failed there with a ZeroDivisionError traceback)
+    write_store(tmp / "one.zarr", np.eye(3, dtype=np.float32), np.array([4.0, 4.0, 4.0]), shard_rows=3)
+    rc = main(["train", str(tmp / "one.zarr"), "--checkpoint-dir", str(tmp / "c4"), "--model-out", str(tmp / "m")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.count("\n") == 1 and "one.zarr: the number of classes has to be greater than one" in err
+    assert not (tmp / "c4").exists() and not (tmp / "m").exists()
+    with pytest.raises(ValueError, match="the store holds 1 .*train needs at least 2 classes"):
+        sw.train(tmp / "one.zarr")  # (without a checkpoint directory it returned a one-class model)
     # reading commands create nothing: a mistyped checkpoint directory stays absent
     for command in (["resume", str(tmp / "typo")], ["info", str(tmp / "typo")], ["plot", str(tmp / "typo")]):
         assert main(command) == 1
