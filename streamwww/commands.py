@@ -506,9 +506,16 @@ def _train_store(args, options):
                                     shown=out.url, zero_based=args.zero_based, overwrite=True,
                                     storage_options=options)
 
+    made = not ck.exists()
     with CheckpointDir(ck) as held:  # under the directory's lock: never replaced under a run on it
         if not is_store(out):
-            return convert(out).path
+            try:
+                return convert(out).path
+            except BaseException:
+                if made:  # (a bad file: the directory this command made goes with its conversion)
+                    held.close()
+                    ck.remove(recursive=True)
+                raise
         incoming = ck.child(f".{TEXT_STORE}.incoming")
         try:
             new = convert(incoming).fingerprint

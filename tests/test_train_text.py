@@ -98,6 +98,12 @@ def test_zero_based_files(tmp_path, capsys):
     # the file and line, and the flag this command takes for it
     assert re.search(r"streamwww train: error: .*z\.libsvm:\d+: index 0 .* use --zero-based", err), err
     assert not (tmp_path / "ck" / TEXT_STORE).exists()  # nothing half-written looks complete
+    assert not (tmp_path / "ck").exists()  # the directory this command made goes with it
+    (tmp_path / "ck").mkdir()
+    (tmp_path / "ck" / "mine").write_text("x")
+    assert main(["train", str(tmp_path / "z.libsvm"), *args]) == 1
+    capsys.readouterr()
+    assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == ["LOCK", "mine"]  # one it did not make stays
     assert main(["train", str(tmp_path / "z.libsvm"), "--zero-based", *args]) == 0
     capsys.readouterr()
     assert open_store(tmp_path / "ck" / TEXT_STORE).n_features == 12
