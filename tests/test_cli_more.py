@@ -177,7 +177,7 @@ def test_info_of_something_else_is_one_clear_line(tmp_path, capsys):
 
 
 def test_info_reads_a_model_file_by_its_content_and_a_damaged_one_is_one_line(run, tmp_path, capsys):
-    """`train --model NAME` keeps NAME as given: `info` knows the model file by its content
+    """`train --model-out NAME` keeps NAME as given: `info` knows the model file by its content
     (a zip archive), not by an .npz suffix; a truncated one is one error line (exit 1)."""
     tmp, _, _ = run
     model = tmp_path / "run.model"

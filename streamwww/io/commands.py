@@ -190,7 +190,7 @@ def _what_is(path) -> str:
     if path.child("manifest.json").isfile() or path.child("manifest.prev.json").isfile():
         return "checkpoint"
     if not path.isdir() and (path.name.endswith(".npz") or _is_zip(path)):
-        return "model"  # (by content too: `train --model NAME` keeps NAME as given)
+        return "model"  # (by content too: `train --model-out NAME` keeps NAME as given)
     raise ValueError(f"{path}: not a shard store (no {MARKER}; an interrupted conversion leaves none), "
                      f"a checkpoint directory (no manifest.json) or a model file (.npz); give one of those")
 
