@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from streamwww.errors import StoreExistsError
+from streamwww.errors import OutputPathError, StoreExistsError
 from streamwww.io._progress import ProgressCallback, ProgressEvent
 from streamwww.io.libsvm import compression_from_extension, open_compressed
 
@@ -262,7 +262,11 @@ def make_data(output: str | os.PathLike, *, rows: int, features: int, nnz_per_ro
 
     tmp = path.with_name(f".{path.name}.streamwww-tmp-{os.getpid()}")
     total = 0
-    f, raw = open_compressed(tmp, "wb", compression=compression_from_extension(path))
+    try:
+        f, raw = open_compressed(tmp, "wb", compression=compression_from_extension(path))
+    except OSError as exc:  # (the hidden temporary file is not what the user named)
+        raise OutputPathError(f"{path}: cannot write the file ({exc.strerror or exc}); check the "
+                              f"output location") from None
     try:
         # n_threads tasks generate while the main thread writes finished text
         # in order; each task owns one of n_threads + 1 buffers.

@@ -78,3 +78,14 @@ def test_parameters_are_checked(tmp_path, kwargs, match):
     with pytest.raises(ValueError, match=match):
         make_data(tmp_path / "x.txt", **params)
     assert not (tmp_path / "x.txt").exists()
+
+
+def test_an_output_that_cannot_be_written_names_itself(tmp_path):
+    """The error names the file asked for, not the hidden temporary file beside it."""
+    from streamwww.errors import OutputPathError
+
+    out = tmp_path / "missing" / "d.txt"
+    with pytest.raises(OutputPathError, match=r"missing/d\.txt: cannot write the file \(No such file or "
+                                              r"directory\); check the output location") as info:
+        make_data(out, rows=10, features=20, nnz_per_row=3, classes=2)
+    assert "streamwww-tmp" not in str(info.value)
