@@ -106,8 +106,10 @@ def load_fitted(path) -> FittedModel:
         meta = json.loads(arrays["meta"].tobytes().decode())
     except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
         # (a damaged archive: zipfile checks each member's CRC-32 as it reads it)
-        if isinstance(exc, (FileNotFoundError, StorageError)):
+        if isinstance(exc, StorageError):
             raise
+        if isinstance(exc, FileNotFoundError):
+            raise FileNotFoundError(f"{path}: no such model file") from None
         raise ValueError(f"{path}: not a streamwww model file, or a damaged one "
                          f"({type(exc).__name__}: {exc})") from None
     if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:

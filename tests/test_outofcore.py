@@ -300,6 +300,8 @@ def test_a_damaged_model_file_is_one_error_naming_it(tmp_path, rng):
     for name, why in (("cut.npz", "BadZipFile"), ("flip.npz", "Bad CRC-32 for file 'coef.npy'")):
         with pytest.raises(ValueError, match=f"{name}: not a streamwww model file, or a damaged one .*{why}"):
             sw.load_model(tmp_path / name)
+    with pytest.raises(FileNotFoundError, match=r"nope\.npz: no such model file$"):  # (not "[Errno 2] ...")
+        sw.load_model(tmp_path / "nope.npz")
 
 
 @pytest.mark.parametrize("prefetch,eval_every,mix,threads", [
