@@ -471,7 +471,13 @@ def resume_fitted(checkpoint_dir, **options):
     if manifest["data"]["kind"] != "store":
         raise CheckpointError(f"{checkpoint_dir}: this run trained on in-memory arrays; resume it by calling "
                               "train((X, y), checkpoint_dir=...) again with the same arrays and settings")
-    store = as_store(store if store is not None else manifest["data"]["path"], storage_options)
+    try:
+        store = as_store(store if store is not None else manifest["data"]["path"], storage_options)
+    except FileNotFoundError as exc:
+        if store is not None:
+            raise
+        raise FileNotFoundError(f"{manifest['data']['path']}: the store {checkpoint_dir} trained on does not "
+                                "exist; if it moved, give its new path (store=..., or --store)") from None
     cfg = manifest["config"]
     placement = _placement(manifest, o["client"], o["workers"], o["partitions"])
     if manifest["run"].get("cv"):

@@ -185,6 +185,12 @@ def test_changed_store_and_other_settings_are_refused(tmp_path, rng):
         sw.train(tmp_path / "t.zarr", C=1.0, random_state=0, max_iter=3, checkpoint_dir=ck)
     with pytest.raises(CheckpointError, match="other data|store changed"):
         sw.resume(ck, store=tmp_path / "t.zarr")
+    # a store that moved: the error says how to give its new path, and that path resumes
+    store.rename(tmp_path / "moved.zarr")
+    with pytest.raises(FileNotFoundError, match=r"s\.zarr: the store .*ck trained on does not exist; if it "
+                                                r"moved, give its new path \(store=\.\.\., or --store\)"):
+        sw.resume(ck)
+    assert sw.resume(ck, store=tmp_path / "moved.zarr", model_out=False).n_iter_ == 3
 
 
 def test_lock_stops_a_second_trainer(tmp_path):
