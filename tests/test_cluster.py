@@ -443,3 +443,13 @@ def test_the_estimator_takes_a_client(client, store, tmp_path):
     assert search.best_estimator_.client is client
     with pytest.raises(ValueError, match="client"):
         sw.WWClassifier(client=3).fit(X, labels)
+
+
+def test_a_scheduler_address_that_is_not_one_is_one_error_naming_it():
+    """distributed's own parse error ("missing port number") says which option it is about."""
+    from streamwww.engine.cluster import connect
+
+    with pytest.raises(ValueError, match=r"cannot reach the Dask scheduler at 'nonsense': not an address "
+                                         r"\(missing port number"):
+        with connect("nonsense"):
+            pass

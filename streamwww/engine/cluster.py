@@ -31,6 +31,8 @@ def connect(client=None, workers: int | None = None):
             c = Client(client, timeout="30s")
         except OSError as exc:
             raise ConnectionError(f"cannot reach the Dask scheduler at {client!r} ({exc})") from None
+        except ValueError as exc:  # (distributed's parse of the address: "missing port number in ...")
+            raise ValueError(f"cannot reach the Dask scheduler at {client!r}: not an address ({exc})") from None
         with c:
             yield c
         return
