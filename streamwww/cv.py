@@ -33,7 +33,7 @@ from streamwww.estimator import WWClassifier
 from streamwww.fitted import fitted_attributes
 from streamwww.labels import classification_targets
 from streamwww.stream.folds import MAX_SPLITS, shard_folds, train_bits
-from streamwww.stream.sources import ArraySource, StoreSource, as_store
+from streamwww.stream.sources import ArraySource, StoreSource, store_without_y
 
 __all__ = ["WWClassifierCV", "cv_plan", "cv_results", "score_store"]
 
@@ -235,7 +235,7 @@ class WWClassifierCV(WWClassifier):
                      subproblem=self.subproblem, random_state=self.random_state, device=self.device,
                      verbose=self.verbose, shrinking=self.shrinking, allow_C_list=True))
         seed = resolve_seed(self.random_state)
-        store = as_store(X) if y is None else None
+        store = store_without_y(X, y, f"{owner}.fit")
         if store is not None:
             n_splits = self._int_cv(owner, store=True)
             if self.scoring is not None and self.scoring != "accuracy":

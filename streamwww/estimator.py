@@ -14,7 +14,7 @@ from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import Fit, cluster_options, fit_placed, fit_source
 from streamwww.fitted import FittedModel, class_scores, fitted_attributes, model_params, predicted_labels
 from streamwww.labels import classification_targets
-from streamwww.stream.sources import ArraySource, StoreSource, as_store, store_shards
+from streamwww.stream.sources import ArraySource, StoreSource, as_store, store_shards, store_without_y
 
 __all__ = ["WWClassifier"]
 
@@ -191,7 +191,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         self : WWClassifier
         """
         self._check_params()
-        store = as_store(X) if y is None else None
+        store = store_without_y(X, y, f"{type(self).__name__}.fit")
         if store is not None:  # a shard store (or its path): streamed shard by shard
             if sample_weight is not None:
                 raise ValueError(f"{type(self).__name__}.fit: a store carries its own row weights "
@@ -277,7 +277,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     def score(self, X, y=None, sample_weight=None):
         """Mean accuracy on ``(X, y)``, or on a shard store given as ``X`` (its labels; ``y=None``),
         read shard by shard."""
-        store = as_store(X) if y is None else None
+        store = store_without_y(X, y, f"{type(self).__name__}.score")
         if store is None:
             return super().score(X, y, sample_weight=sample_weight)
         check_is_fitted(self)

@@ -44,6 +44,19 @@ def test_a_store_with_more_features_is_refused(fitted, tmp_path):
         model.predict(tmp_path / "w.zarr")
 
 
+def test_a_store_given_with_y_is_one_clear_error(fitted):
+    """A store carries its labels: fit and score with a store (or its path) and y say so,
+    instead of scikit-learn's "could not convert string to float"."""
+    model, _, labels, root = fitted
+    store = sw.open_store(root / "s.zarr")
+    for call, who in ((lambda X: sw.WWClassifier(max_iter=2).fit(X, labels), "WWClassifier.fit"),
+                      (lambda X: model.score(X, labels), "WWClassifier.score"),
+                      (lambda X: sw.WWClassifierCV(Cs=[1.0], cv=2, max_iter=2).fit(X, labels), "WWClassifierCV.fit")):
+        for X in (root / "s.zarr", str(root / "s.zarr"), store):
+            with pytest.raises(ValueError, match=f"{who}: X is a shard store .*s.zarr.*own labels; give it without y"):
+                call(X)
+
+
 @pytest.mark.parametrize("fmt", ["zarr", "parquet"])
 @pytest.mark.parametrize("scores", [False, True])
 def test_write_predictions_one_chunk_per_shard(fitted, tmp_path, fmt, scores):

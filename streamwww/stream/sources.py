@@ -242,8 +242,24 @@ def as_store(obj, storage_options: dict | None = None):
         )
 
         return open_store(located(obj, storage_options))
-    if hasattr(obj, "read_shards") and hasattr(obj, "n_shards"):
+    if _is_store_object(obj):
         return obj
+    return None
+
+
+def _is_store_object(obj) -> bool:
+    return hasattr(obj, "read_shards") and hasattr(obj, "n_shards")
+
+
+def store_without_y(X, y, who: str):
+    """:func:`as_store` of ``X`` when ``y`` is None; None for rows; a store (or a path,
+    which only a store can be) given with ``y`` is an error naming ``who``: its labels are
+    its own."""
+    if y is None:
+        return as_store(X)
+    if isinstance(X, (str, os.PathLike)) or _is_store_object(X):
+        raise ValueError(f"{who}: X is a shard store ({getattr(X, 'path', X)}), which carries its own labels; "
+                         "give it without y")
     return None
 
 
