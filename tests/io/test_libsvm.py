@@ -373,3 +373,12 @@ def test_reader_thread_holds_one_piece_ahead(write_text):
     assert len(first) == block
     rest = sum(len(piece) for piece, _ in pieces)
     assert len(first) + rest == prefetch.text_bytes == len(line) * 10_000
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True, "3"])
+def test_a_bad_shuffle_seed_is_named(write_text, tmp_path, seed):
+    """(A negative seed reached NumPy's SeedSequence: "expected non-negative integer".)"""
+    with pytest.raises(ValueError, match=r"The 'seed' parameter of convert_libsvm must be an int in \[0, inf\) "
+                                         r"or None\. Got .* instead\."):
+        convert_libsvm(write_text("1 1:1\n2 2:1\n"), tmp_path / "s.zarr", shuffle=True, seed=seed)
+    assert not (tmp_path / "s.zarr").exists()
