@@ -10,7 +10,7 @@ import numpy as np
 
 from streamwww.errors import DataFormatError
 
-__all__ = ["classification_targets", "encode_labels", "format_label", "summarize_classes"]
+__all__ = ["check_n_classes", "classification_targets", "encode_labels", "format_label", "summarize_classes"]
 
 
 def classification_targets(y) -> np.ndarray:
@@ -82,15 +82,23 @@ def encode_labels(y, classes=None, who: str = "write_store", *, keep_dtype: bool
     idx = np.searchsorted(cls, values)
     bad = (idx >= len(cls)) | (cls[np.minimum(idx, len(cls) - 1)] != values) if len(cls) \
         else np.ones(len(values), dtype=bool)
-    if len(cls) < min_classes:
-        raise ValueError(f"The number of classes has to be greater than one; got {len(cls)} class"
-                         + (f" (label {cls[0]!r})" if len(cls) else "")
-                         + f". {who} needs at least {min_classes} classes.")
+    check_n_classes(cls, who, min_classes)
     if bad.any():
         first = int(np.argmax(bad))
         raise DataFormatError(f"{who}: label {format_label(values[first])} (row {first}) is not "
                               f"one of the classes {summarize_classes(cls)}.")
     return cls, idx.astype(np.int32)
+
+
+def check_n_classes(classes, who: str, min_classes: int = 2, where: str | None = None) -> None:
+    """Raise scikit-learn's ``ValueError`` when ``classes`` are fewer than ``min_classes``
+    (``who`` needs them; ``where``: the store they come from, for a message that names it)."""
+    if len(classes) >= min_classes:
+        return
+    text = (f"the number of classes has to be greater than one; got {len(classes)} class"
+            + (f" (label {format_label(classes[0])})" if len(classes) else "")
+            + f". {who} needs at least {min_classes} classes.")
+    raise ValueError(f"{where}: {text}" if where is not None else text[0].upper() + text[1:])
 
 
 def format_label(value) -> str:

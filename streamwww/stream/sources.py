@@ -18,7 +18,7 @@ import scipy.sparse as sp
 from streamwww import _buffers as buffers
 from streamwww.backends.base import Block, make_block
 from streamwww.errors import DataFormatError
-from streamwww.labels import encode_labels, summarize_classes
+from streamwww.labels import check_n_classes, encode_labels
 from streamwww.stream.folds import shard_folds, train_bits
 from streamwww.weights import class_weight_vector, row_weights
 
@@ -195,10 +195,7 @@ class StoreSource:
     def __init__(self, store, class_weight=None, owner: str = "train", folds: tuple[int, int] | None = None):
         self.store = store
         self.classes = np.asarray(store.classes)
-        if len(self.classes) < 2:  # (arrays: encode_labels says the same)
-            raise ValueError(f"{getattr(store, 'path', store)}: the number of classes has to be greater than "
-                             f"one; the store holds {len(self.classes)} ({summarize_classes(self.classes)}). "
-                             f"{owner} needs at least 2 classes.")
+        check_n_classes(self.classes, owner, where=str(getattr(store, "path", store)))
         counts = getattr(store, "metadata", {}).get("class_counts")
         if counts is None:  # dict weights need no counts; 'balanced' fails with a clear message
             counts = np.ones(len(self.classes)) if isinstance(class_weight, dict) or class_weight is None \
