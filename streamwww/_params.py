@@ -7,7 +7,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["check_params", "check_interval", "resolve_seed", "resolve_memory_budget", "resolve_prefetch", "DEFAULTS", "UNMIXED"]
+__all__ = ["check_params", "check_int", "check_interval", "resolve_seed", "resolve_memory_budget", "resolve_prefetch", "DEFAULTS", "UNMIXED"]
 
 
 def _fail(owner: str, name: str, what: str, value) -> None:
@@ -33,9 +33,12 @@ def _interval(low, low_open, high, high_open) -> str:
     return f"{'(' if low_open or low is None else '['}{lo}, {hi}{')' if high_open or high is None else ']'}"
 
 
-def _int(owner, name, value, *, low):
+def check_int(owner: str, name: str, value, *, low: int, allow_none: bool = False) -> None:
+    """``value`` must be an int >= ``low`` (or None with ``allow_none``); scikit-learn's wording."""
+    if value is None and allow_none:
+        return
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-        _fail(owner, name, f"an int in [{low}, inf)", value)
+        _fail(owner, name, f"an int in [{low}, inf)" + (" or None" if allow_none else ""), value)
 
 
 def _choice(owner, name, value, options):
@@ -60,7 +63,7 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
         _real(owner, "C", C, low=0.0)
         Cs = (float(C),)
     _real(owner, "tol", tol, low=0.0, low_open=False)
-    _int(owner, "max_iter", max_iter, low=1)
+    check_int(owner, "max_iter", max_iter, low=1)
     if not isinstance(fit_intercept, (bool, np.bool_)):
         _fail(owner, "fit_intercept", "an instance of 'bool'", fit_intercept)
     _real(owner, "intercept_scaling", intercept_scaling, low=0.0)
@@ -69,12 +72,12 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
     if not isinstance(shrinking, (bool, np.bool_)):
         _fail(owner, "shrinking", "an instance of 'bool'", shrinking)
     _choice(owner, "device", device, ("auto", "cpu", "cuda"))
-    _int(owner, "verbose", verbose, low=0)
-    _int(owner, "inner_passes", inner_passes, low=1)
+    check_int(owner, "verbose", verbose, low=0)
+    check_int(owner, "inner_passes", inner_passes, low=1)
     if not (isinstance(eval_every, str) and eval_every == "auto") and (
             isinstance(eval_every, bool) or not isinstance(eval_every, numbers.Integral) or eval_every < 1):
         _fail(owner, "eval_every", "an int in [1, inf) or 'auto'", eval_every)
-    _int(owner, "mix_shards", mix_shards, low=1)
+    check_int(owner, "mix_shards", mix_shards, low=1)
     if not (random_state is None or isinstance(random_state, (numbers.Integral, np.random.RandomState))) \
             or isinstance(random_state, bool):
         _fail(owner, "random_state", "an int, a numpy.random.RandomState instance or None", random_state)

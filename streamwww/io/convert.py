@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import logging
-import numbers
 import os
 import shutil
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamwww._location import is_url, located, location
+from streamwww._params import check_int
 from streamwww._memory import release_freed_memory
 from streamwww.errors import (
     DataFormatError,
@@ -192,8 +192,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         raise ValueError(f"{who}: 'weights' cannot be combined with 'skip_bad_lines': a skipped "
                          f"line would shift every later weight onto the wrong row; fix the bad "
                          f"lines of {input} instead.")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0):
-        raise ValueError(f"The 'seed' parameter of {who} must be an int in [0, inf) or None. Got {seed!r} instead.")
+    check_int(who, "seed", seed, low=0, allow_none=True)
     if shuffle and seed is None:
         seed = int(np.random.SeedSequence().entropy)
     scatter_rng, perm_rng = (np.random.default_rng(s)
