@@ -598,11 +598,10 @@ def test_a_spare_left_by_a_killed_run_goes_and_the_versions_stay(tmp_path):
 
 
 def test_a_spare_of_an_own_version_keeps_its_zarr_json_and_another_gets_it_written(tmp_path):
-    """A version written in this run (newer than those the instance started from) is read
-    without comparing its zarr.json again and its spare's zarr.json is not written again; a
-    version it started from (a resumed run's) is compared when read, and its spare's zarr.json
-    is written anew. Every version still reads back as written, also in a new instance, and a
-    damaged chunk is still found."""
+    """A version this instance wrote is read without comparing its zarr.json again and its
+    spare's zarr.json is not written again; a version of another instance (a resumed run's)
+    is compared when read, and its spare's zarr.json is written anew. Every version still
+    reads back as written, also in a new instance, and a damaged chunk is still found."""
     from streamwww.stream import betas as C
     from streamwww.stream.feed import LoaderPool
 
