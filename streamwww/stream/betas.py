@@ -242,14 +242,13 @@ class DiskBetas:
         # disk as one version of every shard: kept only where the file system has room for
         # SPARE_ROOM times that (else versions are deleted, as before).
         self._reuse = executor is not None and not self.remote
-        self._spares: dict[int, int] = {}  # shard -> the version its spare on disk was
-        # The versions this instance started from: a newer one was written in this run (by it
-        # or, adopted, by this run's cluster tasks; a killed run's leftover is deleted before
-        # its version is written again), so its zarr.json is this class's for the shard's
-        # shape: a read skips comparing it and a spare made of one keeps it (beyond the memory
-        # budget every shard writes and reads a version per epoch: two file opens fewer each,
-        # docs/benchmarks.md). Older versions (a resumed run's) are compared as before.
-        self._start = dict(self.versions)
+        self._spares: set[int] = set()  # shards whose spare is on disk
+        # Local versions this instance wrote, (shard, version), until removed: their
+        # zarr.json is this class's for the shard's shape, so a read skips comparing it and
+        # a spare made of one keeps it (an epoch beyond the memory budget reads and writes
+        # one version of every shard: two file opens fewer each, docs/benchmarks.md).
+        self._own: set[tuple[int, int]] = set()
+        self._own_spares: set[int] = set()  # shards whose spare is one of those
         if self._reuse:
             for leftover in self.root.glob(_SPARE_PREFIX + "*"):
                 shutil.rmtree(leftover, ignore_errors=True)
@@ -281,7 +280,7 @@ class DiskBetas:
         from streamwww.io import read_into
 
         path = self.root / beta_name(s, v)
-        if not self.remote and self._read_direct(path, shape, out, own=self._this_run(s, v)):
+        if not self.remote and self._read_direct(path, shape, out, own=(s, v) in self._own):
             return out
         try:
             arr = zarr.open_array(path.zarr_store(read_only=True) if self.remote else str(path), mode="r")
@@ -301,7 +300,7 @@ class DiskBetas:
 
     def _read_direct(self, path: Path, shape: tuple[int, ...], out: np.ndarray, own: bool = False) -> bool:
         """Read a local version whose ``zarr.json`` is byte for byte the one this class writes
-        for ``shape`` (``own``: written in this run, not compared again), with the
+        for ``shape`` (``own``: written by this instance, not compared again), with the
         metadata of :meth:`_layout` (Zarr opening each version cost about 0.5 ms); the chunks
         are read and checked (crc32c) from ``path``. False: Zarr opens it (another layout, or
         damage to report)."""
@@ -436,30 +435,32 @@ class DiskBetas:
     def _spare_path(self, s: int) -> Path:
         return self.root / _SPARE.format(s)
 
-    def _this_run(self, s: int, v: int) -> bool:
-        """Whether version ``v`` of shard ``s`` was written in this run (see ``_start``)."""
-        return v > self._start[s]
-
     def _retire(self, s: int, v: int, path: Path) -> bool:
         """Keep the superseded version ``v`` at ``path`` as shard ``s``'s spare (False: not
         kept, e.g. the shard has one already)."""
         with self._lock:  # (a rename: microseconds; the spare's state changes with it)
+            own = (s, v) in self._own
+            self._own.discard((s, v))
             if not self._reuse or s in self._spares:
                 return False
             try:
                 os.rename(path, self._spare_path(s))
             except OSError:
                 return False
-            self._spares[s] = v
+            self._spares.add(s)
+            if own:
+                self._own_spares.add(s)
             return True
 
     def _take_spare(self, s: int, path: Path) -> tuple[bool, bool]:
         """Rename shard ``s``'s spare to ``path`` (which does not exist): ``(taken, own)``,
-        ``own``: the spare was a version written in this run (its zarr.json is this class's)."""
+        ``own``: the spare was a version this instance wrote."""
         with self._lock:
             if s not in self._spares:
                 return False, False
-            own = self._this_run(s, self._spares.pop(s))
+            self._spares.discard(s)
+            own = s in self._own_spares
+            self._own_spares.discard(s)
             try:
                 os.rename(self._spare_path(s), path)
                 return True, own
@@ -480,6 +481,8 @@ class DiskBetas:
                 shutil.rmtree(path)
             taken, own = self._take_spare(s, path)
             self._write_local(path, beta, in_place=taken, keep_meta=own)
+            with self._lock:
+                self._own.add((s, v))
         if self._syncer is not None:
             with self._lock:
                 self._syncs[(s, v)] = self._syncer.submit(fsync_tree, path)
@@ -752,7 +755,8 @@ class DiskBetas:
             self._syncer.shutdown(wait=True)
             self._syncer = None
         with self._lock:
-            self._reuse, spares, self._spares = False, sorted(self._spares), {}
+            self._reuse, spares, self._spares = False, sorted(self._spares), set()
+            self._own_spares = set()
         for s in spares:
             shutil.rmtree(self._spare_path(s), ignore_errors=True)
 
