@@ -175,6 +175,7 @@ def _write_part(where, i: int, out: np.ndarray, classes: np.ndarray, scores: boo
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from streamwww._arrow import from_numpy
     from streamwww.labels import format_label
 
     if scores:
@@ -182,12 +183,13 @@ def _write_part(where, i: int, out: np.ndarray, classes: np.ndarray, scores: boo
             {f"score_{format_label(c)}": out[:, j] for j, c in enumerate(classes)}
     else:
         cols = {"label": out}
+    table = pa.table({key: from_numpy(col) for key, col in cols.items()})
     name = f"part-{i:05d}.parquet"
     if isinstance(where, Path):
-        pq.write_table(pa.table(cols), where / name)
+        pq.write_table(table, where / name)
         return
     sink = pa.BufferOutputStream()
-    pq.write_table(pa.table(cols), sink)
+    pq.write_table(table, sink)
     where.child(name).write_bytes(sink.getvalue().to_pybytes())
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from streamwww._arrow import column_to_numpy, from_numpy, to_numpy
 from streamwww._location import location
 from streamwww.errors import ChecksumError
 from streamwww.io._backend import ShardBackend, check_fits
@@ -47,9 +48,16 @@ _COLUMNS = {"sparse": {"y": ["y"], "indices": ["indices"], "data": ["values"],
 def _list_parts(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """Offsets (from 0) and flat values of a list column."""
     arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-    offsets = arr.offsets.to_numpy()
-    values = arr.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]]
+    offsets = to_numpy(arr.offsets)
+    values = to_numpy(arr.values)[offsets[0]:offsets[-1]]
     return offsets - offsets[0], values
+
+
+def _read_table(source, columns: list[str]) -> pa.Table:
+    """The columns of a Parquet file (a path or a buffer reader), its page checksums checked;
+    not ``pq.read_table``, which imports ``pyarrow.dataset`` and with it pandas (streamwww._arrow)."""
+    with pq.ParquetFile(source, memory_map=False, page_checksum_verification=True) as f:
+        return f.read(columns=columns)
 
 
 class ParquetBackend(ShardBackend):
@@ -65,21 +73,21 @@ class ParquetBackend(ShardBackend):
 
     def write_shard(self, root, i: int, shard: ShardData, *, n_features: int,
                     row_offset: int) -> dict:
-        y = pa.array(shard.y.astype(np.int32, copy=False))
+        y = from_numpy(shard.y.astype(np.int32, copy=False))
         if shard.layout == "sparse":
             X = shard.X
-            offsets = pa.array(X.indptr.astype(np.int32, copy=False))
+            offsets = from_numpy(X.indptr.astype(np.int32, copy=False))
             columns = {
                 "y": y,
-                "indices": pa.ListArray.from_arrays(offsets, pa.array(
+                "indices": pa.ListArray.from_arrays(offsets, from_numpy(
                     X.indices.astype(np.int32, copy=False))),
-                "values": pa.ListArray.from_arrays(offsets, pa.array(X.data)),
+                "values": pa.ListArray.from_arrays(offsets, from_numpy(X.data)),
             }
         else:
-            flat = pa.array(shard.X.reshape(-1))
+            flat = from_numpy(shard.X.reshape(-1))
             columns = {"y": y, "x": pa.FixedSizeListArray.from_arrays(flat, n_features)}
         if shard.weight is not None:
-            columns[WEIGHT_ARRAY] = pa.array(np.asarray(shard.weight, dtype=np.float64))
+            columns[WEIGHT_ARRAY] = from_numpy(np.asarray(shard.weight, dtype=np.float64))
         table = pa.table(columns)
         info = {"format_version": format_version_for(shard.weight is not None), "shard": i, "row_offset": row_offset,
                 "layout": shard.layout, "n_features": n_features}
@@ -110,8 +118,7 @@ class ParquetBackend(ShardBackend):
         # only the columns asked for are decoded (the whole file is checked)
         columns = [c for name in out for c in _COLUMNS[layout][name]]
         if checksums is None and where.is_local:  # version 1: no file checksum recorded
-            table = pq.read_table(path, memory_map=False, page_checksum_verification=True,
-                                  columns=columns)
+            table = _read_table(path, columns)
         else:
             # The file's bytes are checked, then parsed from the same buffer: this
             # thread's reusable one (fresh pages cost more than the check, see _chunks).
@@ -136,18 +143,17 @@ class ParquetBackend(ShardBackend):
                                     f"{got:#010x}, the metadata records {expected:#010x} "
                                     f"({size} bytes)", DAMAGED_FIX)
         if checksums is not None or not where.is_local:
-            table = pq.read_table(pa.BufferReader(pa.py_buffer(buf)), page_checksum_verification=True,
-                                  columns=columns)
+            table = _read_table(pa.BufferReader(pa.py_buffer(buf)), columns)
         parts = {}
         indptr = None
         if "y" in out:
-            parts["y"] = table.column("y").to_numpy()
+            parts["y"] = column_to_numpy(table.column("y"))
         if WEIGHT_ARRAY in out:
-            parts[WEIGHT_ARRAY] = table.column(WEIGHT_ARRAY).to_numpy()
+            parts[WEIGHT_ARRAY] = column_to_numpy(table.column(WEIGHT_ARRAY))
         if "X" in out:
             x = table.column("x")
             arr = x.combine_chunks() if x.num_chunks != 1 else x.chunk(0)
-            parts["X"] = arr.flatten().to_numpy(zero_copy_only=False).reshape(table.num_rows, n_features)
+            parts["X"] = to_numpy(arr.flatten()).reshape(table.num_rows, n_features)
         if "indices" in out:
             indptr, parts["indices"] = _list_parts(table.column("indices"))
         if "data" in out:

@@ -1,0 +1,47 @@
+"""NumPy arrays to Arrow arrays and back, without importing pandas.
+
+pyarrow's ``pa.array(ndarray)``, ``Array.to_numpy()`` and ``ChunkedArray.to_numpy()`` ask
+whether their argument is a pandas object, which imports pandas wherever it is installed
+(most data-science environments, and this project's test extra), and
+``pyarrow.parquet.read_table`` imports ``pyarrow.dataset``, whose set-up does the same. That
+import is 0.25 s of a Parquet ``convert`` and 0.39 s (with ``pyarrow.dataset``) of a
+``train`` of a Parquet store on the machine of docs/benchmarks.md, about a quarter of a small
+file's command. Numbers and offsets move through Arrow's buffers here instead (zero-copy,
+both ways); what these functions do not cover (booleans, strings, nulls) goes through
+pyarrow's own conversion.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["from_numpy", "to_numpy", "column_to_numpy"]
+
+
+def from_numpy(a: np.ndarray) -> pa.Array:
+    """A 1-D NumPy array as an Arrow array, sharing its memory (a contiguous copy first
+    where ``a`` is strided)."""
+    a = np.asarray(a)
+    if a.ndim != 1 or a.dtype.kind not in "iuf":
+        return pa.array(a)  # Arrow packs booleans in bits; strings and the rest: pyarrow's rules
+    a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))  # Arrow's buffers are native
+    return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])
+
+
+def to_numpy(arr: pa.Array) -> np.ndarray:
+    """An Arrow array's values as NumPy: a read-only view of its buffer for integers and
+    floats without nulls, else pyarrow's conversion (a copy)."""
+    t = arr.type
+    if arr.null_count == 0 and (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        dtype = np.dtype(t.to_pandas_dtype())  # (a NumPy type; pandas is not imported)
+        if len(arr) == 0:
+            return np.empty(0, dtype=dtype)
+        return np.frombuffer(arr.buffers()[1], dtype=dtype, count=len(arr),
+                             offset=arr.offset * dtype.itemsize)
+    return arr.to_numpy(zero_copy_only=False)
+
+
+def column_to_numpy(column: pa.ChunkedArray) -> np.ndarray:
+    """:func:`to_numpy` of a table's column (its chunks joined first where there are several)."""
+    return to_numpy(column.chunk(0) if column.num_chunks == 1 else column.combine_chunks())

@@ -1,0 +1,78 @@
+"""NumPy <-> Arrow without pandas (streamwww._arrow), and Parquet I/O that never imports pandas."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from streamwww._arrow import column_to_numpy, from_numpy, to_numpy
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.float32, np.float64])
+def test_numbers_round_trip_through_arrow_sharing_memory(dtype):
+    a = np.arange(7, dtype=dtype)
+    arr = from_numpy(a)
+    assert arr.type == pa.from_numpy_dtype(np.dtype(dtype)) and arr.to_pylist() == a.tolist()
+    back = to_numpy(arr)
+    assert back.dtype == dtype and np.array_equal(back, a)
+    assert np.shares_memory(back, a)  # zero-copy both ways
+
+
+def test_a_slice_of_an_arrow_array_reads_from_its_offset():
+    arr = from_numpy(np.arange(10, dtype=np.float64)).slice(3, 4)
+    assert to_numpy(arr).tolist() == [3.0, 4.0, 5.0, 6.0]
+    assert to_numpy(arr.slice(4, 0)).shape == (0,)
+
+
+def test_strided_and_byte_swapped_inputs_are_converted_by_value():
+    m = np.arange(12, dtype=np.float64).reshape(3, 4)
+    assert to_numpy(from_numpy(m[:, 1])).tolist() == [1.0, 5.0, 9.0]
+    swapped = np.arange(3, dtype=">i4")
+    assert to_numpy(from_numpy(swapped)).tolist() == [0, 1, 2]
+
+
+def test_what_is_not_a_plain_number_array_goes_through_pyarrow():
+    assert from_numpy(np.array([True, False])).type == pa.bool_()
+    assert from_numpy(np.array(["a", "bc"])).to_pylist() == ["a", "bc"]
+    with_nulls = pa.array([1.0, None, 3.0])
+    assert np.isnan(to_numpy(with_nulls)[1])
+
+
+def test_a_column_of_several_chunks_is_joined():
+    col = pa.chunked_array([from_numpy(np.arange(3, dtype=np.int32)), from_numpy(np.arange(3, 5, dtype=np.int32))])
+    assert column_to_numpy(col).tolist() == [0, 1, 2, 3, 4]
+    assert column_to_numpy(pa.chunked_array([], type=pa.int32())).shape == (0,)
+
+
+def test_parquet_stores_are_written_and_read_without_importing_pandas(tmp_path):
+    """pyarrow's pa.array, to_numpy and pq.read_table import pandas where it is installed
+    (0.25-0.4 s of a small command): the command line's Parquet conversion and training,
+    a store's reads and Parquet predictions must not."""
+    pytest.importorskip("pandas")  # where pandas is absent nothing could import it
+    d, s, ck = tmp_path / "d.txt", tmp_path / "s", tmp_path / "ck"
+    script = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        from streamwww.cli import main
+        from streamwww.io import make_data, open_store
+        make_data({str(d)!r}, rows=300, features=20, nnz_per_row=4, classes=3, seed=0)
+        assert main(["convert", {str(d)!r}, {str(s)!r}, "--format", "parquet", "--shard-rows", "100", "-q"]) == 0
+        assert main(["train", {str(s)!r}, "--checkpoint-dir", {str(ck)!r}, "--max-iter", "5", "--tol", "0",
+                     "--model-out", {str(tmp_path / "m.npz")!r}, "-q"]) == 0
+        st = open_store({str(s)!r})
+        X, y = st.read_shards(list(range(st.n_shards)))
+        from pathlib import Path
+        from streamwww.predict import _write_part
+        Path({str(tmp_path / "p")!r}).mkdir()
+        _write_part(Path({str(tmp_path / "p")!r}), 0, np.ones((3, 2)), np.array([1.0, 2.0]), True, "parquet")
+        print(X.shape, sorted(m for m in ("pandas", "pyarrow.dataset") if m in sys.modules))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == "(300, 20) []"
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(tmp_path / "p" / "part-00000.parquet").column_names == ["score_1", "score_2"]
