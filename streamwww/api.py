@@ -30,7 +30,7 @@ from streamwww.engine.run import cluster_options, fit_placed
 from streamwww.errors import CheckpointError, OutputPathError
 from streamwww.fitted import FittedModel, fitted_models, model_settings
 from streamwww.labels import classification_targets
-from streamwww.model_io import save_model
+from streamwww.model_io import model_paths, save_model
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
 
 __all__ = ["train", "resume", "train_fitted", "resume_fitted", "model_paths", "check_writable"]
@@ -364,16 +364,6 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
 def _recorded_interval(run: dict) -> float:
     """The run's ``checkpoint_interval``: a checkpoint written before it existed committed every epoch."""
     return float(run.get("checkpoint_interval", 0.0))
-
-
-def model_paths(model_out, Cs, many: bool) -> list[Location]:
-    """The model file(s) for ``model_out`` (a path, URL or Location): the file itself, or
-    ``<stem>-C<value><suffix>`` per ``C`` beside it."""
-    out = located(model_out)
-    if not many:
-        return [out]
-    stem, suffix = os.path.splitext(out.name)
-    return [out.parent.child(f"{stem}-C{c:g}{suffix or '.npz'}") for c in Cs]
 
 
 def check_writable(path) -> None:

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 
-from streamwww._location import Location, is_url, location
+from streamwww._location import Location, is_url, located, location
 from streamwww.errors import StorageError
 from streamwww.fitted import FittedModel
 
-__all__ = ["save_model", "load_model", "load_fitted", "MODEL_FORMAT", "MODEL_VERSION"]
+__all__ = ["save_model", "load_model", "load_fitted", "model_paths", "MODEL_FORMAT", "MODEL_VERSION"]
 
 MODEL_FORMAT = "streamwww-model"
 MODEL_VERSION = 1
@@ -126,3 +126,13 @@ def load_fitted(path) -> FittedModel:
     if meta.get("feature_names_in"):
         attributes["feature_names_in_"] = np.asarray(meta["feature_names_in"], dtype=object)
     return FittedModel(params, attributes)
+
+
+def model_paths(model_out, Cs, many: bool) -> list[Location]:
+    """The model file(s) for ``model_out`` (a path, URL or Location): the file itself, or
+    ``<stem>-C<value><suffix>`` per ``C`` beside it."""
+    out = located(model_out)
+    if not many:
+        return [out]
+    stem, suffix = os.path.splitext(out.name)
+    return [out.parent.child(f"{stem}-C{c:g}{suffix or '.npz'}") for c in Cs]

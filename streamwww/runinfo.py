@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 
 from streamwww._location import located, location
-from streamwww.api import model_paths
 from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
 from streamwww.errors import CheckpointError, StreamwwwError
-from streamwww.model_io import load_fitted
+from streamwww.model_io import load_fitted, model_paths
 
 __all__ = ["describe_model", "describe_checkpoint", "format_model", "format_checkpoint", "gap_histories",
            "plain", "json_label"]

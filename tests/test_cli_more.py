@@ -463,3 +463,27 @@ def test_help_and_version_load_no_numerical_library():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout[-500:]
+
+
+def test_info_of_a_model_or_a_checkpoint_loads_no_numerical_library(tmp_path):
+    """``info`` of a model file or a checkpoint directory reads JSON and a small archive:
+    it imports neither Numba (the training engine), SciPy, Zarr nor scikit-learn (0.45 s
+    -> 0.16 s here); ``info`` of a store still opens the store."""
+    import subprocess
+    import sys
+
+    X = np.random.default_rng(0).random((40, 3))
+    y = np.arange(40) % 3
+    write_store(tmp_path / "s.zarr", X, y)
+    assert main(["train", str(tmp_path / "s.zarr"), "--checkpoint-dir", str(tmp_path / "ck"), "--max-iter", "3",
+                 "--tol", "0", "-q", "--model-out", str(tmp_path / "m.npz")]) == 0
+    code = ("import sys\nfrom streamwww.cli import main\n"
+            "assert main(['info', sys.argv[1]]) == 0\n"
+            "print(sorted(m for m in ('numba', 'scipy', 'zarr', 'sklearn', 'dask') if m in sys.modules))")
+    for path in (tmp_path / "m.npz", tmp_path / "ck"):
+        res = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert res.stdout.strip().splitlines()[-1] == "[]", (path, res.stdout[-500:])
+    res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.zarr")], capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0 and "rows         40" in res.stdout, res.stdout + res.stderr[-2000:]

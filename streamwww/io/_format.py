@@ -14,7 +14,6 @@ import json
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 FORMAT_NAME = "streamwww-shards"
 FORMAT_VERSION = 2
@@ -73,13 +72,14 @@ class ShardData:
     C-contiguous 2-D array), ``y`` (int32 class indices) and optionally
     ``weight`` (float64 per-row sample weights)."""
 
-    X: sp.csr_matrix | np.ndarray
+    X: "scipy.sparse.csr_matrix | np.ndarray"
     y: np.ndarray
     weight: np.ndarray | None = None
 
     @property
     def layout(self) -> str:
-        return "sparse" if sp.issparse(self.X) else "dense"
+        # (not scipy.sparse.issparse: this module is read to tell what a path holds, without SciPy)
+        return "dense" if isinstance(self.X, np.ndarray) else "sparse"
 
     @property
     def rows(self) -> int:
@@ -87,13 +87,13 @@ class ShardData:
 
     @property
     def nnz(self) -> int:
-        return int(self.X.nnz) if sp.issparse(self.X) else int(self.X.size)
+        return int(self.X.nnz) if self.layout == "sparse" else int(self.X.size)
 
     def content_hash(self) -> str:
         """SHA-256 of the shard's arrays in a canonical little-endian form."""
         h = hashlib.sha256()
         h.update(f"{self.layout}:{self.X.shape[0]}x{self.X.shape[1]}:{self.X.dtype.str}".encode())
-        if sp.issparse(self.X):
+        if self.layout == "sparse":
             arrays = (self.X.indptr.astype("<i8"), self.X.indices.astype("<i4"), self.X.data)
         else:
             arrays = (self.X,)

@@ -204,7 +204,6 @@ def _is_zip(path) -> bool:
 
 def _info(args: argparse.Namespace) -> int:
     from streamwww._location import located
-    from streamwww.io.store import format_label, open_store, summarize_classes
 
     where = located(args.store, storage_options(args))
     kind = _what_is(where)
@@ -215,6 +214,7 @@ def _info(args: argparse.Namespace) -> int:
         if describe is None:
             raise ValueError(f"{args.store}: a {kind}; this CLI reads only shard stores")
         return describe(args, kind)
+    from streamwww.io.store import format_label, open_store, summarize_classes  # (SciPy, Zarr: a store's only)
     store = open_store(where)
     meta = store.metadata
     if args.json:
