@@ -87,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.show_progress = (not args.quiet) and sys.stderr.isatty()
     from streamwww.errors import StreamwwwError
 
+    listener = _announce_compiling() if args.show_progress and args.command in _COMPILING else None
     try:
         return int(args.func(args) or 0)
     except (StreamwwwError, ValueError, FileNotFoundError, FileExistsError) as exc:
@@ -104,6 +105,44 @@ def main(argv: Sequence[str] | None = None) -> int:
                  if ck and (Path(ck) / "manifest.json").exists() else "")
         print(f"streamwww {args.command}: interrupted{where}", file=sys.stderr)
         return 130
+    finally:
+        if listener is not None:
+            from numba.core import event
+
+            event.unregister("numba:compile", listener)
+
+
+# Commands that run compiled kernels (Numba's, compiled on a machine's first run of each).
+_COMPILING = frozenset({"convert", "make-data", "train", "resume", "predict", "evaluate", "demo"})
+COMPILING_NOTE = ("streamwww: compiling its kernels for this machine (the first run after installing or "
+                  "upgrading; up to a minute); later runs load them from Numba's cache")
+
+
+def _announce_compiling(stream=None):
+    """On a terminal, say once when Numba starts compiling a kernel in this process: the
+    first run after installing compiles every kernel a command uses into Numba's cache,
+    which is tens of seconds of silence otherwise (``streamwww demo``: about 30 s of its
+    first 35-40 s on two cores, docs/benchmarks.md, "Cold start"). Numba's compile events
+    come on cache misses only (numba.core.event); the listener is returned to be
+    unregistered."""
+    from numba.core import event
+
+    class _Once(event.Listener):
+        said = False
+
+        def on_start(self, ev) -> None:
+            if not self.said:
+                self.said = True
+                from tqdm import tqdm  # (around a progress bar, if one is drawn)
+
+                tqdm.write(COMPILING_NOTE, file=stream or sys.stderr)
+
+        def on_end(self, ev) -> None:
+            pass
+
+    listener = _Once()
+    event.register("numba:compile", listener)
+    return listener
 
 
 # How long the console script runs without Python's cyclic garbage collector (start-up).

@@ -487,3 +487,50 @@ def test_info_of_a_model_or_a_checkpoint_loads_no_numerical_library(tmp_path):
     res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.zarr")], capture_output=True, text=True,
                          timeout=120)
     assert res.returncode == 0 and "rows         40" in res.stdout, res.stdout + res.stderr[-2000:]
+
+
+def test_a_terminal_is_told_once_when_kernels_compile(tmp_path, monkeypatch):
+    """The first run after installing compiles Numba's kernels (tens of seconds): on a
+    terminal the command line says so, once, when a compile starts; nothing on a cache hit,
+    and nothing once the command is over."""
+    import io
+
+    import numba
+
+    from streamwww import cli
+
+    out = io.StringIO()
+    listener = cli._announce_compiling(out)
+    try:
+        @numba.njit(cache=False)
+        def first(x):
+            return x + 1
+
+        @numba.njit(cache=False)
+        def second(x):
+            return first(x) * 2
+
+        assert second(1) == 4 and first(2) == 3  # two compiles (and a nested one)
+    finally:
+        numba.core.event.unregister("numba:compile", listener)
+    assert out.getvalue() == cli.COMPILING_NOTE + "\n"
+
+    @numba.njit(cache=False)
+    def third(x):
+        return x - 1
+
+    assert third(1) == 0 and out.getvalue() == cli.COMPILING_NOTE + "\n"  # unregistered: silent
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    calls = []
+    monkeypatch.setattr(cli, "_announce_compiling", lambda: calls.append(1))
+    monkeypatch.setattr("sys.stderr", Terminal())
+    data = tmp_path / "d.txt"
+    flags = ["--rows", "20", "--features", "5", "--nnz-per-row", "2", "--classes", "3"]
+    assert main(["make-data", str(data), *flags]) == 0
+    assert main(["make-data", str(data), *flags, "--overwrite", "-q"]) == 0  # -q: no terminal output
+    assert main(["info", str(tmp_path / "nothing")]) == 1  # no kernels
+    assert calls == [1]
