@@ -25,6 +25,8 @@ def test_a_slice_of_an_arrow_array_reads_from_its_offset():
     arr = from_numpy(np.arange(10, dtype=np.float64)).slice(3, 4)
     assert to_numpy(arr).tolist() == [3.0, 4.0, 5.0, 6.0]
     assert to_numpy(arr.slice(4, 0)).shape == (0,)
+    empty = from_numpy(np.empty(0, dtype=np.int32))
+    assert len(empty) == 0 and empty.type == pa.int32() and to_numpy(empty).dtype == np.int32
 
 
 def test_strided_and_byte_swapped_inputs_are_converted_by_value():
