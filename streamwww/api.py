@@ -15,7 +15,7 @@ import tempfile
 
 import numpy as np
 
-from streamwww._location import Location, located
+from streamwww._location import located
 from streamwww._params import (
     DEFAULTS,
     UNMIXED,

@@ -12,8 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 FORMAT_NAME = "streamwww-shards"
 FORMAT_VERSION = 2
@@ -72,7 +76,7 @@ class ShardData:
     C-contiguous 2-D array), ``y`` (int32 class indices) and optionally
     ``weight`` (float64 per-row sample weights)."""
 
-    X: "scipy.sparse.csr_matrix | np.ndarray"
+    X: sp.csr_matrix | np.ndarray
     y: np.ndarray
     weight: np.ndarray | None = None
 
