@@ -11,16 +11,19 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
 from streamwww import _buffers as buffers
-from streamwww.backends.base import Block, make_block
 from streamwww.errors import DataFormatError
 from streamwww.labels import check_n_classes, encode_labels
 from streamwww.stream.folds import shard_folds, train_bits
 from streamwww.weights import class_weight_vector, row_weights
+
+if TYPE_CHECKING:
+    from streamwww.backends.base import Block
 
 __all__ = ["InMemoryData", "StoreData", "ArraySource", "StoreSource", "as_store", "store_shards"]
 
@@ -68,6 +71,8 @@ class InMemoryData:
         if i != 0:
             raise IndexError(f"shard index {i} out of range for 1 shard")
         if self._block is None or self._bias != bias:
+            from streamwww.backends.base import make_block
+
             self._block = make_block(self.X, self.y, bias, self.weights, self.trains)
             self._bias = bias
         return self._block
@@ -118,6 +123,9 @@ class StoreData:
         return block
 
     def _make_block(self, ids: list[int], bias: float) -> Block:
+        # (the backends, Numba's kernels, load here: scoring a store's shards, store_shards, needs none)
+        from streamwww.backends.base import make_block
+
         # (a kept shard read alone is lent, not copied: blocks are only read)
         if self.store.has_weights:
             X, y, w = self.store.read_shards(ids, weights=True, lend=True)
