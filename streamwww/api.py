@@ -463,7 +463,7 @@ def resume_fitted(checkpoint_dir, **options):
                               "train((X, y), checkpoint_dir=...) again with the same arrays and settings")
     try:
         store = as_store(store if store is not None else manifest["data"]["path"], storage_options)
-    except FileNotFoundError as exc:
+    except FileNotFoundError:
         if store is not None:
             raise
         raise FileNotFoundError(f"{manifest['data']['path']}: the store {checkpoint_dir} trained on does not "

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from streamwww._params import check_int
 from streamwww.errors import OutputPathError, StoreExistsError
 from streamwww.io._progress import ProgressCallback, ProgressEvent
 from streamwww.io.libsvm import compression_from_extension, open_compressed
@@ -185,9 +186,7 @@ def _generate(key, row0, n_rows, n_features, nnz, n_classes, noise, buf):
 
 
 def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        raise ValueError(f"The '{name}' parameter of make_data must be an int >= {low}. "
-                         f"Got {value!r} instead.")
+    check_int("make_data", name, value, low=low)
     return int(value)
 
 

@@ -29,6 +29,7 @@ from streamwww._location import (
     location,
     storage_error,
 )
+from streamwww._params import check_int
 from streamwww.errors import (
     ChecksumError,
     DataFormatError,
@@ -615,10 +616,7 @@ def resolve_shard_size(shard_rows: int | None, shard_mb: float | None,
     if shard_rows is not None and shard_mb is not None:
         raise ValueError(f"{who}: give 'shard_rows' or 'shard_mb', not both.")
     if shard_rows is not None:
-        if isinstance(shard_rows, bool) or not isinstance(shard_rows, (int, np.integer)) \
-                or shard_rows < 1:
-            raise ValueError(f"The 'shard_rows' parameter of {who} must be an int >= 1. "
-                             f"Got {shard_rows!r} instead.")
+        check_int(who, "shard_rows", shard_rows, low=1)
         return int(shard_rows), None
     mb = DEFAULT_SHARD_MB[format] if shard_mb is None else shard_mb
     if isinstance(mb, bool) or not isinstance(mb, (int, float, np.number)) or not mb > 0:
