@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import copy
 import warnings
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from streamwww._params import check_params
-from streamwww.engine.config import warn_not_converged
-from streamwww.engine.run import Fit, cluster_options, fit_placed, fit_source
 from streamwww.fitted import FittedModel, class_scores, fitted_attributes, model_params, predicted_labels
 from streamwww.labels import classification_targets
 from streamwww.stream.sources import ArraySource, StoreSource, as_store, store_shards, store_without_y
+
+if TYPE_CHECKING:
+    from streamwww.engine.run import Fit
 
 __all__ = ["WWClassifier"]
 
@@ -209,11 +211,16 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
             fit = self._fit(source, warm=self._warm_state(key))
             self._set_fitted(fitted_attributes(fit, 0, source))
             self._warm = (key, float(self.C), fit.results[0].W, fit.beta[0]) if key is not None else None
+        from streamwww.engine.config import warn_not_converged
+
         warn_not_converged(fit.results, fit.cfg, type(self).__name__)
         return self
 
     def _fit(self, source, warm=None) -> Fit:
         """One fit of ``source``: in this process, or on the cluster of ``client``."""
+        # (the engine, Numba's kernels, loads here: a model loaded to predict needs none)
+        from streamwww.engine.run import cluster_options, fit_placed, fit_source
+
         params = model_params(self)
         cluster = cluster_options(self.client, None, None, type(self).__name__)
         if cluster is None:

@@ -35,6 +35,27 @@ def store(tmp_path):
     return tmp_path / "s.zarr", X
 
 
+def test_a_loaded_model_predicts_without_the_training_engine(store, tmp_path):
+    """``load_model`` returns a scikit-learn estimator; predicting with it needs neither the
+    training engine nor its compiled kernels (Numba: 0.2 s of the import), which load when
+    it fits."""
+    path, X = store
+    m = str(tmp_path / "m.npz")
+    _run(f"main(['train', {str(path)!r}, '--checkpoint-dir', {str(tmp_path / 'ck')!r}, '--model-out', {m!r}, "
+         "'--max-iter', '3', '--quiet'])")
+    np.save(tmp_path / "X.npy", X)
+    res = subprocess.run([sys.executable, "-c", "import sys\nimport numpy as np\nimport streamwww as sw\n"
+                          f"model = sw.load_model({m!r})\n"
+                          f"print(model.predict(np.load({str(tmp_path / 'X.npy')!r}))[:3].tolist())\n"
+                          "print(sorted(k for k in ('numba', 'streamwww.engine') if k in sys.modules))"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout[-800:]
+    import ast
+
+    assert ast.literal_eval(res.stdout.strip().splitlines()[0]) == load_model(m).predict(X)[:3].tolist()
+
+
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_records_are_the_models_train_returns(store, tmp_path):
     path, X = store
