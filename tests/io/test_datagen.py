@@ -89,3 +89,19 @@ def test_an_output_that_cannot_be_written_names_itself(tmp_path):
                                               r"directory\); check the output location") as info:
         make_data(out, rows=10, features=20, nnz_per_row=3, classes=2)
     assert "streamwww-tmp" not in str(info.value)
+
+
+def test_int_parameters_say_what_they_take_as_every_other_parameter_does(tmp_path):
+    """make_data's and the shard size's ints are checked by the one validator
+    (streamwww._params.check_int): scikit-learn's wording."""
+    from streamwww.io import convert_libsvm
+
+    with pytest.raises(ValueError) as exc:
+        make_data(tmp_path / "x.txt", rows=0, features=20, nnz_per_row=3, classes=2)
+    assert str(exc.value) == "The 'rows' parameter of make_data must be an int in [1, inf). Got 0 instead."
+    make_data(tmp_path / "d.txt", rows=10, features=20, nnz_per_row=3, classes=2)
+    with pytest.raises(ValueError) as exc:
+        convert_libsvm(tmp_path / "d.txt", tmp_path / "s.zarr", shard_rows=2.5)
+    assert str(exc.value) == ("The 'shard_rows' parameter of convert_libsvm must be an int in [1, inf). "
+                              "Got 2.5 instead.")
+    assert not (tmp_path / "x.txt").exists() and not (tmp_path / "s.zarr").exists()
