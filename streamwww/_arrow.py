@@ -5,7 +5,7 @@ whether their argument is a pandas object, which imports pandas wherever it is i
 (most data-science environments, and this project's test extra), and
 ``pyarrow.parquet.read_table`` imports ``pyarrow.dataset``, whose set-up does the same. That
 import is 0.25 s of a Parquet ``convert`` and 0.39 s (with ``pyarrow.dataset``) of a
-``train`` of a Parquet store on the machine of docs/benchmarks.md, about a quarter of a small
+``train`` of a Parquet store on the machine of docs/benchmarks.md, a fifth to a quarter of a small
 file's command. Numbers and offsets move through Arrow's buffers here instead (zero-copy,
 both ways); what these functions do not cover (booleans, strings, nulls) goes through
 pyarrow's own conversion.

@@ -465,28 +465,39 @@ def test_help_and_version_load_no_numerical_library():
     assert res.stdout.strip().splitlines()[-1] == "[]", res.stdout[-500:]
 
 
+def _trained_store(tmp_path):
+    """A store of 40 rows, 3 features and 3 classes, and a model the command line trained on it
+    (3 epochs): the paths of the store, the model file and the checkpoint directory."""
+    write_store(tmp_path / "s.zarr", np.random.default_rng(0).random((40, 3)), np.arange(40) % 3)
+    assert main(["train", str(tmp_path / "s.zarr"), "--checkpoint-dir", str(tmp_path / "ck"), "--max-iter", "3",
+                 "--tol", "0", "-q", "--model-out", str(tmp_path / "m.npz")]) == 0
+    return tmp_path / "s.zarr", tmp_path / "m.npz", tmp_path / "ck"
+
+
+def _fresh_main(argv, modules):
+    """Run the command line with ``argv`` in a fresh interpreter: its output, and which of
+    ``modules`` it imported (a list's repr, the output's last line)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom streamwww.cli import main\nassert main(sys.argv[1:]) == 0\n"
+            f"print(sorted(m for m in {tuple(modules)!r} if m in sys.modules))")
+    res = subprocess.run([sys.executable, "-c", code, *map(str, argv)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr[-2000:]
+    return res.stdout, res.stdout.strip().splitlines()[-1]
+
+
 def test_info_of_a_model_or_a_checkpoint_loads_no_numerical_library(tmp_path):
     """``info`` of a model file or a checkpoint directory reads JSON and a small archive:
     it imports neither Numba (the training engine), SciPy, Zarr nor scikit-learn (0.45 s
     -> 0.16 s here); ``info`` of a store still opens the store."""
-    import subprocess
-    import sys
-
-    X = np.random.default_rng(0).random((40, 3))
-    y = np.arange(40) % 3
-    write_store(tmp_path / "s.zarr", X, y)
-    assert main(["train", str(tmp_path / "s.zarr"), "--checkpoint-dir", str(tmp_path / "ck"), "--max-iter", "3",
-                 "--tol", "0", "-q", "--model-out", str(tmp_path / "m.npz")]) == 0
-    code = ("import sys\nfrom streamwww.cli import main\n"
-            "assert main(['info', sys.argv[1]]) == 0\n"
-            "print(sorted(m for m in ('numba', 'scipy', 'zarr', 'sklearn', 'dask') if m in sys.modules))")
-    for path in (tmp_path / "m.npz", tmp_path / "ck"):
-        res = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, res.stderr[-2000:]
-        assert res.stdout.strip().splitlines()[-1] == "[]", (path, res.stdout[-500:])
-    res = subprocess.run([sys.executable, "-c", code, str(tmp_path / "s.zarr")], capture_output=True, text=True,
-                         timeout=120)
-    assert res.returncode == 0 and "rows         40" in res.stdout, res.stdout + res.stderr[-2000:]
+    store, model, ckpt = _trained_store(tmp_path)
+    libraries = ("numba", "scipy", "zarr", "sklearn", "dask")
+    for path in (model, ckpt):
+        out, imported = _fresh_main(["info", path], libraries)
+        assert imported == "[]", (path, out[-500:])
+    out, _ = _fresh_main(["info", store], libraries)
+    assert "rows         40" in out, out
 
 
 def test_a_terminal_is_told_once_when_kernels_compile(tmp_path, monkeypatch):
@@ -540,20 +551,8 @@ def test_scoring_a_store_loads_no_training_kernels(tmp_path):
     """``evaluate`` and ``predict`` of a model on a shard store score with SciPy's product:
     they import neither Numba (the training kernels) nor scikit-learn (0.72 s -> 0.55 s
     and 120 -> 64 MiB for ``evaluate`` on dna's store here)."""
-    import subprocess
-    import sys
-
-    X = np.random.default_rng(0).random((40, 3))
-    y = np.arange(40) % 3
-    write_store(tmp_path / "s.zarr", X, y)
-    assert main(["train", str(tmp_path / "s.zarr"), "--checkpoint-dir", str(tmp_path / "ck"), "--max-iter", "3",
-                 "--tol", "0", "-q", "--model-out", str(tmp_path / "m.npz")]) == 0
-    code = ("import sys\nfrom streamwww.cli import main\n"
-            "assert main(sys.argv[1:]) == 0\n"
-            "print(sorted(m for m in ('numba', 'sklearn') if m in sys.modules))")
-    for argv in (["evaluate", str(tmp_path / "m.npz"), str(tmp_path / "s.zarr")],
-                 ["predict", str(tmp_path / "m.npz"), str(tmp_path / "s.zarr"), "--output", str(tmp_path / "p.txt")]):
-        res = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0, res.stderr[-2000:]
-        assert res.stdout.strip().splitlines()[-1] == "[]", (argv[0], res.stdout[-500:])
+    store, model, _ = _trained_store(tmp_path)
+    for argv in (["evaluate", model, store], ["predict", model, store, "--output", tmp_path / "p.txt"]):
+        out, imported = _fresh_main(argv, ("numba", "sklearn"))
+        assert imported == "[]", (argv[0], out[-500:])
     assert len((tmp_path / "p.txt").read_text().split()) == 40
