@@ -14,6 +14,9 @@ chunk is read into one reusable buffer per thread, its crc32c trailer checked,
 and Blosc decodes it into the destination (numcodecs, the decoder Zarr itself
 calls). Anything else returns ``False`` so that the caller uses Zarr's own path
 (:func:`read_into` does both); the two give the same bytes (tests/io/test_chunks.py).
+What the reader works out from an array's metadata (the chunk files, codecs, sizes
+and recorded checksums) is a :class:`ChunkPlan`, which a caller reading the same
+array every epoch keeps (the shard store's backend does).
 
 The array may also live on an object store (``directory`` a remote
 :class:`~streamwww._location.Location`): then all of an array's chunks are
@@ -228,88 +231,129 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing:
         A chunk (without crc32c) whose size or Blosc header does not match the
         metadata (the message names the chunk's file).
     """
+    plan = plan_whole_chunks(array, directory, missing=missing, checksums=checksums, fix=fix)
+    if plan is None or not plan.fits(out):
+        return False
+    plan.read(out, fetched)
+    return True
+
+
+class ChunkPlan:
+    """What :func:`read_whole_chunks` works out from an array's metadata, once: the
+    chunk files, their codecs and sizes, the checks.  A reader that reads the same
+    array again (a shard every epoch) keeps it: :meth:`read` then only opens, checks
+    and decodes the chunks (about a third of a small array's read was working
+    this out again; docs/benchmarks.md, "beta in a scratch file")."""
+
+    __slots__ = ("array", "shape", "dtype", "kind", "crc", "name", "remote", "chunk_rows", "row_bytes",
+                 "chunk_bytes", "grid", "paths", "missing", "checksums", "fix", "fill_value")
+
+    def __init__(self, **fields):
+        for key, value in fields.items():
+            setattr(self, key, value)
+
+    def fits(self, out: np.ndarray) -> bool:
+        """Whether ``out`` can take the array (its shape and dtype, C-contiguous)."""
+        return out.shape == self.shape and out.dtype == self.dtype and out.flags.c_contiguous
+
+    def read(self, out: np.ndarray, fetched: list | None = None) -> np.ndarray:
+        """Read every chunk into ``out`` (see :func:`read_whole_chunks`; ``out`` fits)."""
+        from numcodecs import blosc
+
+        kind, crc, name, fix = self.kind, self.crc, self.name, self.fix
+        rows, chunk_rows, row_bytes, chunk_bytes = out.shape[0], self.chunk_rows, self.row_bytes, self.chunk_bytes
+        flat = out.reshape(-1).view(np.uint8)
+        if self.remote is not None and fetched is None:
+            fetched = _fetch(self.remote, self.array, self.grid)
+        elif self.remote is None:
+            fetched = None
+        for i, r0 in enumerate(range(0, rows, chunk_rows)):
+            r1 = min(rows, r0 + chunk_rows)
+            dest = flat[r0 * row_bytes:r1 * row_bytes]
+            path = self.paths[i]
+            if fetched is not None:
+                f = fetched[i]
+            else:
+                try:
+                    f = open(path, "rb", buffering=0)
+                except FileNotFoundError:
+                    f = None
+            if f is None:  # never written: all fill value (Zarr's rule)
+                if self.missing == "error":
+                    raise _missing_chunk(path, name, self.grid[i], fix) from None
+                out[r0:r1] = self.fill_value
+                continue
+            if fetched is not None:
+                src, size = memoryview(f), len(f)
+                if kind == "raw" and not crc:
+                    if size != chunk_bytes:
+                        raise ValueError(f"{path}: {size} bytes, expected {chunk_bytes}")
+                    dest[...] = np.frombuffer(src, np.uint8, dest.nbytes)
+                    continue
+            else:
+                with f:
+                    size = os.fstat(f.fileno()).st_size
+                    if kind == "raw" and not crc:
+                        # an edge chunk is stored full size; only its first rows are data
+                        if size != chunk_bytes or f.readinto(dest) != dest.nbytes:
+                            raise ValueError(f"{path}: {size} bytes, expected {chunk_bytes}")
+                        continue
+                    src = _scratch(size)
+                    if f.readinto(src) != size:
+                        raise ValueError(f"{path}: cannot read {size} bytes")
+            if crc:
+                src = _verify(path, name, self.grid[i], src, None if self.checksums is None else self.checksums[i],
+                              fix)
+                size = len(src)
+            if kind == "raw":
+                if size != chunk_bytes:
+                    raise ChecksumError(path, name, _label(self.grid[i]), f"{size} bytes, expected {chunk_bytes}", fix)
+                dest[...] = np.frombuffer(src, np.uint8, dest.nbytes)
+                continue
+            if size < _BLOSC_HEADER:
+                raise ValueError(f"{path}: cannot read {size} bytes")
+            nbytes, cbytes = struct.unpack_from("<I", src, 4)[0], struct.unpack_from("<I", src, 12)[0]
+            if nbytes != chunk_bytes or cbytes != size:
+                raise ValueError(f"{path}: Blosc frame of {nbytes} bytes ({cbytes} compressed, file {size}); "
+                                 f"expected {chunk_bytes}")
+            if r1 - r0 == chunk_rows:
+                blosc.decompress(src, dest)
+            else:  # edge chunk: decode in full, keep the rows inside the array
+                dest[...] = np.frombuffer(blosc.decompress(src), np.uint8, dest.nbytes)
+        return out
+
+
+def plan_whole_chunks(array, directory: str | Path, *, missing: str = "fill",
+                      checksums: Sequence[int] | None = None, fix: str = DEFAULT_FIX) -> ChunkPlan | None:
+    """The :class:`ChunkPlan` of reading ``array`` whole (arguments as for
+    :func:`read_whole_chunks`); ``None`` when its layout or codecs are not covered.
+
+    Raises
+    ------
+    ChecksumError
+        Recorded checksums that do not fit the array (see :func:`read_whole_chunks`).
+    """
     from zarr.core.chunk_grids import RegularChunkGrid
     from zarr.core.metadata import ArrayV3Metadata
 
     md = array.metadata
+    shape, dtype = tuple(array.shape), array.dtype
     if (not isinstance(md, ArrayV3Metadata) or not isinstance(md.chunk_grid, RegularChunkGrid)
-            or out.shape != array.shape or out.dtype != array.dtype or not out.flags.c_contiguous
-            or out.ndim == 0 or out.dtype.hasobject):
-        return False
+            or len(shape) == 0 or dtype.hasobject):
+        return None
     chunk = tuple(md.chunk_grid.chunk_shape)
-    if chunk[1:] != tuple(array.shape[1:]) or (codecs := _codecs(md)) is None:
-        return False
+    if chunk[1:] != shape[1:] or (codecs := _codecs(md)) is None:
+        return None
     kind, crc = codecs
-    from numcodecs import blosc
-
-    rows = out.shape[0]
-    n_chunks = -(-rows // chunk[0])
+    n_chunks = -(-shape[0] // chunk[0])
     _check_args(missing, checksums, n_chunks, array, directory, fix)
     directory, remote = _split(directory)
-    name = os.path.basename(directory)
-    row_bytes = out.dtype.itemsize * math.prod(out.shape[1:])  # (np.prod: 5 us per array read)
-    chunk_bytes = chunk[0] * row_bytes
-    flat = out.reshape(-1).view(np.uint8)
-    grid = [(i,) + (0,) * (out.ndim - 1) for i in range(n_chunks)]
-    if remote is not None and fetched is None:
-        fetched = _fetch(remote, array, grid)
-    elif remote is None:
-        fetched = None
-    for i, r0 in enumerate(range(0, rows, chunk[0])):
-        r1 = min(rows, r0 + chunk[0])
-        dest = flat[r0 * row_bytes:r1 * row_bytes]
-        coords = grid[i]
-        path = os.path.join(directory, md.encode_chunk_key(coords))
-        if fetched is not None:
-            got = fetched[i]
-            f = None if got is None else got
-        else:
-            try:
-                f = open(path, "rb", buffering=0)
-            except FileNotFoundError:
-                f = None
-        if f is None:  # never written: all fill value (Zarr's rule)
-            if missing == "error":
-                raise _missing_chunk(path, name, coords, fix) from None
-            out[r0:r1] = md.fill_value
-            continue
-        if fetched is not None:
-            src, size = memoryview(f), len(f)
-            if kind == "raw" and not crc:
-                if size != chunk_bytes:
-                    raise ValueError(f"{path}: {size} bytes, expected {chunk_bytes}")
-                dest[...] = np.frombuffer(src, np.uint8, dest.nbytes)
-                continue
-        else:
-            with f:
-                size = os.fstat(f.fileno()).st_size
-                if kind == "raw" and not crc:
-                    # an edge chunk is stored full size; only its first rows are data
-                    if size != chunk_bytes or f.readinto(dest) != dest.nbytes:
-                        raise ValueError(f"{path}: {size} bytes, expected {chunk_bytes}")
-                    continue
-                src = _scratch(size)
-                if f.readinto(src) != size:
-                    raise ValueError(f"{path}: cannot read {size} bytes")
-        if crc:
-            src = _verify(path, name, coords, src, None if checksums is None else checksums[i], fix)
-            size = len(src)
-        if kind == "raw":
-            if size != chunk_bytes:
-                raise ChecksumError(path, name, _label(coords), f"{size} bytes, expected {chunk_bytes}", fix)
-            dest[...] = np.frombuffer(src, np.uint8, dest.nbytes)
-            continue
-        if size < _BLOSC_HEADER:
-            raise ValueError(f"{path}: cannot read {size} bytes")
-        nbytes, cbytes = struct.unpack_from("<I", src, 4)[0], struct.unpack_from("<I", src, 12)[0]
-        if nbytes != chunk_bytes or cbytes != size:
-            raise ValueError(f"{path}: Blosc frame of {nbytes} bytes ({cbytes} compressed, file {size}); "
-                             f"expected {chunk_bytes}")
-        if r1 - r0 == chunk[0]:
-            blosc.decompress(src, dest)
-        else:  # edge chunk: decode in full, keep the rows inside the array
-            dest[...] = np.frombuffer(blosc.decompress(src), np.uint8, dest.nbytes)
-    return True
+    row_bytes = dtype.itemsize * math.prod(shape[1:])
+    grid = [(i,) + (0,) * (len(shape) - 1) for i in range(n_chunks)]
+    return ChunkPlan(array=array, shape=shape, dtype=dtype, kind=kind, crc=crc, name=os.path.basename(directory),
+                     remote=remote, chunk_rows=chunk[0], row_bytes=row_bytes, chunk_bytes=chunk[0] * row_bytes,
+                     grid=grid, paths=[os.path.join(directory, md.encode_chunk_key(c)) for c in grid],
+                     missing=missing, checksums=checksums, fix=fix, fill_value=md.fill_value)
 
 
 def _verify_files(array, directory, *, missing: str, checksums, fix: str, fetched=None) -> None:

@@ -66,36 +66,55 @@ def test_truncated_chunk_is_an_error_naming_the_file(tmp_path, rng, compressors)
 
 
 def test_store_reads_use_it(tmp_path, rng, monkeypatch):
-    """The Zarr shard backend and DiskBetas read through it (and give what was written)."""
+    """The Zarr shard backend and DiskBetas read through it (and give what was written);
+    the backend works out each array's plan once and reads it again from the plan."""
     import scipy.sparse as sp
 
     from streamwww.stream import betas as C
     from streamwww.io import _chunks, open_store, write_store
 
-    calls = []
-    real = _chunks.read_whole_chunks
+    calls, planned = [], []
+    real, real_plan = _chunks.read_whole_chunks, _chunks.ChunkPlan.read
 
     def spy(array, directory, out, **kwargs):
         got = real(array, directory, out, **kwargs)
         calls.append(got)
         return got
 
+    def plan_spy(plan, out, fetched=None):
+        planned.append(plan.name)
+        return real_plan(plan, out, fetched)
+
     monkeypatch.setattr(_chunks, "read_whole_chunks", spy)
+    monkeypatch.setattr(_chunks.ChunkPlan, "read", plan_spy)
     import streamwww.io
 
     monkeypatch.setattr(streamwww.io, "read_whole_chunks", spy)  # beta reads call it directly
+    made = []
+    monkeypatch.setattr(_zarr_backend(), "plan_whole_chunks",
+                        lambda *a, **k: made.append(1) or _chunks.plan_whole_chunks(*a, **k))
     X = sp.random(300, 20, density=0.2, format="csr", random_state=1, dtype=np.float32)
     y = rng.integers(0, 3, size=300)
     write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
-    Xr, yr = open_store(tmp_path / "s.zarr").read_shards([0, 1, 2])
-    assert (Xr != X).nnz == 0 and np.array_equal(yr, y)
-    assert len(calls) == 12 and all(calls)  # indices, data, y and indptr of each shard
+    store = open_store(tmp_path / "s.zarr")
+    for _ in range(2):
+        Xr, yr = store.read_shards([0, 1, 2])
+        assert (Xr != X).nnz == 0 and np.array_equal(yr, y)
+    # indices, data, y and indptr of each shard, read twice from plans made once
+    assert sorted(planned) == sorted(["indices", "data", "y", "indptr"] * 6) and len(made) == 12
+    assert calls == []
 
-    calls.clear()
+    planned.clear()
     betas = C.DiskBetas(tmp_path / "ck", 1, [100], 4)
     b = rng.normal(size=(1, 100, 3))
     betas.put(0, b)
-    assert np.array_equal(betas.get(0), b) and calls == [True]
+    assert np.array_equal(betas.get(0), b) and calls == [True] and len(planned) == 1
+
+
+def _zarr_backend():
+    from streamwww.io import _zarr
+
+    return _zarr
 
 
 @pytest.mark.parametrize("blosc", [None, {"cname": "lz4", "clevel": 1, "shuffle": "noshuffle"},
