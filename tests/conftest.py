@@ -73,6 +73,24 @@ class S3Server:
         self._server.start()
 
 
+def no_room_for_scratch(monkeypatch):
+    """No room for scratch files (a full disk): a run's beta beyond the memory budget is
+    then written as a version every epoch, and the rows' norms computed at every read."""
+    import errno
+
+    from streamwww.stream import scratch
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(scratch.ShardScratch, "__init__", full)
+
+
+@pytest.fixture
+def no_scratch_room(monkeypatch):
+    no_room_for_scratch(monkeypatch)
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     pytest.importorskip("s3fs")

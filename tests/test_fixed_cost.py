@@ -17,7 +17,7 @@ from streamwww.checkpoint import CheckpointDir, manifest_checksum
 from streamwww.io import write_store
 from streamwww.stream.betas import DiskBetas
 
-from .conftest import make_classification
+from .conftest import make_classification, no_room_for_scratch
 from .reference import W_from_beta
 
 KW = dict(C=[0.1, 1.0], tol=0.0, max_iter=12, random_state=7, prefetch=2)
@@ -40,7 +40,10 @@ def store(tmp_path, rng):
 def _beta_mode(caplog) -> str:
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("beta (")]
     assert len(lines) == 1, lines
-    return "resident" if "kept in memory" in lines[0] else "disk"
+    modes = [m for m, said in [("memory", "kept in memory"), ("scratch", "kept in a scratch file"),
+                               ("versions", "written to disk every epoch")] if said in lines[0]]
+    assert len(modes) == 1, lines
+    return modes[0]
 
 
 def _on_disk_versions(ck: Path) -> set[str]:
@@ -71,23 +74,37 @@ def _check_invariant(ck: Path, store_path: Path, n_models: int) -> dict:
     return man
 
 
-@pytest.mark.parametrize("budget", ["auto", 90_000])  # all in memory; beta in memory, the store mostly not
-def test_beta_in_memory_gives_the_model_of_beta_on_disk(tmp_path, store, caplog, budget):
-    caplog.set_level(logging.INFO, logger="streamwww.engine.run")
-    kept = sw.train(store, checkpoint_dir=tmp_path / "a", checkpoint_interval=0, memory_budget=budget, **KW)
-    assert _beta_mode(caplog) == "resident"
-    caplog.clear()
-    disk = sw.train(store, checkpoint_dir=tmp_path / "b", checkpoint_interval=0, memory_budget=0, **KW)
-    assert _beta_mode(caplog) == "disk"
-    for a, b in zip(kept, disk):
+def _same_models(runs, reference):
+    for a, b in zip(runs, reference):
         assert a.coef_.tobytes() == b.coef_.tobytes() and a.intercept_.tobytes() == b.intercept_.tobytes()
         assert a.history_ == [dict(h, time=g["time"], wall_time=g["wall_time"])
                               for h, g in zip(b.history_, a.history_)]
+
+
+@pytest.mark.parametrize("budget", ["auto", 90_000])  # all in memory; beta in memory, the store mostly not
+def test_beta_in_memory_gives_the_model_of_beta_on_disk(tmp_path, store, caplog, budget, monkeypatch):
+    """beta in memory, in a scratch file (beyond the budget) and, without room for that
+    file, written as a version every epoch: the same model, history and checkpoint."""
+    caplog.set_level(logging.INFO, logger="streamwww.engine.run")
+    kept = sw.train(store, checkpoint_dir=tmp_path / "a", checkpoint_interval=0, memory_budget=budget, **KW)
+    assert _beta_mode(caplog) == "memory"
+    caplog.clear()
+    scratch = sw.train(store, checkpoint_dir=tmp_path / "b", checkpoint_interval=0, memory_budget=0, **KW)
+    assert _beta_mode(caplog) == "scratch"
+    _same_models(scratch, kept)
+    caplog.clear()
+    no_room_for_scratch(monkeypatch)
+    disk = sw.train(store, checkpoint_dir=tmp_path / "c", checkpoint_interval=0, memory_budget=0, **KW)
+    assert _beta_mode(caplog) == "versions"
+    _same_models(disk, kept)
     # only what the latest and the previous commit name is on disk
-    man = _check_invariant(tmp_path / "a", store, 2)
-    prev = json.loads((tmp_path / "a" / "manifest.prev.json").read_text())
-    assert man["step"] == KW["max_iter"] and prev["step"] == man["step"] - 1
-    assert _on_disk_versions(tmp_path / "a") == _named_versions(man, prev)
+    for ck in (tmp_path / "a", tmp_path / "b"):
+        man = _check_invariant(ck, store, 2)
+        prev = json.loads((ck / "manifest.prev.json").read_text())
+        assert man["step"] == KW["max_iter"] and prev["step"] == man["step"] - 1
+        assert _on_disk_versions(ck) == _named_versions(man, prev)
+        assert not _spares(ck) and sorted(p.name for p in (ck / "beta.zarr").iterdir()
+                                          if not re.fullmatch(r"s\d{6}-v\d{6}", p.name)) == ["zarr.json"]
 
 
 def test_checkpoint_interval_commits_less_and_changes_nothing(tmp_path, store):
@@ -107,9 +124,10 @@ def test_checkpoint_interval_commits_less_and_changes_nothing(tmp_path, store):
         assert a.coef_.tobytes() == b.coef_.tobytes()
 
 
-def test_beta_on_disk_does_not_grow_between_commits(tmp_path, store):
-    """Written every epoch (memory_budget=0) and committed once: only the current version
-    of each shard (and writes in flight) is on disk, whatever the epochs since the commit."""
+def test_beta_on_disk_does_not_grow_between_commits(tmp_path, store, no_scratch_room):
+    """Written every epoch (memory_budget=0, no room for a scratch file) and committed once:
+    only the current version of each shard (and writes in flight) is on disk, whatever the
+    epochs since the commit."""
     ck = tmp_path / "ck"
     counts, spares = [], []
 

@@ -22,7 +22,7 @@ from streamwww.checkpoint import (
 from streamwww.errors import CheckpointError
 from streamwww.io import write_store
 
-from .conftest import kill_after_commits, make_classification
+from .conftest import kill_after_commits, make_classification, no_room_for_scratch
 from .reference import W_from_beta
 from .train_worker import ONE_MODEL, SETTINGS
 
@@ -97,16 +97,22 @@ def test_list_of_C_streamed_equals_single_runs(tmp_path, rng):
         assert m.coef_.tobytes() == single.coef_.tobytes()
 
 
-def _run_worker(store, ck, *options):
+def _run_worker(store, ck, *options, env=None):
     return subprocess.Popen([sys.executable, str(ROOT / "tests" / "train_worker.py"), str(store), str(ck), *options],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=None if env is None else {**os.environ, **env})
 
 
 # A commit at every shard; or at most every 0.05 s (kills between commits), with beta kept in
-# memory (written by commits only) or written every epoch (memory_budget=0); one model read
-# from disk (its objectives late: a checkpoint holds W_e uncertified, a stop rewinds)
-@pytest.mark.parametrize("options", [(), ("0.05", "auto"), ("0.05", "0"), ("0", "0", "0.5")])
+# memory (written by commits only), beyond the budget (memory_budget=0) in a scratch file or,
+# without room for one, written every epoch; one model read from disk (its objectives late: a
+# checkpoint holds W_e uncertified, a stop rewinds)
+@pytest.mark.parametrize("options", [(), ("0.05", "auto"), ("0.05", "0"), ("0.05", "0", "versions"),
+                                     ("0", "0", "0.5")])
 def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, options):
+    env = None
+    if options[-1:] == ("versions",):
+        options, env = options[:-1], {"NO_SCRATCH_ROOM": "1"}
     rng = np.random.default_rng(2024)
     X, y = _data(rng, n=900, d=20, k=6)
     store = tmp_path / "s.zarr"
@@ -124,12 +130,14 @@ def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, op
         except (FileNotFoundError, json.JSONDecodeError):
             return 0
 
-    kills, steps_seen = kill_after_commits(lambda: _run_worker(store, ck, *options), step, rng, tries=4,
+    kills, steps_seen = kill_after_commits(lambda: _run_worker(store, ck, *options, env=env), step, rng, tries=4,
                                            max_delay=0.5 if not options else 0.2)
     assert kills >= 1
-    proc = _run_worker(store, ck, *options)
+    proc = _run_worker(store, ck, *options, env=env)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
+    if options[1:2] == ("0",):
+        assert ("written to disk every epoch" if env else "kept in a scratch file") in err, err
     resumed = sw.resume(ck)  # already finished: changes nothing, returns the models
     resumed = resumed if isinstance(resumed, list) else [resumed]
     assert len(resumed) == len(reference)
@@ -346,8 +354,11 @@ def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mi
                              for h, r_h in zip(g.history, r.history)]
 
 
-def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkeypatch):
-    """No checkpoint needs superseded beta versions: disk use must not grow per epoch."""
+@pytest.mark.parametrize("room", [False, True])
+def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkeypatch, room):
+    """No checkpoint needs superseded beta versions: disk use must not grow per epoch
+    (versions written every epoch: no room for a scratch file); with the scratch file,
+    no version is written at all."""
     import tempfile
 
     X, y = _data(rng)
@@ -355,6 +366,8 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    if not room:
+        no_room_for_scratch(monkeypatch)
     counts, spares = [], []
 
     def cb(info):
@@ -365,16 +378,20 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
     n_shards = 6
     for options, most in [(dict(checkpoint_every=99), n_shards + 2), ({}, 2 * n_shards + 2)]:
         counts.clear()
+        spares.clear()
         sw.train(tmp_path / "s.zarr", C=0.05, random_state=1, tol=0.0, max_iter=6, callback=cb, prefetch=2,
                  memory_budget=0, eval_every=1, **options)  # beta written every epoch (it would fit in memory)
         assert len(counts) == 6
-        # one version per shard, plus at most the writes still in flight (prefetch = 2); with
-        # the objectives late (the default here: one model, a store read from disk) also
-        # the version of the epoch's start, which a stop returns to
-        assert all(c <= most for c in counts) and counts[-1] >= n_shards, counts
-        # and at most one superseded version per shard kept for its next one (engine: no inodes
-        # created or freed per version), in use from the second epoch's writes
-        assert all(c <= n_shards for c in spares) and max(spares) > 0, spares
+        if room:
+            assert counts == spares == [0] * 6, (counts, spares)
+        else:
+            # one version per shard, plus at most the writes still in flight (prefetch = 2); with
+            # the objectives late (the default here: one model, a store read from disk) also
+            # the version of the epoch's start, which a stop returns to
+            assert all(c <= most for c in counts) and counts[-1] >= n_shards, counts
+            # and at most one superseded version per shard kept for its next one (engine: no inodes
+            # created or freed per version), in use from the second epoch's writes
+            assert all(c <= n_shards for c in spares) and max(spares) > 0, spares
         assert not list(scratch.glob("streamwww-beta-*"))  # the temporary folder is removed at the end
 
 

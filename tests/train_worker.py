@@ -3,9 +3,14 @@
     python tests/train_worker.py STORE CHECKPOINT_DIR [CHECKPOINT_INTERVAL [MEMORY_BUDGET [C]]]
 
 A checkpoint at every shard by default (interval 0); an interval in seconds
-commits less often, which must not change the model either.
+commits less often, which must not change the model either. With the environment
+variable ``NO_SCRATCH_ROOM=1`` no scratch file can be made (as on a full disk): a
+``beta`` beyond the memory budget is written as a version every epoch.
 """
 
+import errno
+import logging
+import os
 import sys
 import warnings
 
@@ -19,7 +24,16 @@ ONE_MODEL = dict(checkpoint_every=0, tol=1e-3, max_iter=300)
 
 if __name__ == "__main__":
     warnings.simplefilter("ignore")
+    logging.basicConfig(level=logging.WARNING)  # (stderr; the run's choices below, for the tests to check)
+    logging.getLogger("streamwww.engine.run").setLevel(logging.INFO)
     settings = dict(SETTINGS)
+    if os.environ.get("NO_SCRATCH_ROOM") == "1":
+        from streamwww.stream import scratch
+
+        def full(self, *args, **kwargs):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        scratch.ShardScratch.__init__ = full
     if len(sys.argv) > 3:
         settings["checkpoint_interval"] = float(sys.argv[3])
     if len(sys.argv) > 4:

@@ -170,7 +170,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     # (late, and resumed within an epoch: the rest of that epoch takes its sets from W_sets)
     # (late with sticky sets: each certificate's sets also serve the epochs without objectives after it)
     sticky = cfg.sticky_sets
-    near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows, spill=not getattr(betas, "resident", True)
+    near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows, spill=not getattr(betas, "in_memory", True)
                     ) if shrink and (not late or sticky or (cur.pos > 0 and W_sets is not None)) else None
     # a commit within an epoch, or after one without objectives (sticky sets), holds the W
     # that chose the sets in force (host copy, kept only if needed)

@@ -177,8 +177,12 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         # when a store is read from storage (one read per epoch, not two) and when the backend
         # overlaps the two passes (the CPU, on a second core)
         late = late_allowed(len(Cs), splits, checkpoint_every)
-        resident = _resident_betas(source, len(Cs), budget, copies=3 if late else 2)
+        copies = 3 if late else 2
+        resident = _resident_betas(source, len(Cs), budget, copies=copies)
         kept = _keep_store(stack, source, budget - _beta_bytes(data, len(Cs)) if resident else budget)
+        if source.streamed and not kept and hasattr(data, "spill_norms"):
+            data.spill_norms(True)  # the shards read every epoch: their norms computed once
+            stack.callback(data.spill_norms, False)
         if kept and source.streamed and (data.n_shards == 1 or int(mix_shards) == UNMIXED):
             data.keep_blocks(True)  # the shards' prepared blocks are kept for the run ...
             stack.callback(data.keep_blocks, False)
@@ -196,7 +200,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
         betas, feed = _open_stream(stack, source, cfg, ckpt, manifest, prefetch,
                                    initial=None if warm is None else [warm[1]], resident=resident,
-                                   sync_ahead=float(checkpoint_interval) == 0.0)
+                                   sync_ahead=float(checkpoint_interval) == 0.0, copies=copies)
         cursor, start = _resume_state(ckpt, manifest, W0, cfg, data)
         if warm is not None:
             if ckpt is not None or source.streamed:
@@ -247,14 +251,17 @@ def _resident_betas(source, n_models: int, budget: int, copies: int = 2) -> bool
     commits): when ``copies`` times its size (the current versions, those a commit in
     progress writes, and with late objectives those of the epoch's start) fits the
     memory budget. It comes before the store's shards in the budget: ``beta`` is
-    written every epoch, the shards only read."""
+    written every epoch, the shards only read. (Else it goes to a scratch file of as
+    many copies, :class:`~streamwww.stream.scratch.ShardScratch`, where there is room.)"""
     if not source.streamed:
         return False
-    need = _beta_bytes(source.data, n_models)
-    resident = copies * need <= budget
-    logger.info("beta (%.1f MiB) %s", need / 2**20,
-                "kept in memory, written at checkpoints" if resident else "written to disk every epoch")
-    return resident
+    return copies * _beta_bytes(source.data, n_models) <= budget
+
+
+_BETA_MODES = {"memory": "kept in memory, written at checkpoints",
+               "scratch": "kept in a scratch file (the page cache, not the process's memory), "
+                          "written at checkpoints",
+               "versions": "written to disk every epoch"}
 
 
 def _keep_store(stack: ExitStack, source, budget: int) -> bool:
@@ -304,11 +311,13 @@ def _open_checkpoint(stack: ExitStack, checkpoint_dir, data):
 
 
 def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, prefetch: int, initial=None,
-                 resident: bool = False, sync_ahead: bool = True):
+                 resident: bool = False, sync_ahead: bool = True, copies: int = 2):
     """``beta`` storage and the feed: in RAM and synchronous for arrays without a
     checkpoint; on disk (the checkpoint's, or a scratch directory) with a
     prefetching feed (loader threads) for stores. ``sync_ahead``: a commit follows every
-    epoch, so each version written is fsynced at once (else by the commit that names it)."""
+    epoch, so each version written is fsynced at once (else by the commit that names it).
+    ``beta`` not ``resident`` (beyond the memory budget) goes to a scratch file of ``copies``
+    slots a shard where there is room for it, else a version is written every epoch."""
     data = source.data
     executor = None
     if source.streamed:
@@ -327,8 +336,11 @@ def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, pr
                           max_pending=max(1, prefetch), keep_superseded=ckpt is not None,
                           durable=ckpt is not None and sync_ahead, drop_uncommitted=ckpt is not None,
                           previous_versions=ckpt.previous_versions if ckpt is not None else None,
-                          resident=resident)
+                          resident=resident,
+                          scratch_copies=copies if source.streamed and not resident else 0)
         stack.callback(betas.close)
+        if source.streamed:
+            logger.info("beta (%.1f MiB) %s", _beta_bytes(data, len(cfg.Cs)) / 2**20, _BETA_MODES[betas.mode])
     feed = PrefetchFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
     return betas, feed
 

@@ -12,8 +12,10 @@ Zarr's ``FsspecStore`` with the same checks.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +41,14 @@ _SPARE_PREFIX = "spare-s"  # a superseded version kept for its shard's next one 
 _SPARE = _SPARE_PREFIX + "{:06d}"
 _FIX = "the checkpoint is damaged: resuming falls back to the commit before, or train again"
 
+logger = logging.getLogger(__name__)
+
 
 # Spares (DiskBetas) only where the file system has this many times one version of every
 # shard free: they cost up to one version of every shard, never a full disk.
 SPARE_ROOM = 4
+# A beta scratch file only where the file system has this many times its size free.
+SCRATCH_ROOM = 2
 
 
 def _free_bytes(path) -> int:
@@ -146,6 +152,11 @@ class DiskBetas:
     With ``resident=True`` (the run's betas fit its memory budget) the current
     versions stay in RAM and only those a commit names are written, by the
     commit (:meth:`end_commit`): training between commits does no ``beta`` I/O.
+    With ``scratch_copies=c`` (they do not fit) they are kept so too, but in a
+    :class:`~streamwww.stream.scratch.ShardScratch` file of ``c`` slots a shard, beside
+    the versions (or in the system's temporary directory for a root on an object
+    store); where that file cannot be made (no room for it), versions are written every
+    epoch (:attr:`mode` says which).
     ``root`` is a local directory, or a URL or :class:`~streamwww._location.Location`
     on an object store (picklable: cluster tasks get it as it is).
     """
@@ -154,7 +165,7 @@ class DiskBetas:
                  versions: dict[int, int] | None = None, sums=None, max_pending: int = 2,
                  keep_superseded: bool = True, durable: bool = False,
                  previous_versions: dict[int, int] | None = None, resident: bool = False,
-                 drop_uncommitted: bool = False):
+                 drop_uncommitted: bool = False, scratch_copies: int = 0):
         import zarr
 
         self.location = location(root).child("beta.zarr")
@@ -219,8 +230,11 @@ class DiskBetas:
             self._syncer = ThreadPoolExecutor(1, thread_name_prefix="streamwww-fsync")
         self._syncs: dict[tuple[int, int], Any] = {}
         # resident: shard -> [version, beta, its per-model sum or None] of the current
-        # version, and the version of each shard on disk (a commit writes the others)
-        self.resident = bool(resident)
+        # version (beta: an array, or with a scratch file the index of its slot there),
+        # and the version of each shard on disk (a commit writes the others)
+        self._scratch = self._open_scratch(int(scratch_copies)) if scratch_copies and not resident else None
+        self.resident = bool(resident) or self._scratch is not None
+        self._committing: dict[int, int] = {}  # scratch: shard -> the slot a commit in progress writes
         self._ram: dict[int, list] = {}
         self._written = dict(self.versions)
         # hold() and rewind(): the versions of an epoch's start, kept (on disk or in RAM)
@@ -255,6 +269,55 @@ class DiskBetas:
             self._reuse = _free_bytes(self.root) >= SPARE_ROOM * beta_nbytes(self.n_models, sum(self.shard_rows),
                                                                              self.m + 1)
 
+    def _open_scratch(self, copies: int):
+        """The scratch file for the current versions, or None (no room: versions every epoch)."""
+        from streamwww.stream.scratch import ShardScratch
+
+        where = None if self.remote else self.root
+        need = copies * beta_nbytes(self.n_models, sum(self.shard_rows), self.m + 1)
+        free = _free_bytes(where if where is not None else tempfile.gettempdir())
+        # (the file takes its bytes from the disk the versions use: leave them room too)
+        if free < SCRATCH_ROOM * need:
+            logger.info("beta scratch file (%.1f MiB) not made: %.1f MiB free", need / 2**20, free / 2**20)
+            return None
+        try:
+            return ShardScratch(where, self.shard_rows, self.n_models, self.m, copies)
+        except OSError as exc:
+            logger.info("beta scratch file (%.1f MiB) not made: %s", need / 2**20, exc)
+            return None
+
+    @property
+    def mode(self) -> str:
+        """Where the current versions live between commits: ``"memory"``, ``"scratch"`` (a
+        scratch file) or ``"versions"`` (a version written every epoch)."""
+        return "scratch" if self._scratch is not None else "memory" if self.resident else "versions"
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether the current versions are held in RAM."""
+        return self.mode == "memory"
+
+    def _copy_out(self, s: int, held, out: np.ndarray) -> np.ndarray:
+        """A version held by :meth:`put_group` (an array, or a scratch slot) into ``out``."""
+        if isinstance(held, np.ndarray):
+            out[...] = held
+            return out
+        try:
+            return self._scratch.read(s, held, out)
+        except OSError as exc:  # (the message names the file's directory, the shard and the slot)
+            raise CheckpointError(str(exc)) from None
+
+    def _free_slot(self, s: int) -> int:
+        """A scratch slot of shard ``s`` that neither the held version nor a commit in
+        progress uses (the current version's may be taken: it is being superseded; its
+        copy there is done, :meth:`_put_scratch` waits for it)."""
+        held = self._held_ram.get(s)
+        busy = {held[1] if held is not None else None, self._committing.get(s)}
+        for c in range(self._scratch.copies):
+            if c not in busy:
+                return c
+        raise RuntimeError(f"beta scratch: no free slot for shard {s} ({self._scratch.copies} a shard)")
+
     def read(self, s: int, v: int, out: np.ndarray | None = None) -> np.ndarray:
         """Version ``v`` of shard ``s``'s ``beta`` (version 0: zeros), into ``out`` if given
         (a float64 view of shape ``(n_models, rows, k-1)``, e.g. a slice of a group's beta)."""
@@ -271,7 +334,9 @@ class DiskBetas:
             # memory: no wait for the write, no disk read. A version not in the
             # outbox has been written completely (the entry leaves after the write).
             ram = self._ram.get(s)
-            pending = ram[1] if ram is not None and ram[0] == v else self._outbox.get((s, v))
+            pending = self._outbox.get((s, v))
+            if ram is not None and ram[0] == v and pending is None:
+                return self._copy_out(s, ram[1], out)
             if pending is not None:
                 out[...] = pending
                 return out
@@ -609,6 +674,9 @@ class DiskBetas:
     def put_group(self, items) -> None:
         """Store new versions of several shards' ``beta``: ``items`` of ``(shard, beta)``,
         written by one background task (one scheduler round trip per group)."""
+        if self._scratch is not None:
+            self._put_scratch(items)
+            return
         if self.resident:
             with self._lock:
                 for s, beta in items:
@@ -639,6 +707,46 @@ class DiskBetas:
         fut = self.executor.submit(self._write_queued, tuple(keys))
         for s, _ in keys:
             self._pending.setdefault(s, []).append(fut)
+
+    def _put_scratch(self, items) -> None:
+        """:meth:`put_group` with a scratch file: each version takes a free slot of its shard,
+        and is copied there, with its sum made (as :meth:`_store` makes it), by a background
+        task on the loader; until then readers copy it from the outbox."""
+        if self.executor is not None:
+            self._reap()
+            self._settle([s for s, _ in items if s in self._pending])  # (a shard's last put: long done)
+            while sum(map(len, self._pending.values())) >= max(self.max_pending, len(items)):
+                self._settle([next(iter(self._pending))])
+                self._reap()
+        entries = []
+        with self._lock:
+            for s, beta in items:
+                v = self.versions[s] + 1
+                self.versions[s] = v
+                entry = self._ram[s] = [v, self._free_slot(s), None]
+                self._outbox[(s, v)] = beta
+                entries.append((s, entry))
+        if self.executor is None:
+            self._write_slots(entries)
+            return
+        fut = self.executor.submit(self._write_slots, tuple(entries))
+        for s, _ in entries:
+            self._pending.setdefault(s, []).append(fut)
+
+    def _write_slots(self, entries) -> None:
+        """Copy queued versions to their scratch slots (no reader reads a slot while its
+        version is in the outbox; no put takes a slot whose write is pending)."""
+        for s, entry in entries:
+            v, slot = entry[0], entry[1]
+            beta = self._outbox[(s, v)]
+            total = beta.sum(axis=(1, 2))
+            try:  # (a failure leaves it in the outbox: reads stay right until the error is raised
+                self._scratch.write(s, slot, beta)  # where the write is waited for)
+            except OSError as exc:
+                raise CheckpointError(str(exc)) from None
+            entry[2] = total
+            with self._lock:
+                del self._outbox[(s, v)]
 
     def _store(self, s: int, v: int, beta: np.ndarray) -> None:
         """Write version ``v`` of shard ``s`` and record its sum (on the loader when queued)."""
@@ -673,6 +781,8 @@ class DiskBetas:
         if self.resident:
             ram = self._ram.get(s)
             if ram is not None and ram[0] == self.versions[s]:
+                if ram[2] is None and self._scratch is not None:
+                    self._settle([s])  # its background write makes it
                 if ram[2] is None:  # as _store computes it, from the array that was put
                     ram[2] = ram[1].sum(axis=(1, 2))
                 return ram[2][models]
@@ -697,7 +807,11 @@ class DiskBetas:
             with self._lock:
                 keys = sorted((s, v) for s, v in self.versions.items() if self._written.get(s) != v)
                 arrays = {(s, v): self._ram[s] for s, v in keys}
-            return BetaCommit(dict(self.versions), keys, [], arrays)
+                if self._scratch is not None:  # their slots stay as they are until end_commit
+                    self._committing = {s: ram[1] for (s, _), ram in arrays.items()}
+            # (scratch: end_commit reads a version once its copy to the file is done)
+            futures = list({id(f): f for s, _ in keys for f in self._pending.get(s, ())}.values())
+            return BetaCommit(dict(self.versions), keys, futures, arrays)
         keys = sorted(self._dirty)
         self._dirty = set()
         shards = {s for s, _ in keys}
@@ -710,13 +824,23 @@ class DiskBetas:
         """Wait for the writes of ``plan``, fsync the versions it names; return the manifest's
         ``beta`` entry (versions and sums)."""
         _wait(plan.futures)
-        for (s, v), ram in (plan.arrays or {}).items():  # resident: written now, by the commit
-            total = ram[2] if ram[2] is not None else ram[1].sum(axis=(1, 2))
+        try:
+            for (s, v), ram in (plan.arrays or {}).items():  # resident: written now, by the commit
+                total = ram[2] if ram[2] is not None else ram[1].sum(axis=(1, 2))
+                with self._lock:
+                    self._version_sums[s][v] = total
+                beta = ram[1]
+                if not isinstance(beta, np.ndarray):  # its scratch slot, kept for this commit
+                    beta = self._copy_out(s, beta, buffers.empty((self.n_models, self.shard_rows[s], self.m),
+                                                                 np.float64))
+                self._write(s, v, beta)
+                beta = None
+                with self._lock:
+                    self._written[s] = v
+                    self._committing.pop(s, None)
+        finally:
             with self._lock:
-                self._version_sums[s][v] = total
-            self._write(s, v, ram[1])
-            with self._lock:
-                self._written[s] = v
+                self._committing = {}
         with self._lock:
             syncs = {key: self._syncs.pop(key) for key in plan.keys if key in self._syncs}
         for s, v in plan.keys:
@@ -754,6 +878,12 @@ class DiskBetas:
         if self._syncer is not None:
             self._syncer.shutdown(wait=True)
             self._syncer = None
+        if self._scratch is not None:
+            for fut in [f for futs in self._pending.values() for f in futs]:
+                if not fut.cancel():  # (closing: a copy not started is not needed)
+                    fut.exception()
+            self._pending = {}
+            self._scratch.close()
         with self._lock:
             self._reuse, spares, self._spares = False, sorted(self._spares), set()
             self._own_spares = set()
