@@ -11,13 +11,14 @@ process per run:
 - *store + checkpoints*: the same with a checkpoint directory (defaults: a commit at most every
   60 s and at the end);
 - *store > budget*: ``memory_budget=0`` with a checkpoint directory, committed every epoch
-  (``checkpoint_interval=0``): every shard and ``beta`` read from disk every time, beta written
-  every epoch, as a store larger than memory is trained;
+  (``checkpoint_interval=0``): every shard read from disk every time and every shard's ``beta``
+  written by every commit;
 - *store > budget, dynamic malloc*: the same with ``STREAMWWW_RELEASE_MEMORY=0`` (glibc's
   dynamic thresholds: freed shard buffers stay resident, later ones reuse their pages);
 - *store > budget, default commits*: ``memory_budget=0`` with a checkpoint directory and its
   default commit interval (at most one a minute, and at the end): every shard read from disk
-  and ``beta`` written and read every epoch, as above, without a commit after each epoch.
+  every epoch, without a commit after each epoch; ``beta`` between commits in a scratch file
+  (docs/TRAINING.md), written and read every epoch (as versions, before f6922d9).
 
 Reported: the ``train`` call's wall time per epoch (start-up of the run, first epoch, objective
 passes, commits included), median of ``--repeats``, and its ratio to the in-memory run; the
@@ -258,10 +259,11 @@ def run_tax(args, work: str, trees: dict) -> str:
              "code's runs also paired with the first code's. All runs of a store with one code gave the bitwise-same model. *store*: default "
              "memory budget, no "
              "checkpoint directory; *+ checkpoints*: a checkpoint directory with the defaults; *> budget*: "
-             "`memory_budget=0` and a commit every epoch (every shard and beta read from disk every epoch, "
-             "beta written every epoch); *dynamic malloc*: the same with `STREAMWWW_RELEASE_MEMORY=0`; "
-             "*default commits*: `memory_budget=0` with the default commit interval (every shard read and "
-             "every `beta` written and read every epoch, no commit after each epoch). "
+             "`memory_budget=0` and a commit every epoch (every shard read from disk every epoch, every "
+             "shard's beta written by every commit); *dynamic malloc*: the same with `STREAMWWW_RELEASE_MEMORY=0`; "
+             "*default commits*: `memory_budget=0` with the default commit interval (every shard read from "
+             "disk every epoch, no commit after each epoch; beta between commits in a scratch file, since "
+             "f6922d9, written and read every epoch as versions before). "
              "CPU and page faults: the process's user and system CPU time and minor page faults per epoch "
              "during the call (`getrusage`; the second core's threads included).", "",
              "| shard rows | shards | code | run | ms per epoch | vs memory | vs memory, paired [range] "

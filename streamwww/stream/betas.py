@@ -3,7 +3,10 @@
 :class:`InMemoryBetas` keeps them in RAM (in-memory data); :class:`DiskBetas`
 keeps one Zarr v3 array per shard and version under ``<root>/beta.zarr``,
 written in the background, so that a checkpoint (:mod:`streamwww.checkpoint`)
-can name a consistent set of versions while training goes on. The root may be on
+can name a consistent set of versions while training goes on. Between commits
+the current versions stay in RAM when they fit the memory budget, else in a
+scratch file (:mod:`streamwww.stream.scratch`), and only commits write versions;
+without room for that file a version is written every epoch. The root may be on
 an object store (a URL or a remote :class:`~streamwww._location.Location`): each
 version is then encoded by Zarr in memory and its objects created with
 create-only PUTs (:func:`~streamwww._location.write_once`), and read back through
