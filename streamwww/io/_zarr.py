@@ -157,6 +157,7 @@ class ZarrBackend(ShardBackend):
             arrays = {**(arrays or {}), **opened}
             if handles is not None:
                 handles[i] = arrays
+        # (the handles dict is this backend's: the shard's plans sit beside its arrays, by name)
         plans = handles.setdefault((i, "plans"), {}) if handles is not None else {}
         where = root.child(self.shard_relpath(i))
         # version 2: every chunk was written and its crc32c recorded
