@@ -258,9 +258,8 @@ def _resident_betas(source, n_models: int, budget: int, copies: int = 2) -> bool
     return copies * _beta_bytes(source.data, n_models) <= budget
 
 
-_BETA_MODES = {"memory": "kept in memory, written at checkpoints",
-               "scratch": "kept in a scratch file (the page cache, not the process's memory), "
-                          "written at checkpoints",
+_BETA_MODES = {"memory": "kept in memory",
+               "scratch": "kept in a scratch file (the page cache, not the process's memory)",
                "versions": "written to disk every epoch"}
 
 
@@ -340,7 +339,9 @@ def _open_stream(stack: ExitStack, source, cfg: SolverConfig, ckpt, manifest, pr
                           scratch_copies=copies if source.streamed and not resident else 0)
         stack.callback(betas.close)
         if source.streamed:
-            logger.info("beta (%.1f MiB) %s", _beta_bytes(data, len(cfg.Cs)) / 2**20, _BETA_MODES[betas.mode])
+            logger.info("beta (%.1f MiB) %s%s", _beta_bytes(data, len(cfg.Cs)) / 2**20, _BETA_MODES[betas.mode],
+                        "" if betas.mode == "versions" else
+                        ", written at checkpoints" if ckpt is not None else " (no checkpoint directory: never written)")
     feed = PrefetchFeed(data, betas, cfg.bias, executor, prefetch) if executor else SyncFeed(data, betas, cfg.bias)
     return betas, feed
 
