@@ -60,6 +60,14 @@ def test_no_room_is_found_when_the_file_is_made(tmp_path, monkeypatch):
     f.write(0, 1, a)
     assert np.array_equal(f.read(0, 1, np.empty_like(a)), a)
     f.close()
+    monkeypatch.delattr("os.posix_fallocate")  # a system without it (macOS): the same
+    f = ShardScratch(tmp_path, [10], 1, 3, 2)
+    f.write(0, 0, a)
+    assert np.array_equal(f.read(0, 0, np.empty_like(a)), a)
+    f.close()
+    monkeypatch.delattr("os.preadv")  # none of it (Windows): not made, the caller does without
+    with pytest.raises(OSError, match="not available"):
+        ShardScratch(tmp_path, [10], 1, 3, 2)
 
 
 def _betas(tmp_path, copies=3, **kw):

@@ -18,8 +18,8 @@ shards (8 bytes a row), computed at every read of a shard not kept in memory, ar
 the same way (:meth:`streamwww.stream.sources.StoreData.spill_norms`).
 
 The file has no name (``tempfile.TemporaryFile``: a killed run leaves nothing behind)
-and its blocks are reserved when it is made (``posix_fallocate``), so a full disk is
-found before training starts, never by a write in the middle of an epoch: the caller
+and its blocks are reserved when it is made (``posix_fallocate``, where the system has it),
+so a full disk is found before training starts, never by a write in the middle of an epoch: the caller
 then goes on without it.  No checksum: the bytes never outlive the process (as the
 shrinking sets' spill file, :mod:`streamwww.engine.shrink`).
 """
@@ -56,6 +56,8 @@ class ShardScratch:
     """
 
     def __init__(self, directory, shard_rows, n_models: int, m: int, copies: int):
+        if not (hasattr(os, "pwrite") and hasattr(os, "preadv")):  # (Windows: the caller does without)
+            raise OSError(errno.ENOTSUP, "positioned reads and writes (pwrite, preadv) are not available here")
         self.n_models, self.m, self.copies = int(n_models), int(m), int(copies)
         self.shard_rows = [int(r) for r in shard_rows]
         row_bytes = 8 * self.n_models * self.m
@@ -78,11 +80,14 @@ class ShardScratch:
             return
         try:
             os.posix_fallocate(fd, 0, nbytes)
+            return
+        except AttributeError:  # (macOS has no posix_fallocate)
+            pass
         except OSError as exc:
-            # a file system without fallocate: a sparse file (the caller checked the free space)
             if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                 raise
-            os.ftruncate(fd, nbytes)
+        # a file system (or system) without fallocate: a sparse file (the caller checked the free space)
+        os.ftruncate(fd, nbytes)
 
     def _offset(self, s: int, c: int) -> int:
         if not 0 <= c < self.copies:
