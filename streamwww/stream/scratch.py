@@ -18,10 +18,10 @@ shards (8 bytes a row), computed at every read of a shard not kept in memory, ar
 the same way (:meth:`streamwww.stream.sources.StoreData.spill_norms`).
 
 The file has no name (``tempfile.TemporaryFile``: a killed run leaves nothing behind)
-and its blocks are reserved when it is made (``posix_fallocate``, where the system has it),
-so a full disk is found before training starts, never by a write in the middle of an epoch: the caller
-then goes on without it.  No checksum: the bytes never outlive the process (as the
-shrinking sets' spill file, :mod:`streamwww.engine.shrink`).
+and its blocks are reserved when it is made (``posix_fallocate``, where the system has
+it), so a full disk is found before training starts, never by a write in the middle of
+an epoch: the caller then goes on without it.  No checksum: the bytes never outlive the
+process (as the shrinking sets' spill file, :mod:`streamwww.engine.shrink`).
 """
 
 from __future__ import annotations
