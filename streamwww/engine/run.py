@@ -180,7 +180,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         copies = 3 if late else 2
         resident = _resident_betas(source, len(Cs), budget, copies=copies)
         kept = _keep_store(stack, source, budget - _beta_bytes(data, len(Cs)) if resident else budget)
-        if source.streamed and not kept and hasattr(data, "spill_norms"):
+        if source.streamed and not kept:
             data.spill_norms(True)  # the shards read every epoch: their norms computed once
             stack.callback(data.spill_norms, False)
         if kept and source.streamed and (data.n_shards == 1 or int(mix_shards) == UNMIXED):

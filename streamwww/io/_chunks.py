@@ -50,8 +50,10 @@ import struct
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -238,19 +240,31 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing:
     return True
 
 
+@dataclass(frozen=True, slots=True)
 class ChunkPlan:
     """What :func:`read_whole_chunks` works out from an array's metadata, once: the
     chunk files, their codecs and sizes, the checks.  A reader that reads the same
     array again (a shard every epoch) keeps it: :meth:`read` then only opens, checks
-    and decodes the chunks (about a third of a small array's read was working
-    this out again; docs/benchmarks.md, "beta in a scratch file")."""
+    and decodes the chunks (working it out again was about 66 us an array, a fifth of
+    the CPU of reading a 5,000-row shard of the tax benchmark's store; docs/benchmarks.md,
+    "beta in a scratch file")."""
 
-    __slots__ = ("array", "shape", "dtype", "kind", "crc", "name", "remote", "chunk_rows", "row_bytes",
-                 "chunk_bytes", "grid", "paths", "missing", "checksums", "fix", "fill_value")
-
-    def __init__(self, **fields):
-        for key, value in fields.items():
-            setattr(self, key, value)
+    array: Any  # the zarr.Array (its chunks fetched from an object store through it)
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    kind: str  # "raw" or "blosc"
+    crc: bool  # a crc32c trailer on every chunk
+    name: str  # the array's name, for messages
+    remote: Location | None
+    chunk_rows: int
+    row_bytes: int
+    chunk_bytes: int
+    grid: list
+    paths: list
+    missing: str
+    checksums: Sequence[int] | None
+    fix: str
+    fill_value: Any
 
     def fits(self, out: np.ndarray) -> bool:
         """Whether ``out`` can take the array (its shape and dtype, C-contiguous)."""

@@ -168,27 +168,27 @@ class ZarrBackend(ShardBackend):
 
         def plan_of(name):
             plan = plans.get(name)
-            sums = None if checksums is None else checksums[name]
             # (False: a layout the plan does not cover, read through Zarr)
-            if plan is None or (plan and plan.checksums is not sums):
+            if plan is None or (plan and plan.checksums is not sums_of(name)):
                 plan = plans[name] = plan_whole_chunks(arrays[name], where.child(name), missing=missing,
-                                                       checksums=sums, fix=DAMAGED_FIX) or False
+                                                       checksums=sums_of(name), fix=DAMAGED_FIX) or False
             return plan
 
-        def read(name, target):
-            plan = plan_of(name)
-            if plan and plan.fits(target):
-                return plan.read(target, fetched.get(name))
-            sums = None if checksums is None else checksums[name]
-            return read_into(arrays[name], where.child(name), target, missing=missing,
-                             checksums=sums, fix=DAMAGED_FIX, fetched=fetched.get(name))
+        def sums_of(name):
+            return None if checksums is None else checksums[name]
 
-        for name, target in out.items():
-            plan = plan_of(name)
+        def read(name, target, plan):
             stored = plan or arrays[name]
             check_fits(name, stored.shape, stored.dtype, target)
-            read(name, target)  # no stacking copy, see _chunks
+            if plan and plan.fits(target):
+                return plan.read(target, fetched.get(name))  # no stacking copy, see _chunks
+            return read_into(arrays[name], where.child(name), target, missing=missing,
+                             checksums=sums_of(name), fix=DAMAGED_FIX, fetched=fetched.get(name))
+
+        for name, target in out.items():
+            read(name, target, plan_of(name))
         if not sparse:
             return None
-        ptr = plan_of("indptr") or arrays["indptr"]
-        return read("indptr", np.empty(ptr.shape, dtype=ptr.dtype))
+        plan = plan_of("indptr")
+        ptr = plan or arrays["indptr"]
+        return read("indptr", np.empty(ptr.shape, dtype=ptr.dtype), plan)

@@ -696,19 +696,26 @@ class DiskBetas:
             for (s, v), (_, beta) in zip(keys, items):
                 self._store(s, v, beta)
             return
-        # Bound the memory held by earlier writes still in flight (max_pending shards,
-        # or one group if larger), and forget finished writes at once: a live future
-        # keeps its task alive.
-        self._reap()
-        while sum(map(len, self._pending.values())) >= max(self.max_pending, len(keys)):
-            self._settle([next(iter(self._pending))])
-            self._reap()
+        self._make_room(len(keys))
         # Readers of (s, v) take it from the outbox until its write is complete.
         with self._lock:
             for key, (_, beta) in zip(keys, items):
                 self._outbox[key] = beta
-        fut = self.executor.submit(self._write_queued, tuple(keys))
-        for s, _ in keys:
+        self._queue(self._write_queued, tuple(keys), [s for s, _ in keys])
+
+    def _make_room(self, n: int) -> None:
+        """Bound the memory held by earlier writes still in flight (``max_pending`` shards,
+        or ``n``, one group, if larger), and forget finished writes at once: a live future
+        keeps its task alive."""
+        self._reap()
+        while sum(map(len, self._pending.values())) >= max(self.max_pending, n):
+            self._settle([next(iter(self._pending))])
+            self._reap()
+
+    def _queue(self, write, args, shards) -> None:
+        """``write(args)`` on the loader, pending for each of ``shards`` until done."""
+        fut = self.executor.submit(write, args)
+        for s in shards:
             self._pending.setdefault(s, []).append(fut)
 
     def _put_scratch(self, items) -> None:
@@ -716,11 +723,9 @@ class DiskBetas:
         and is copied there, with its sum made (as :meth:`_store` makes it), by a background
         task on the loader; until then readers copy it from the outbox."""
         if self.executor is not None:
-            self._reap()
-            self._settle([s for s, _ in items if s in self._pending])  # (a shard's last put: long done)
-            while sum(map(len, self._pending.values())) >= max(self.max_pending, len(items)):
-                self._settle([next(iter(self._pending))])
-                self._reap()
+            # (a shard's previous copy, an epoch old, is done before its slot may be taken again)
+            self._settle([s for s, _ in items if s in self._pending])
+            self._make_room(len(items))
         entries = []
         with self._lock:
             for s, beta in items:
@@ -731,10 +736,8 @@ class DiskBetas:
                 entries.append((s, entry))
         if self.executor is None:
             self._write_slots(entries)
-            return
-        fut = self.executor.submit(self._write_slots, tuple(entries))
-        for s, _ in entries:
-            self._pending.setdefault(s, []).append(fut)
+        else:
+            self._queue(self._write_slots, tuple(entries), [s for s, _ in entries])
 
     def _write_slots(self, entries) -> None:
         """Copy queued versions to their scratch slots (no reader reads a slot while its

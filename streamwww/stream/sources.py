@@ -90,10 +90,9 @@ class StoreData:
         self.n_classes = int(len(store.classes))
         self.class_weights = class_weights  # per class index, or None
         self._blocks: dict | None = None  # keep_blocks: (shard, bias) -> its prepared Block
-        # spill_norms: the scratch file of the rows' norms, their bias, the shards written to it
+        # spill_norms: the scratch file of the rows' norms; shard -> the norms its slot holds
         self._norms = None
-        self._norms_bias: float | None = None
-        self._norms_done: set[int] = set()
+        self._norms_in: dict[int, str] = {}
 
     @property
     def n_rows(self) -> int:
@@ -120,7 +119,7 @@ class StoreData:
         if self._norms is not None:
             self._norms.close()
             self._norms = None
-        self._norms_done = set()
+        self._norms_in = {}
         if not keep:
             return
         from streamwww.stream.scratch import ShardScratch
@@ -130,35 +129,27 @@ class StoreData:
         except OSError:
             self._norms = None
 
-    def _spilled_norms(self, ids: list[int], bias: float, n: int) -> np.ndarray | None:
-        """The stacked norms of ``ids`` from the scratch file (None: not all there)."""
-        if self._norms is None or self._norms_bias != bias or not self._norms_done.issuperset(ids):
+    def _known_norms(self, i: int, name: str) -> np.ndarray | None:
+        """Shard ``i``'s row norms ``name`` if they were kept: with its decoded arrays (a
+        store that fits), or in the norms' scratch file (:meth:`spill_norms`); else None."""
+        kept = self.store.kept_array(i, name)
+        if kept is not None or self._norms is None or self._norms_in.get(i) != name:
+            return kept
+        try:
+            return self._norms.read(i, 0, buffers.empty((1, int(self.shard_rows[i]), 1), np.float64)).reshape(-1)
+        except OSError:  # (a cache: computed again from the rows)
             return None
-        sq = buffers.empty(n, np.float64)
-        lo = 0
-        for i in ids:
-            hi = lo + int(self.shard_rows[i])
-            try:
-                self._norms.read(i, 0, sq[lo:hi].reshape(1, hi - lo, 1))
-            except OSError:  # (a cache: computed again from the rows)
-                return None
-            lo = hi
-        return sq
 
-    def _spill(self, ids: list[int], bias: float, sq: np.ndarray) -> None:
-        if self._norms is None:
+    def _keep_norms(self, i: int, name: str, sq: np.ndarray) -> None:
+        """Keep shard ``i``'s row norms where :meth:`_known_norms` finds them."""
+        self.store.keep_array(i, name, sq)  # (nothing unless the store keeps the shard)
+        if self._norms is None or self._norms_in.get(i) == name:
             return
-        if self._norms_bias != bias:
-            self._norms_bias, self._norms_done = bias, set()
-        bounds = np.cumsum([0] + [int(self.shard_rows[i]) for i in ids])
-        for i, lo, hi in zip(ids, bounds[:-1], bounds[1:]):
-            if i in self._norms_done:
-                continue
-            try:
-                self._norms.write(i, 0, sq[lo:hi].reshape(1, hi - lo, 1))
-            except OSError:  # (a cache: this shard's are computed at every read)
-                continue
-            self._norms_done.add(i)  # (after the write: a reader on another loader thread sees it complete)
+        try:
+            self._norms.write(i, 0, sq.reshape(1, -1, 1))
+        except OSError:  # (a cache: this shard's are computed at every read)
+            return
+        self._norms_in[i] = name  # (after the write: a reader on another loader thread sees it complete)
 
     def has_block(self, shards, bias: float) -> bool:
         """Is ``shards``' block kept (:meth:`keep_blocks`)?"""
@@ -194,30 +185,28 @@ class StoreData:
         if self.folds is not None:
             n_splits = self.folds[0]
             trains = np.concatenate([train_bits(f, n_splits) for f in self.shard_folds(ids, y)])
-        # the row norms of shards the store keeps decoded are kept with them: a store that
-        # fits computes them once, not every epoch (or cluster round) for each new group
+        # each shard's row norms are computed once where they can be kept: with its decoded
+        # arrays (a store that fits: not every epoch, or cluster round, for each new group),
+        # or in a scratch file (a store read from storage every epoch)
         name = f"sqnorms:{float(bias)!r}"
-        kept = [self.store.kept_array(i, name) for i in ids]
-        if all(k is not None for k in kept):  # (one shard's are lent as its arrays are)
-            sq = kept[0] if len(kept) == 1 else np.concatenate(kept, out=buffers.empty(len(y), np.float64))
-            return make_block(X, y, bias, w, trains, sqnorms=sq)
-        sq = self._spilled_norms(ids, float(bias), len(y))
-        if sq is not None:
+        known = [self._known_norms(i, name) for i in ids]
+        if all(k is not None for k in known):  # (one shard's kept ones are lent as its arrays are)
+            sq = known[0] if len(known) == 1 else np.concatenate(known, out=buffers.empty(len(y), np.float64))
             return make_block(X, y, bias, w, trains, sqnorms=sq)
         block = make_block(X, y, bias, w, trains)
-        self._spill(ids, float(bias), block.sqnorms)
-        lo = 0
-        for i in ids:
-            hi = lo + int(self.shard_rows[i])
-            self.store.keep_array(i, name, block.sqnorms[lo:hi])
-            lo = hi
+        for i, lo, hi in self._row_ranges(ids):
+            self._keep_norms(i, name, block.sqnorms[lo:hi])
         return block
+
+    def _row_ranges(self, ids):
+        """``(shard, first row, end row)`` of each of ``ids`` in their stacked rows."""
+        bounds = np.cumsum([0] + [int(self.shard_rows[i]) for i in ids])
+        return zip(ids, bounds[:-1], bounds[1:])
 
     def shard_folds(self, ids, y) -> list[np.ndarray]:
         """The cross-validation fold of each row of shards ``ids`` (``y``: their stacked labels)."""
         n_splits, seed = self.folds
-        bounds = np.cumsum([0] + [int(self.shard_rows[i]) for i in ids])
-        return [shard_folds(y[a:b], i, n_splits, seed) for i, a, b in zip(ids, bounds[:-1], bounds[1:])]
+        return [shard_folds(y[a:b], i, n_splits, seed) for i, a, b in self._row_ranges(ids)]
 
 
 class ArraySource:
