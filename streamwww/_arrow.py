@@ -7,8 +7,9 @@ whether their argument is a pandas object, which imports pandas wherever it is i
 import is 0.25 s of a Parquet ``convert`` and 0.39 s (with ``pyarrow.dataset``) of a
 ``train`` of a Parquet store on the machine of docs/benchmarks.md, a fifth to a quarter of a small
 file's command. Numbers and offsets move through Arrow's buffers here instead (zero-copy,
-both ways); what these functions do not cover (booleans, strings, nulls) goes through
-pyarrow's own conversion.
+both ways), and strings (a class label column of predictions) are encoded into Arrow's
+offsets and bytes here; what these functions do not cover (booleans, nulls, objects that
+are not all strings) goes through pyarrow's own conversion.
 """
 
 from __future__ import annotations
@@ -21,12 +22,32 @@ __all__ = ["from_numpy", "to_numpy", "column_to_numpy"]
 
 def from_numpy(a: np.ndarray) -> pa.Array:
     """A 1-D NumPy array as an Arrow array, sharing its memory (a contiguous copy first
-    where ``a`` is strided)."""
+    where ``a`` is strided); strings (NumPy's ``str`` or an object array of ``str``) as
+    Arrow's ``string`` (``large_string`` past 2 GiB of text)."""
     a = np.asarray(a)
+    if a.ndim == 1 and a.dtype.kind in "UO":
+        strings = _strings(a)
+        if strings is not None:
+            return strings
     if a.ndim != 1 or a.dtype.kind not in "iuf":
-        return pa.array(a)  # Arrow packs booleans in bits; strings and the rest: pyarrow's rules
+        return pa.array(a)  # Arrow packs booleans in bits; the rest: pyarrow's rules
     a = np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("="))  # Arrow's buffers are native
     return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])
+
+
+def _strings(a: np.ndarray) -> pa.Array | None:
+    """``a``'s strings UTF-8 encoded into one buffer with their offsets; None where an
+    object array holds anything but ``str`` (None, bytes, numbers: pyarrow's rules)."""
+    items = a.tolist()
+    if a.dtype.kind == "O" and not all(type(s) is str for s in items):
+        return None
+    encoded = [s.encode() for s in items]
+    ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
+    large = len(encoded) > 0 and ends[-1] > np.iinfo(np.int32).max
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64 if large else np.int32)
+    offsets[1:] = ends
+    return pa.Array.from_buffers(pa.large_string() if large else pa.string(), len(encoded),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
 
 
 def to_numpy(arr: pa.Array) -> np.ndarray:

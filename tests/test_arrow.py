@@ -36,9 +36,21 @@ def test_strided_and_byte_swapped_inputs_are_converted_by_value():
     assert to_numpy(from_numpy(swapped)).tolist() == [0, 1, 2]
 
 
+@pytest.mark.parametrize("dtype", [str, object])
+def test_strings_are_encoded_as_arrow_does(dtype):
+    words = ["a", "", "bc", "h\u00e9llo", "\u6f22\u5b57", "x" * 300]
+    arr = from_numpy(np.array(words, dtype=dtype))
+    assert arr.type == pa.string() and arr.to_pylist() == words
+    assert arr.equals(pa.array(words))  # the same offsets and bytes as pyarrow's own conversion
+    arr.validate(full=True)
+    empty = from_numpy(np.array([], dtype=dtype))
+    assert len(empty) == 0 and empty.type == pa.string()  # (pyarrow's own: null for an empty object array)
+
+
 def test_what_is_not_a_plain_number_array_goes_through_pyarrow():
     assert from_numpy(np.array([True, False])).type == pa.bool_()
-    assert from_numpy(np.array(["a", "bc"])).to_pylist() == ["a", "bc"]
+    assert from_numpy(np.array(["a", None], dtype=object)).to_pylist() == ["a", None]
+    assert from_numpy(np.array([b"a", b"bc"], dtype=object)).type == pa.binary()
     with_nulls = pa.array([1.0, None, 3.0])
     assert np.isnan(to_numpy(with_nulls)[1])
 
@@ -70,6 +82,8 @@ def test_parquet_stores_are_written_and_read_without_importing_pandas(tmp_path):
         from streamwww.predict import _write_part
         Path({str(tmp_path / "p")!r}).mkdir()
         _write_part(Path({str(tmp_path / "p")!r}), 0, np.ones((3, 2)), np.array([1.0, 2.0]), True, "parquet")
+        _write_part(Path({str(tmp_path / "p")!r}), 1, np.array(["cat", "dog", "cat"]), np.array(["cat", "dog"]),
+                    False, "parquet")
         print(X.shape, sorted(m for m in ("pandas", "pyarrow.dataset") if m in sys.modules))
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
@@ -78,3 +92,4 @@ def test_parquet_stores_are_written_and_read_without_importing_pandas(tmp_path):
     import pyarrow.parquet as pq
 
     assert pq.read_table(tmp_path / "p" / "part-00000.parquet").column_names == ["score_1", "score_2"]
+    assert pq.read_table(tmp_path / "p" / "part-00001.parquet")["label"].to_pylist() == ["cat", "dog", "cat"]
