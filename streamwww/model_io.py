@@ -94,11 +94,23 @@ def load_model(path):
     return WWClassifier.from_fitted(load_fitted(path))
 
 
+def _not_a_model_directory(path: Path) -> str:
+    """The one-line error for a directory given as a model file, saying what it is."""
+    if (path / "manifest.json").is_file() or (path / "manifest.prev.json").is_file():
+        return (f"{path}: a checkpoint directory, not a model file (.npz); its run writes the model "
+                f"to its --model-out file (`streamwww info {path}` names it) when it ends")
+    if (path / "streamwww.json").is_file():
+        return f"{path}: a shard store, not a model file (.npz)"
+    return f"{path}: a directory, not a model file (.npz)"
+
+
 def load_fitted(path) -> FittedModel:
     """:func:`load_model`'s model as a :class:`~streamwww.fitted.FittedModel` record, without
     importing scikit-learn (the command line's ``predict``, ``evaluate``, ``info``, ``plot``, ``demo``)."""
     remote = _remote(path)
     path = remote if remote is not None else Path(location(path).path if isinstance(path, Location) else path)
+    if remote is None and path.is_dir():
+        raise ValueError(_not_a_model_directory(path))
     try:
         source = io.BytesIO(remote.read_bytes()) if remote is not None else path
         with np.load(source, allow_pickle=False) as z:

@@ -192,6 +192,29 @@ def test_info_reads_a_model_file_by_its_content_and_a_damaged_one_is_one_line(ru
         assert err.count("\n") == 1 and f"{model}: not a streamwww model file, or a damaged one" in err
 
 
+def test_a_directory_given_as_the_model_is_named_for_what_it_is(run, tmp_path, capsys):
+    """`evaluate CK TEST` (a checkpoint directory, or a store, where the model file goes) is one
+    error line that says what the directory is, not Python's IsADirectoryError."""
+    tmp, _, _ = run
+    (tmp_path / "empty").mkdir()
+    test = str(tmp / "test.zarr")
+    capsys.readouterr()
+    for model, what in ((tmp / "ck", "a checkpoint directory, not a model file (.npz); its run writes the "
+                                     "model to its --model-out file"),
+                        (tmp / "test.zarr", "a shard store, not a model file (.npz)"),
+                        (tmp_path / "empty", "a directory, not a model file (.npz)")):
+        for command in (["evaluate", str(model), test], ["predict", str(model), test, "--output",
+                                                           str(tmp_path / "p.txt")]):
+            assert main(command) == 1
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and f"{model}: {what}" in err, err
+            assert not (tmp_path / "p.txt").exists()
+    from streamwww import load_model
+
+    with pytest.raises(ValueError, match="a checkpoint directory, not a model file"):
+        load_model(tmp / "ck")
+
+
 def test_plot_writes_an_image(run, capsys, tmp_path):
     pytest.importorskip("matplotlib")
     tmp, _, _ = run
