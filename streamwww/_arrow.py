@@ -35,6 +35,10 @@ def from_numpy(a: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(a.dtype), len(a), [None, pa.py_buffer(a)])
 
 
+# the most bytes of text Arrow's ``string`` holds (int32 offsets); past it, ``large_string``
+STRING_BYTES = np.iinfo(np.int32).max
+
+
 def _strings(a: np.ndarray) -> pa.Array | None:
     """``a``'s strings UTF-8 encoded into one buffer with their offsets; None where an
     object array holds anything but ``str`` (None, bytes, numbers: pyarrow's rules)."""
@@ -43,7 +47,7 @@ def _strings(a: np.ndarray) -> pa.Array | None:
         return None
     encoded = [s.encode() for s in items]
     ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
-    large = len(encoded) > 0 and ends[-1] > np.iinfo(np.int32).max
+    large = len(encoded) > 0 and ends[-1] > STRING_BYTES
     offsets = np.zeros(len(encoded) + 1, dtype=np.int64 if large else np.int32)
     offsets[1:] = ends
     return pa.Array.from_buffers(pa.large_string() if large else pa.string(), len(encoded),

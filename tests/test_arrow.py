@@ -47,6 +47,16 @@ def test_strings_are_encoded_as_arrow_does(dtype):
     assert len(empty) == 0 and empty.type == pa.string()  # (pyarrow's own: null for an empty object array)
 
 
+def test_strings_past_the_int32_offsets_are_a_large_string(monkeypatch):
+    import streamwww._arrow as arrow
+
+    monkeypatch.setattr(arrow, "STRING_BYTES", 5)  # (2 GiB of text in a test: the same branch)
+    arr = from_numpy(np.array(["abc", "d\u00e9f", "g"]))
+    assert arr.type == pa.large_string() and arr.to_pylist() == ["abc", "d\u00e9f", "g"]
+    arr.validate(full=True)
+    assert from_numpy(np.array(["ab", "c"])).type == pa.string()  # 3 bytes: within
+
+
 def test_what_is_not_a_plain_number_array_goes_through_pyarrow():
     assert from_numpy(np.array([True, False])).type == pa.bool_()
     assert from_numpy(np.array(["a", None], dtype=object)).to_pylist() == ["a", None]
