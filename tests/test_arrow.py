@@ -37,8 +37,9 @@ def test_strided_and_byte_swapped_inputs_are_converted_by_value():
 
 
 @pytest.mark.parametrize("dtype", [str, object])
-def test_strings_are_encoded_as_arrow_does(dtype):
-    words = ["a", "", "bc", "h\u00e9llo", "\u6f22\u5b57", "x" * 300]
+@pytest.mark.parametrize("words", [["a", "", "bc", "a\x00b", "x" * 300],  # ASCII: a character a byte
+                                   ["a", "", "bc", "h\u00e9llo", "\u6f22\u5b57", "\U0001f600", "x" * 300]])
+def test_strings_are_encoded_as_arrow_does(dtype, words):
     arr = from_numpy(np.array(words, dtype=dtype))
     assert arr.type == pa.string() and arr.to_pylist() == words
     assert arr.equals(pa.array(words))  # the same offsets and bytes as pyarrow's own conversion
