@@ -627,6 +627,11 @@ def _model_arg(path: str, options):
     return location(path, options) if is_url(path) else path
 
 
+def _some_labels(values: list, more: bool = False, limit: int = 10) -> str:
+    """Up to ``limit`` labels for a message, with ``...`` where there are others."""
+    return ", ".join(_fmt_label(v) for v in values[:limit]) + (", ..." if more or len(values) > limit else "")
+
+
 def _fmt_label(v) -> str:
     if isinstance(v, (float, np.floating)) and float(v).is_integer():
         return str(int(v))
@@ -641,10 +646,16 @@ def run_evaluate(args) -> int:
     model = load_fitted(_model_arg(args.model, options))
     res = evaluate(model, args.test, confusion=args.confusion, zero_based=args.zero_based,
                    storage_options=options)
+    if res["n_unknown"]:  # (a test file of other data, or of other labels, is found here)
+        print(f"streamwww evaluate: warning: {res['n_unknown']} of {res['n_rows']} rows have labels the "
+              f"model was not trained on ({_some_labels(res['unknown_labels'], res['more_unknown'])}; "
+              f"its {len(model.classes_)} classes: {_some_labels(list(model.classes_))}), counted as wrong",
+              file=sys.stderr)
     if args.json:
         from streamwww.runinfo import json_label
 
-        obj = {"accuracy": res["accuracy"], "n_correct": res["n_correct"], "n_rows": res["n_rows"]}
+        obj = {"accuracy": res["accuracy"], "n_correct": res["n_correct"], "n_rows": res["n_rows"],
+               "n_unknown": res["n_unknown"]}
         if args.confusion:
             # rows: true labels in `labels` order, then a row for labels the model never saw
             obj["labels"] = [json_label(c) for c in res["labels"]]

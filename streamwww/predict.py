@@ -55,28 +55,43 @@ def _class_index(classes: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.where(classes[pos] == labels, pos, len(classes))
 
 
+# the labels the model never saw that evaluate() names (the count covers all of them)
+UNKNOWN_SHOWN = 10
+
+
 def evaluate(model, source, *, confusion: bool = False, **kw) -> dict:
     """Accuracy (and optionally the confusion matrix) of ``model`` on a store or LIBSVM file.
 
     Returns
     -------
     dict
-        ``n_rows``, ``n_correct``, ``accuracy`` (fraction) and, with
+        ``n_rows``, ``n_correct``, ``accuracy`` (fraction), ``n_unknown`` (rows whose
+        label the model never saw: counted as wrong), ``unknown_labels`` (those labels,
+        sorted, at most :data:`UNKNOWN_SHOWN` of them: the smallest of those seen until
+        there were more) and ``more_unknown`` (whether there are others) and, with
         ``confusion=True``, ``labels`` and ``confusion`` (rows: true label, with a
         last row for labels the model never saw; columns: predicted).
     """
     classes = np.asarray(model.classes_)
     k = len(classes)
-    n = correct = 0
+    n = correct = n_unknown = 0
+    unknown: set = set()
     cm = np.zeros((k + 1, k), dtype=np.int64) if confusion else None
     for X, true in iter_batches(source, model.n_features_in_, **kw):
         ti = _class_index(classes, true)
         pi = _class_index(classes, model.predict(X))
         n += len(true)
         correct += int(np.count_nonzero(ti == pi))
+        new = ti == k
+        if new.any():
+            n_unknown += int(np.count_nonzero(new))
+            if len(unknown) <= UNKNOWN_SHOWN:  # (one more than shown: are there others)
+                unknown.update(np.unique(np.asarray(true)[new]).tolist()[:UNKNOWN_SHOWN + 1])
         if confusion:
             np.add.at(cm, (ti, pi), 1)
-    out = {"n_rows": n, "n_correct": correct, "accuracy": correct / n if n else float("nan")}
+    out = {"n_rows": n, "n_correct": correct, "accuracy": correct / n if n else float("nan"),
+           "n_unknown": n_unknown, "unknown_labels": sorted(unknown)[:UNKNOWN_SHOWN],
+           "more_unknown": len(unknown) > UNKNOWN_SHOWN}
     if confusion:
         out["labels"] = classes
         out["confusion"] = cm

@@ -82,7 +82,36 @@ def test_evaluate_json(run, capsys):
     cm = np.array(obj["confusion"])
     assert cm.shape == (3, 3) and cm.sum() == 150 and np.trace(cm) == obj["n_correct"]
     assert cm[1, 2] == int(np.sum((labels[450:] == 2) & (pred == 5)))
-    assert obj["confusion_unknown_true"] == [0, 0, 0]
+    assert obj["confusion_unknown_true"] == [0, 0, 0] and obj["n_unknown"] == 0
+
+
+def test_evaluate_names_the_labels_the_model_never_saw(run, tmp_path, capsys):
+    """A test file with labels the model has no class for (another data set's file, say):
+    those rows count as wrong, and evaluate says so in one line, naming some of them."""
+    from streamwww.predict import UNKNOWN_SHOWN, evaluate
+
+    tmp, _, _ = run
+    model = tmp / "m-C0.1.npz"
+    few = tmp_path / "few.txt"
+    few.write_text("1 1:0.5\n7 2:1\n9 3:1\n7 1:1\n5 4:0.25\n")
+    capsys.readouterr()
+    assert main(["evaluate", str(model), str(few)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ("warning: 3 of 5 rows have labels the model was not trained on "
+                                      "(7, 9; its 3 classes: 1, 2, 5), counted as wrong") in err
+    res = evaluate(sw.load_model(model), str(few))
+    assert res["n_unknown"] == 3 and res["unknown_labels"] == [7.0, 9.0] and not res["more_unknown"]
+    many = tmp_path / "many.txt"
+    many.write_text("".join(f"{100 + i} 1:1\n" for i in range(UNKNOWN_SHOWN + 1)) + "2 1:1\n")
+    assert main(["evaluate", str(model), str(many), "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["n_unknown"] == UNKNOWN_SHOWN + 1
+    shown = ", ".join(str(100 + i) for i in range(UNKNOWN_SHOWN))
+    assert f"({shown}, ...; its 3 classes" in out.err
+    res = evaluate(sw.load_model(model), str(many))
+    assert res["unknown_labels"] == [100.0 + i for i in range(UNKNOWN_SHOWN)] and res["more_unknown"]
+    assert main(["evaluate", str(model), str(tmp / "test.zarr")]) == 0
+    assert "warning" not in capsys.readouterr().err
 
 
 def test_info_reads_a_model_file(run, capsys):
