@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import tempfile
@@ -485,6 +486,9 @@ def _train_store(args, options):
     from streamwww._location import located
 
     where = located(args.store, options)
+    if where.is_local and not where.exists():
+        raise FileNotFoundError(f"{args.store} does not exist (give a shard store, or a LIBSVM file to "
+                                f"convert first)")
     if not where.exists() or where.isdir():  # a store (open_store reports a missing one)
         if args.zero_based:
             raise ValueError(f"--zero-based applies to a LIBSVM file; {args.store} is a store")
@@ -606,18 +610,37 @@ def run_predict(args) -> int:
 
     options = storage_options(args)
     model = load_fitted(_model_arg(args.model, options))
-    out = open(args.output, "w") if args.output else sys.stdout
+    out = _open_predictions(Path(args.output)) if args.output else sys.stdout
     try:
         n = 0
         for labels in predict_labels(model, args.input, zero_based=args.zero_based, storage_options=options):
             out.write("\n".join(map(_fmt_label, labels)) + ("\n" if len(labels) else ""))
             n += len(labels)
-    finally:
-        if args.output:
+    except BaseException:
+        if args.output:  # (a half-written file never takes the output's name)
             out.close()
+            os.unlink(out.name)
+        raise
     if args.output:
+        out.close()
+        os.replace(out.name, args.output)
         print(f"{n} predictions written to {args.output}", file=sys.stderr)
     return 0
+
+
+def _open_predictions(path: Path):
+    """A temporary file beside ``path`` that the predictions are written to, renamed to
+    ``path`` when all are written; a one-line error where none can be made there."""
+    from streamwww.errors import OutputPathError
+
+    if path.is_dir():
+        raise OutputPathError(f"{path}: cannot write the predictions there: it is a directory")
+    if not path.parent.is_dir():
+        raise OutputPathError(f"{path}: cannot write the predictions: the folder {path.parent} does not exist")
+    try:  # (opened as a file of the user's is, so that it gets the usual permissions)
+        return open(path.with_name(f".{path.name}.{os.getpid()}.tmp"), "x")
+    except OSError as exc:
+        raise OutputPathError(f"{path}: cannot write the predictions ({exc.strerror or exc})") from None
 
 
 def _model_arg(path: str, options):

@@ -221,6 +221,38 @@ def test_info_reads_a_model_file_by_its_content_and_a_damaged_one_is_one_line(ru
         assert err.count("\n") == 1 and f"{model}: not a streamwww model file, or a damaged one" in err
 
 
+def test_predict_writes_its_output_file_whole_or_not_at_all(run, tmp_path, capsys):
+    """`predict --output FILE`: the labels go to a temporary file beside FILE, renamed when all
+    are written; a failure on the way (a bad line) leaves FILE as it was and nothing else, and
+    an output that cannot be written is one error line before any work."""
+    tmp, _, _ = run
+    model = str(tmp / "m-C0.1.npz")
+    good, bad = tmp_path / "good.txt", tmp_path / "bad.txt"
+    good.write_text("1 1:0.5\n2 2:1\n5 3:0.25\n")
+    bad.write_text("1 1:0.5\n2 2:1\nbad line\n")
+    out = tmp_path / "out" / "labels.txt"
+    out.parent.mkdir()
+    out.write_text("the last run's labels\n")
+    capsys.readouterr()
+    assert main(["predict", model, str(bad), "--output", str(out)]) == 1
+    assert "bad.txt:3:" in capsys.readouterr().err
+    assert out.read_text() == "the last run's labels\n" and sorted(p.name for p in out.parent.iterdir()) == [
+        "labels.txt"]
+    assert main(["predict", model, str(good), "--output", str(out)]) == 0
+    from sklearn.datasets import load_svmlight_file
+
+    X, _ = load_svmlight_file(str(good), n_features=8)
+    assert out.read_text().split() == [str(int(v)) for v in sw.load_model(model).predict(X)]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["labels.txt"]
+    capsys.readouterr()
+    for where, why in ((out.parent, "cannot write the predictions there: it is a directory"),
+                       (tmp_path / "nowhere" / "l.txt",
+                        f"cannot write the predictions: the folder {tmp_path / 'nowhere'} does not exist")):
+        assert main(["predict", model, str(good), "--output", str(where)]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{where}: {why}" in err, err
+
+
 def test_a_directory_given_as_the_model_is_named_for_what_it_is(run, tmp_path, capsys):
     """`evaluate CK TEST` (a checkpoint directory, or a store, where the model file goes) is one
     error line that says what the directory is, not Python's IsADirectoryError."""

@@ -124,6 +124,16 @@ def test_a_file_needs_a_checkpoint_directory_and_is_never_opened_as_a_store(text
         sw.train(str(path), max_iter=1)
 
 
+def test_a_missing_path_is_named_as_either_kind(tmp_path, capsys):
+    missing = tmp_path / "train.libsvm"
+    assert main(["train", str(missing), "--checkpoint-dir", str(tmp_path / "ck"), "--model-out",
+                 str(tmp_path / "m.npz")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and (f"{missing} does not exist (give a shard store, or a LIBSVM file to "
+                                      "convert first)") in err
+    assert not (tmp_path / "ck").exists()
+
+
 def test_a_directory_with_another_files_run_is_refused_and_kept(text, capsys):
     tmp, path = text
     ck = tmp / "ck"
