@@ -303,6 +303,8 @@ def run_plot(args) -> int:
         raise ValueError(f"{source}: not a checkpoint directory (no {MANIFEST}); give a checkpoint "
                          "directory or a model file (.npz)")
     output = Path(args.output) if args.output else Path(f"{Path(source.name).stem or 'run'}-gap.png")
+    if not output.suffix:  # (matplotlib would add it: the file written is the one named below)
+        output = output.with_name(output.name + ".png")
     series, title = runinfo.gap_histories(source)
     try:
         plot_gaps(series, output, title=title)

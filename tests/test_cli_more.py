@@ -285,6 +285,9 @@ def test_plot_writes_an_image(run, capsys, tmp_path):
         assert out.is_file() and out.stat().st_size > 1000
         assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert str(out) in capsys.readouterr().out
+    assert main(["plot", str(tmp / "ck"), "--output", str(tmp_path / "gaps")]) == 0  # no suffix: .png
+    assert f"written to {tmp_path / 'gaps.png'}" in capsys.readouterr().out
+    assert (tmp_path / "gaps.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not (tmp_path / "gaps").exists()
     assert main(["plot", str(tmp / "train.zarr"), "--output", str(tmp_path / "x.png")]) == 1
     assert "not a checkpoint directory" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()

@@ -244,6 +244,8 @@ def make_data(output: str | os.PathLike, *, rows: int, features: int, nnz_per_ro
         raise ValueError(f"The 'noise' parameter of make_data must be a float in [0, inf). "
                          f"Got {noise!r} instead.")
     path = Path(output).absolute()
+    if path.is_dir():  # (never replaced, even with overwrite=True: found before any text is made)
+        raise OutputPathError(f"{path}: is a directory; give a file name for the LIBSVM text")
     if path.exists() and not overwrite:
         raise StoreExistsError(f"{path} already exists; pass overwrite=True (--overwrite) "
                                f"to replace it.")

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.linear_model import RidgeClassifier
 
-from streamwww.errors import StoreExistsError
+from streamwww.errors import OutputPathError, StoreExistsError
 from streamwww.io import load_libsvm, make_data
 
 
@@ -64,6 +64,15 @@ def test_compressed_output_and_overwrite(tmp_path):
     make_data(out, rows=7, features=20, nnz_per_row=3, classes=2, overwrite=True)
     assert load_libsvm(out)[0].shape[0] == 7
     assert [p.name for p in tmp_path.iterdir()] == ["d.txt.xz"]
+
+
+def test_a_directory_is_never_replaced(tmp_path):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "keep.txt").write_text("x")
+    with pytest.raises(OutputPathError, match="d: is a directory; give a file name"):
+        make_data(tmp_path / "d", rows=10, features=5, nnz_per_row=2, classes=2, overwrite=True)
+    assert [p.name for p in (tmp_path / "d").iterdir()] == ["keep.txt"]
+    assert [p.name for p in tmp_path.iterdir()] == ["d"]  # (no text made, nothing left beside it)
 
 
 @pytest.mark.parametrize("kwargs,match", [
