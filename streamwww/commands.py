@@ -618,14 +618,15 @@ def run_predict(args) -> int:
         for labels in predict_labels(model, args.input, zero_based=args.zero_based, storage_options=options):
             out.write("\n".join(map(_fmt_label, labels)) + ("\n" if len(labels) else ""))
             n += len(labels)
+        if args.output:
+            out.close()  # (its last writes: a full disk is found here, before the rename)
+            os.replace(out.name, args.output)
     except BaseException:
         if args.output:  # (a half-written file never takes the output's name)
             out.close()
-            os.unlink(out.name)
+            Path(out.name).unlink(missing_ok=True)
         raise
     if args.output:
-        out.close()
-        os.replace(out.name, args.output)
         print(f"{n} predictions written to {args.output}", file=sys.stderr)
     return 0
 
