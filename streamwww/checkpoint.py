@@ -159,6 +159,9 @@ class CheckpointDir:
             return
         if not lock:
             return  # a reader creates nothing (`resume` of a mistyped path left an empty directory)
+        if self.path.is_file():  # (mkdir's "File exists" says it less plainly)
+            raise OutputPathError(f"{self.path}: is a file, not a checkpoint directory; give a directory "
+                                  f"(a new one, or one of an earlier run to continue)")
         try:
             self.path.mkdir(parents=True, exist_ok=True)
             probe = self.path / f".write-probe-{os.getpid()}"

@@ -97,6 +97,19 @@ def _prefetch_arg(text: str):
         raise argparse.ArgumentTypeError(f"--prefetch must be 'auto' or a number of shards, got {text!r}") from None
 
 
+def _cv_arg(text: str) -> int:
+    """K of --cv: an int from 2 to the most folds a run holds."""
+    from streamwww.stream.folds import MAX_SPLITS
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 2 <= value <= MAX_SPLITS:
+        raise argparse.ArgumentTypeError(f"--cv must be an int from 2 to {MAX_SPLITS} (folds), got {text!r}")
+    return value
+
+
 def _eval_every_arg(text: str):
     """``auto`` or an int >= 1."""
     if text.strip().lower() == "auto":
@@ -188,7 +201,7 @@ def register(sub) -> None:
                    help="objectives every N epochs, or 'auto': spaced by each model's progress, sparse "
                         "while the stop is far, every epoch or two near it (at most 2 sqrt(epoch) apart) "
                         f"(default {DEFAULTS['eval_every']})")
-    p.add_argument("--cv", type=int, metavar="K", default=None,
+    p.add_argument("--cv", type=_cv_arg, metavar="K", default=None,
                    help="choose C among the --C values by K-fold cross-validation (stratified, seeded folds; "
                         "all folds and C values train in the same passes); prints the best C and the table "
                         "and writes the best C's model, trained on all rows, to --model-out")

@@ -535,6 +535,13 @@ def test_train_eval_every_takes_auto_or_a_count(run, capsys, tmp_path):
               "--model-out", str(tmp_path / "x.npz")])
     assert exc.value.code == 2
     assert "--eval-every must be 'auto' or an int >= 1, got '0'" in capsys.readouterr().err
+    for value in ("1", "63", "five"):  # --cv: the option's own words, not the estimator's parameter's
+        with pytest.raises(SystemExit) as exc:
+            main(["train", str(tmp / "train.zarr"), "--cv", value, "--checkpoint-dir", str(tmp_path / "x"),
+                  "--model-out", str(tmp_path / "x.npz")])
+        assert exc.value.code == 2
+        assert f"--cv must be an int from 2 to 62 (folds), got {value!r}" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
 
 
 def test_help_and_version_load_no_numerical_library():

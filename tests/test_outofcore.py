@@ -809,6 +809,9 @@ def test_unwritable_outputs_fail_before_any_work(tmp_path, rng, monkeypatch):
     blocker.write_text("x")
     with pytest.raises(OutputPathError, match="cannot use this checkpoint directory"):
         sw.train((X, y), checkpoint_dir=blocker / "ck")
+    with pytest.raises(OutputPathError, match="file: is a file, not a checkpoint directory; give a directory"):
+        sw.train((X, y), checkpoint_dir=blocker)
+    assert blocker.read_text() == "x"
     if os.geteuid() != 0:  # root writes anywhere
         ro = tmp_path / "ro"
         ro.mkdir()
