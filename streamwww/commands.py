@@ -252,7 +252,7 @@ def register(sub) -> None:
     p = sub.add_parser("predict", help="predict labels for a store or a LIBSVM file")
     p.add_argument("model", help="model file written by 'streamwww train'")
     p.add_argument("input", help="shard store or LIBSVM text file (gz/bz2/xz ok)")
-    p.add_argument("--output", help="write one label per line here (default: stdout)")
+    p.add_argument("--output", help="write one label per line here (default, or '-': stdout)")
     p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
     add_storage_option(p)
     p.set_defaults(func=run_predict)
@@ -625,6 +625,8 @@ def run_predict(args) -> int:
 
     options = storage_options(args)
     model = load_fitted(_model_arg(args.model, options))
+    if args.output == "-":
+        args.output = None
     out = _open_predictions(Path(args.output)) if args.output else sys.stdout
     try:
         n = 0

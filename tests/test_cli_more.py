@@ -245,6 +245,8 @@ def test_predict_writes_its_output_file_whole_or_not_at_all(run, tmp_path, capsy
     assert out.read_text().split() == [str(int(v)) for v in sw.load_model(model).predict(X)]
     assert sorted(p.name for p in out.parent.iterdir()) == ["labels.txt"]
     capsys.readouterr()
+    assert main(["predict", model, str(good), "--output", "-"]) == 0  # '-': standard output
+    assert capsys.readouterr().out == out.read_text()
     for where, why in ((out.parent, "cannot write the predictions there: it is a directory"),
                        (tmp_path / "nowhere" / "l.txt",
                         f"cannot write the predictions: the folder {tmp_path / 'nowhere'} does not exist")):
