@@ -11,7 +11,6 @@ no scikit-learn.
 from __future__ import annotations
 
 import os
-import tempfile
 
 import numpy as np
 
@@ -27,10 +26,10 @@ from streamwww._params import (
 from streamwww.checkpoint import CheckpointDir
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import cluster_options, fit_placed
-from streamwww.errors import CheckpointError, OutputPathError
+from streamwww.errors import CheckpointError
 from streamwww.fitted import FittedModel, fitted_models, model_settings
 from streamwww.labels import classification_targets
-from streamwww.model_io import model_paths, save_model
+from streamwww.model_io import check_writable, model_paths, save_model
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
 
 __all__ = ["train", "resume", "train_fitted", "resume_fitted", "model_paths", "check_writable"]
@@ -364,34 +363,6 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
 def _recorded_interval(run: dict) -> float:
     """The run's ``checkpoint_interval``: a checkpoint written before it existed committed every epoch."""
     return float(run.get("checkpoint_interval", 0.0))
-
-
-def check_writable(path) -> None:
-    """Raise :class:`~streamwww.errors.OutputPathError` unless a file can be written at
-    ``path`` (a local path, a URL or a Location): found before any work, not after it."""
-    where = located(path)
-    if not where.is_local:  # an object store: has no folders; a probe object checks access
-        probe = where.parent.child(f".{where.name}.probe-{os.getpid()}")
-        try:
-            if where.isdir():
-                raise OutputPathError(f"{where}: cannot write the model there: it is a directory")
-            probe.write_bytes(b"")
-            probe.remove()
-        except OutputPathError:
-            raise
-        except Exception as exc:  # credentials, a missing bucket, an unreachable endpoint
-            raise OutputPathError(f"{where}: cannot write the model ({type(exc).__name__}: {exc})") from None
-        return
-    path = where.local_path
-    if path.is_dir():
-        raise OutputPathError(f"{path}: cannot write the model there: it is a directory")
-    if not path.parent.is_dir():
-        raise OutputPathError(f"{path}: cannot write the model: the folder {path.parent} does not exist")
-    try:
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.probe-"):
-            pass
-    except OSError as exc:
-        raise OutputPathError(f"{path}: cannot write the model ({exc.strerror or exc})") from None
 
 
 def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,

@@ -625,24 +625,23 @@ def run_predict(args) -> int:
 
     options = storage_options(args)
     model = load_fitted(_model_arg(args.model, options))
-    if args.output == "-":
-        args.output = None
-    out = _open_predictions(Path(args.output)) if args.output else sys.stdout
+    output = None if args.output in (None, "-") else args.output  # ('-': standard output)
+    out = _open_predictions(Path(output)) if output else sys.stdout
     try:
         n = 0
         for labels in predict_labels(model, args.input, zero_based=args.zero_based, storage_options=options):
             out.write("\n".join(map(_fmt_label, labels)) + ("\n" if len(labels) else ""))
             n += len(labels)
-        if args.output:
+        if output:
             out.close()  # (its last writes: a full disk is found here, before the rename)
-            os.replace(out.name, args.output)
+            os.replace(out.name, output)
     except BaseException:
-        if args.output:  # (a half-written file never takes the output's name)
+        if output:  # (a half-written file never takes the output's name)
             out.close()
             Path(out.name).unlink(missing_ok=True)
         raise
-    if args.output:
-        print(f"{n} predictions written to {args.output}", file=sys.stderr)
+    if output:
+        print(f"{n} predictions written to {output}", file=sys.stderr)
     return 0
 
 
@@ -650,11 +649,9 @@ def _open_predictions(path: Path):
     """A temporary file beside ``path`` that the predictions are written to, renamed to
     ``path`` when all are written; a one-line error where none can be made there."""
     from streamwww.errors import OutputPathError
+    from streamwww.model_io import check_writable
 
-    if path.is_dir():
-        raise OutputPathError(f"{path}: cannot write the predictions there: it is a directory")
-    if not path.parent.is_dir():
-        raise OutputPathError(f"{path}: cannot write the predictions: the folder {path.parent} does not exist")
+    check_writable(path, what="the predictions")  # (a directory, a missing folder: as --model-out)
     try:  # (opened as a file of the user's is, so that it gets the usual permissions)
         return open(path.with_name(f".{path.name}.{os.getpid()}.tmp"), "x")
     except OSError as exc:
@@ -666,11 +663,6 @@ def _model_arg(path: str, options):
     from streamwww._location import is_url, location
 
     return location(path, options) if is_url(path) else path
-
-
-def _some_labels(values: list, more: bool = False, limit: int = 10) -> str:
-    """Up to ``limit`` labels for a message, with ``...`` where there are others."""
-    return ", ".join(_fmt_label(v) for v in values[:limit]) + (", ..." if more or len(values) > limit else "")
 
 
 def _fmt_label(v) -> str:
@@ -688,9 +680,11 @@ def run_evaluate(args) -> int:
     res = evaluate(model, args.test, confusion=args.confusion, zero_based=args.zero_based,
                    storage_options=options)
     if res["n_unknown"]:  # (a test file of other data, or of other labels, is found here)
+        from streamwww.labels import summarize_classes
+
         print(f"streamwww evaluate: warning: {res['n_unknown']} of {res['n_rows']} rows have labels the "
-              f"model was not trained on ({_some_labels(res['unknown_labels'], res['more_unknown'])}; "
-              f"its {len(model.classes_)} classes: {_some_labels(list(model.classes_))}), counted as wrong",
+              f"model was not trained on: {summarize_classes(res['unknown_labels'], len(res['unknown_labels']), res['more_unknown'])} "
+              f"(its {len(model.classes_)} classes: {summarize_classes(model.classes_)}); counted as wrong",
               file=sys.stderr)
     if args.json:
         from streamwww.runinfo import json_label

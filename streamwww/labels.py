@@ -108,9 +108,12 @@ def format_label(value) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
-def summarize_classes(classes: np.ndarray, limit: int = 8) -> str:
-    """``[1, 2, 3, ... 26]``-style summary of a class list."""
+def summarize_classes(classes, limit: int = 8, more: bool = False) -> str:
+    """``[1, 2, 3, ... 26]``-style summary of a class list; ``more``: the list is the start
+    of a longer one whose end is not known (``[4, 5, 6, ...]``)."""
     shown = [format_label(c) for c in classes[:limit]]
-    if len(classes) > limit:
+    if more:
+        shown.append("...")
+    elif len(classes) > limit:
         shown.append(f"... {format_label(classes[-1])}")
     return "[" + ", ".join(shown) + "]"

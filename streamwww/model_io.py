@@ -15,16 +15,18 @@ from __future__ import annotations
 import io
 import json
 import os
+import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from streamwww._location import Location, is_url, located, location
-from streamwww.errors import StorageError
+from streamwww.errors import OutputPathError, StorageError
 from streamwww.fitted import FittedModel
 
-__all__ = ["save_model", "load_model", "load_fitted", "model_paths", "MODEL_FORMAT", "MODEL_VERSION"]
+__all__ = ["save_model", "load_model", "load_fitted", "model_paths", "check_writable", "MODEL_FORMAT",
+           "MODEL_VERSION"]
 
 MODEL_FORMAT = "streamwww-model"
 MODEL_VERSION = 1
@@ -76,6 +78,35 @@ def save_model(model, path) -> Path | Location:
     return path
 
 
+def check_writable(path, what: str = "the model") -> None:
+    """Raise :class:`~streamwww.errors.OutputPathError` unless a file can be written at
+    ``path`` (a local path, a URL or a Location): found before any work, not after it.
+    ``what`` names the file in the message (a model, or the command line's predictions)."""
+    where = located(path)
+    if not where.is_local:  # an object store: has no folders; a probe object checks access
+        probe = where.parent.child(f".{where.name}.probe-{os.getpid()}")
+        try:
+            if where.isdir():
+                raise OutputPathError(f"{where}: cannot write {what} there: it is a directory")
+            probe.write_bytes(b"")
+            probe.remove()
+        except OutputPathError:
+            raise
+        except Exception as exc:  # credentials, a missing bucket, an unreachable endpoint
+            raise OutputPathError(f"{where}: cannot write {what} ({type(exc).__name__}: {exc})") from None
+        return
+    path = where.local_path
+    if path.is_dir():
+        raise OutputPathError(f"{path}: cannot write {what} there: it is a directory")
+    if not path.parent.is_dir():
+        raise OutputPathError(f"{path}: cannot write {what}: the folder {path.parent} does not exist")
+    try:
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.probe-"):
+            pass
+    except OSError as exc:
+        raise OutputPathError(f"{path}: cannot write {what} ({exc.strerror or exc})") from None
+
+
 def load_model(path):
     """Read a model written by :func:`save_model`; returns a fitted :class:`~streamwww.WWClassifier`.
 
@@ -96,10 +127,13 @@ def load_model(path):
 
 def _not_a_model_directory(path: Path) -> str:
     """The one-line error for a directory given as a model file, saying what it is."""
-    if (path / "manifest.json").is_file() or (path / "manifest.prev.json").is_file():
+    from streamwww.io.commands import what_is  # (what `streamwww info` tells apart)
+
+    kind = what_is(location(str(path)))
+    if kind == "checkpoint":
         return (f"{path}: a checkpoint directory, not a model file (.npz); its run writes the model "
                 f"to its --model-out file (`streamwww info {path}` names it) when it ends")
-    if (path / "streamwww.json").is_file():
+    if kind == "store":
         return f"{path}: a shard store, not a model file (.npz)"
     return f"{path}: a directory, not a model file (.npz)"
 

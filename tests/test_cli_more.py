@@ -97,8 +97,8 @@ def test_evaluate_names_the_labels_the_model_never_saw(run, tmp_path, capsys):
     capsys.readouterr()
     assert main(["evaluate", str(model), str(few)]) == 0
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and ("warning: 3 of 5 rows have labels the model was not trained on "
-                                      "(7, 9; its 3 classes: 1, 2, 5), counted as wrong") in err
+    assert err.count("\n") == 1 and ("warning: 3 of 5 rows have labels the model was not trained on: "
+                                      "[7, 9] (its 3 classes: [1, 2, 5]); counted as wrong") in err
     res = evaluate(sw.load_model(model), str(few))
     assert res["n_unknown"] == 3 and res["unknown_labels"] == [7.0, 9.0] and not res["more_unknown"]
     many = tmp_path / "many.txt"
@@ -107,7 +107,7 @@ def test_evaluate_names_the_labels_the_model_never_saw(run, tmp_path, capsys):
     out = capsys.readouterr()
     assert json.loads(out.out)["n_unknown"] == UNKNOWN_SHOWN + 1
     shown = ", ".join(str(100 + i) for i in range(UNKNOWN_SHOWN))
-    assert f"({shown}, ...; its 3 classes" in out.err
+    assert f": [{shown}, ...] (its 3 classes" in out.err
     res = evaluate(sw.load_model(model), str(many))
     assert res["unknown_labels"] == [100.0 + i for i in range(UNKNOWN_SHOWN)] and res["more_unknown"]
     assert main(["evaluate", str(model), str(tmp / "test.zarr")]) == 0

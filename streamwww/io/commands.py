@@ -179,10 +179,9 @@ def is_store(path) -> bool:
     return path.child(MARKER).isfile()
 
 
-def _what_is(path) -> str:
-    """'store', 'checkpoint' or 'model' by what ``path`` (a Location) holds; a one-line error if none."""
-    from streamwww.io._format import MARKER
-
+def what_is(path) -> str | None:
+    """'store', 'checkpoint' or 'model' by what ``path`` (a Location) holds; None for none
+    of them (FileNotFoundError where nothing is there)."""
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
     if is_store(path):
@@ -191,6 +190,16 @@ def _what_is(path) -> str:
         return "checkpoint"
     if not path.isdir() and (path.name.endswith(".npz") or _is_zip(path)):
         return "model"  # (by content too: `train --model-out NAME` keeps NAME as given)
+    return None
+
+
+def _what_is(path) -> str:
+    """:func:`what_is`, or a one-line error where ``path`` holds none of them."""
+    from streamwww.io._format import MARKER
+
+    kind = what_is(path)
+    if kind is not None:
+        return kind
     raise ValueError(f"{path}: not a shard store (no {MARKER}; an interrupted conversion leaves none), "
                      f"a checkpoint directory (no manifest.json) or a model file (.npz); give one of those")
 
