@@ -6,13 +6,57 @@ import fcntl
 import logging
 import os
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
 
-__all__ = ["fsync_path", "fsync_tree", "try_lock", "unlock", "ScratchDir", "ObjectLock"]
+__all__ = ["not_regular", "same_or_inside", "fsync_path", "fsync_tree", "try_lock", "unlock", "ScratchDir",
+           "ObjectLock"]
 
 logger = logging.getLogger(__name__)
+
+
+def not_regular(path) -> str | None:
+    """What the local ``path`` is when something other than a regular file or a directory
+    is there ("a symlink", "a FIFO", ...); None for a regular file, a directory or nothing.
+
+    Outputs are written to a temporary name and renamed over ``path``: the rename would
+    replace a link (not write its target) and a FIFO or device node with a regular file,
+    so such a path is refused before any work instead. A symlink is reported as such
+    whatever it points to (``lstat``: the link itself).
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for test, kind in ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return None
+
+
+def same_or_inside(output, inputs) -> str | None:
+    """The first of ``inputs`` (local paths; None entries skipped) that the local path
+    ``output`` is, or lies inside (an input directory), following links; else None.
+
+    Used before a command writes ``output``: a rename onto one of its own inputs would
+    destroy the data it reads (``predict M T --output T``).
+    """
+    out = os.path.realpath(output)
+    for given in inputs:
+        if given is None:
+            continue
+        src = os.path.realpath(given)
+        try:
+            if os.path.exists(output) and os.path.samefile(output, given):  # (hard links too)
+                return str(given)
+        except OSError:
+            pass
+        if out == src or (os.path.isdir(src) and out.startswith(src.rstrip(os.sep) + os.sep)):
+            return str(given)
+    return None
 
 
 def fsync_path(path) -> None:

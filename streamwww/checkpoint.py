@@ -6,7 +6,8 @@ The ``beta`` arrays themselves are :class:`~streamwww.stream.betas.DiskBetas`'
 
 Layout of a checkpoint directory::
 
-    LOCK                    held (flock) by the one trainer using the directory
+    LOCK                    held (flock) by the one trainer using the directory, and signed
+                            by it (what makes a directory without a manifest streamwww's)
     manifest.json           the latest commit record, replaced atomically; written last
     manifest.prev.json      the commit before it, kept (with all it names) as a fallback
     W-000012.npy            weights of step 12, float64 (n_models, D, k)
@@ -110,6 +111,17 @@ PREVIOUS = "manifest.prev.json"  # the one before it, kept as the fallback
 _BETA_NAME = re.compile(r"^s(\d{6})-v(\d{6})$")
 _W_NAME = re.compile(r"^W(sets)?-(\d{6})\.npy$")  # the weights files of a commit
 LEASE_S = 120.0  # a remote LOCK whose heartbeat is older than this is stale
+_TMP_NAME = re.compile(r"^(W(sets)?-\d{6}\.npy|manifest\.json)\.tmp$")  # a commit's temporaries
+#: the start of a checkpoint's LOCK: what tells a directory of a run that died before its
+#: first commit (streamwww's, to clean up) from someone's files under the same names
+LOCK_SIGNATURE = b"streamwww checkpoint lock"
+
+
+def _checkpoint_name(name: str) -> bool:
+    """Whether ``name`` (a top-level entry) is one a checkpoint writes, deletes or replaces:
+    weights and their temporaries, the ``beta`` arrays, the store ``train FILE`` converts."""
+    return bool(_W_NAME.match(name) or _TMP_NAME.match(name)) or name in (
+        "beta.zarr", "data.zarr", ".data.zarr.incoming")
 
 
 class CheckpointDir:
@@ -170,11 +182,48 @@ class CheckpointDir:
         except OSError as exc:
             raise OutputPathError(f"{self.path}: cannot use this checkpoint directory "
                                   f"({exc.strerror or exc})") from None
+        self._refuse_foreign()
         fd = try_lock(self.path / "LOCK")
         if fd is None:
             raise CheckpointError(f"{self.path}: another trainer holds this checkpoint directory "
                                   f"(LOCK is taken); stop it or use another --checkpoint-dir")
+        os.ftruncate(fd, 0)  # (the mark that this directory is streamwww's: see _refuse_foreign)
+        os.pwrite(fd, LOCK_SIGNATURE + f", pid {os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
+
+    def _refuse_foreign(self) -> None:
+        """Refuse a local directory that is not a streamwww checkpoint and holds files by
+        the names a checkpoint writes, deletes or overwrites (:func:`_checkpoint_name`).
+
+        A directory is a checkpoint when it has a manifest, or a ``LOCK`` that a
+        trainer signed (every trainer signs it before it writes anything, so what a
+        run killed before its first commit left counts as its own). Anything else in
+        it (a user's notes, a store elsewhere) is never touched, since garbage
+        collection deletes only those names; files by those names could be
+        anyone's (``W-000123.npy``), so they are neither deleted nor overwritten.
+        """
+        if self.has_checkpoint():
+            return
+        try:
+            with open(self.path / "LOCK", "rb") as f:
+                if f.read(len(LOCK_SIGNATURE)) == LOCK_SIGNATURE:
+                    return
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise OutputPathError(f"{self.path}: cannot use this checkpoint directory "
+                                  f"(reading LOCK: {exc.strerror or exc})") from None
+        from streamwww.io.commands import is_store  # (what `train FILE` itself asks)
+
+        # (a complete store as data.zarr is one `train FILE` may replace by design, see
+        # docs/TRAINING.md; any other data.zarr would be lost to its conversion)
+        clash = sorted(n for n in os.listdir(self.path) if _checkpoint_name(n)
+                       and not (n == "data.zarr" and is_store(self.location.child(n))))
+        if clash:
+            shown = ", ".join(clash[:3]) + (f" and {len(clash) - 3} more" if len(clash) > 3 else "")
+            raise OutputPathError(f"{self.path}: not a streamwww checkpoint (no manifest.json, LOCK not "
+                                  f"streamwww's), yet it holds {shown}, names a checkpoint writes and "
+                                  f"deletes; nothing was changed: give a new or empty --checkpoint-dir")
 
     def _lock_remote(self, lease_s: float) -> None:
         """Take the object store's LOCK, then delete what a killed run left when no
@@ -446,8 +495,9 @@ class CheckpointDir:
             if not (isinstance(exc, OSError) or (self.remote and is_storage_failure(exc))):
                 raise
             if not self.remote:
-                for tmp in self.path.glob("*.tmp"):
-                    tmp.unlink(missing_ok=True)
+                for tmp in self.path.glob("*.tmp"):  # (its own: never a user's)
+                    if _TMP_NAME.match(tmp.name):
+                        tmp.unlink(missing_ok=True)
             last = "" if self._latest is None else f" (step {self._latest['step']}, epoch {self._latest['cursor']['epoch']})"
             doing = f", {self._doing}" if self._doing else ""
             reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
@@ -565,7 +615,7 @@ class CheckpointDir:
             return
         weights = {n for m in manifests for n in weight_files(m)}
         for p in self.path.iterdir():
-            if (_W_NAME.match(p.name) and p.name not in weights) or p.name.endswith(".tmp"):
+            if (_W_NAME.match(p.name) and p.name not in weights) or _TMP_NAME.match(p.name):
                 p.unlink(missing_ok=True)
         bdir = self.path / "beta.zarr"
         if bdir.exists():

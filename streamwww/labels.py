@@ -59,6 +59,13 @@ def encode_labels(y, classes=None, who: str = "write_store", *, keep_dtype: bool
         if a.dtype.kind in "biuf":
             if a.dtype.kind == "f" and not np.all(np.isfinite(a)):
                 raise DataFormatError(f"{who}: {name} contains NaN or infinite labels.")
+            if a.dtype.kind in "iu" and not keep_dtype:  # (float64 merges integers beyond 2**53)
+                big = np.flatnonzero((a > 2**53) | (a < -(2**53)))
+                if len(big):
+                    raise DataFormatError(
+                        f"{who}: label {a[big[0]]} (row {big[0]}) of {name} is beyond 2**53 = "
+                        f"9007199254740992: a store keeps numeric labels as float64, which cannot "
+                        f"tell such integers apart; number the classes with smaller labels.")
             return a if keep_dtype else a.astype(np.float64)
         if a.dtype.kind in "USO":
             try:

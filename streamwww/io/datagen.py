@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
+from streamwww._fsutil import not_regular
 from streamwww._params import check_int
 from streamwww.errors import OutputPathError, StoreExistsError
 from streamwww.io._progress import ProgressCallback, ProgressEvent
@@ -244,6 +245,10 @@ def make_data(output: str | os.PathLike, *, rows: int, features: int, nnz_per_ro
         raise ValueError(f"The 'noise' parameter of make_data must be a float in [0, inf). "
                          f"Got {noise!r} instead.")
     path = Path(output).absolute()
+    kind = not_regular(path)  # (the rename below would replace the link or node, not write through it)
+    if kind is not None:
+        raise OutputPathError(f"{path}: is {kind}, not a regular file; give a regular file path "
+                              f"for the LIBSVM text")
     if path.is_dir():  # (never replaced, even with overwrite=True: found before any text is made)
         raise OutputPathError(f"{path}: is a directory; give a file name for the LIBSVM text")
     if path.exists() and not overwrite:
