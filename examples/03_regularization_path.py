@@ -9,7 +9,9 @@ would give (bitwise).  Reading the data is paid once for the whole path.
 The script trains 13 values of C, scores each model on a held-out store
 (``WWClassifier.score`` reads a store shard by shard), prints the table, picks
 the best C, and plots test accuracy against C when matplotlib is installed
-(it is optional: ``pip install matplotlib`` or ``pip install "streamwww[bench]"``).
+(it is optional: ``pip install matplotlib`` or ``pip install "streamwww[bench]"``)
+into ``$STREAMWWW_EXAMPLES_OUT/03_regularization_path/`` (without that variable set,
+nothing is kept).
 
 Data: ``sklearn.datasets.make_classification`` (5 classes, 300 features of
 which 10 informative), few rows for the features, so that a large C
@@ -30,7 +32,7 @@ import numpy as np
 
 import streamwww as sw
 from streamwww.io import convert_libsvm, open_store, write_store
-from _common import as_store, is_store, results_dir, user_input, workdir
+from _common import OUT_ENV, as_store, is_store, results_dir, user_input, workdir
 
 CS = np.logspace(-5, -2, 13)  # 1e-5 .. 0.01
 
@@ -94,6 +96,10 @@ def main() -> int:
         except ImportError:
             print("matplotlib is not installed: no plot (it is optional; pip install matplotlib)")
             return 0
+        results = results_dir("03_regularization_path")
+        if results is None:  # (a plot in a temporary directory would be removed, or left behind)
+            print(f"no plot kept: set {OUT_ENV}=DIR to keep it as DIR/03_regularization_path/accuracy_vs_C.png")
+            return 0
         matplotlib.use("Agg")  # files only, no window
         import matplotlib.pyplot as plt
 
@@ -106,7 +112,7 @@ def main() -> int:
         ax.set_title("Weston-Watkins SVM: accuracy vs C")
         ax.legend()
         fig.tight_layout()
-        png = results_dir("03_regularization_path") / "accuracy_vs_C.png"
+        png = results / "accuracy_vs_C.png"
         fig.savefig(png, dpi=120)
         print(f"plot saved to {png}")
         return 0

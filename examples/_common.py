@@ -43,15 +43,16 @@ def workdir(name: str):
         shutil.rmtree(path, ignore_errors=True)
 
 
-def results_dir(name: str) -> Path:
+def results_dir(name: str) -> Path | None:
     """Where an example puts what you will want to look at afterwards (a plot):
-    ``$STREAMWWW_EXAMPLES_OUT/<name>``, or a new temporary directory that is kept."""
+    ``$STREAMWWW_EXAMPLES_OUT/<name>``; None when that variable is not set (nothing is
+    kept then, as the examples' README promises)."""
     root = os.environ.get(OUT_ENV)
     if root:
         path = Path(root).expanduser().absolute() / name
         path.mkdir(parents=True, exist_ok=True)
         return path
-    return Path(tempfile.mkdtemp(prefix=f"streamwww-{name}-results-"))
+    return None
 
 
 def user_input(i: int = 1) -> Path | None:

@@ -7,6 +7,7 @@ train              train one model or several (a list of C) in one pass over the
                    in memory or streamed from a shard store, with checkpoints
 resume             continue an interrupted run from its checkpoint directory
 open_store         open a shard store written by ``streamwww convert``
+convert            convert a LIBSVM text file into a shard store (``streamwww convert``)
 load_model, save_model   model files
 write_predictions  labels or scores of every row of a store, written shard by shard
 solve_subproblem   exact Walrus solver of the block subproblem (and ``solve_subproblem_batch``)
@@ -28,6 +29,7 @@ _LAZY = {
     "train": ("streamwww.api", "train"),
     "resume": ("streamwww.api", "resume"),
     "open_store": ("streamwww.io", "open_store"),
+    "convert": ("streamwww.io", "convert_libsvm"),
     "load_model": ("streamwww.model_io", "load_model"),
     "write_predictions": ("streamwww.predict", "write_predictions"),
     "save_model": ("streamwww.model_io", "save_model"),

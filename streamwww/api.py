@@ -23,6 +23,7 @@ from streamwww._params import (
     resolve_memory_budget,
     resolve_prefetch,
 )
+from streamwww._textdata import text_as_store
 from streamwww.checkpoint import CheckpointDir
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import cluster_options, fit_placed
@@ -65,7 +66,11 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     data : tuple (X, y), str, Path or ShardStore
         In-memory rows (dense or sparse) and labels of any type, or a shard
         store (see :func:`streamwww.io.open_store`; its path or URL, e.g.
-        ``s3://bucket/store``) that is streamed shard by shard.  Fitting arrays is streaming over one in-memory shard: a
+        ``s3://bucket/store``) that is streamed shard by shard, or a LIBSVM
+        text file (optionally .gz/.bz2/.xz), converted first as ``streamwww train
+        FILE`` does (:func:`streamwww.convert` with its defaults): into
+        ``checkpoint_dir/data.zarr`` when there is one, else into a temporary
+        directory removed when training ends.  Fitting arrays is streaming over one in-memory shard: a
         one-shard store of the same rows gives the bitwise-identical model.
     C : float or list of float, default=1.0
         Regularization.  A list trains one model per value in the same passes
@@ -186,7 +191,15 @@ def train_fitted(data, **options):
     returns), and the :class:`~streamwww.engine.run.Fit` (no convergence warning:
     the caller warns); with ``cv``, the :class:`~streamwww.WWClassifierCV` and its ``Fit``.
     Trained on a store without ``cv``, no scikit-learn is imported: the command
-    line's path (:mod:`streamwww.fitted`)."""
+    line's path (:mod:`streamwww.fitted`). A LIBSVM text file as ``data`` is converted first,
+    as ``streamwww train FILE`` does: into ``checkpoint_dir`` when one is given, else into a
+    temporary directory removed when training ends (:func:`streamwww._textdata.text_as_store`)."""
+    with text_as_store(data, options.get("checkpoint_dir"), storage_options=options.get("storage_options")) as data:
+        return _train_fitted(data, **options)
+
+
+def _train_fitted(data, **options):
+    """:func:`train_fitted` of arrays or a store."""
     defaults = train.__kwdefaults__
     unknown = sorted(set(options) - set(defaults))
     if unknown:

@@ -62,10 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(verbose: int, quiet: bool) -> None:
-    # Default: warnings only (commands print their own summaries); -v: one line
-    # per epoch and shard events; -vv: debug.
+    # Default: warnings only (commands print their own summaries and epoch lines); -v:
+    # the library's events (device, memory, shards); -vv: debug.
     level = logging.WARNING if (quiet or verbose == 0) else (logging.INFO if verbose == 1 else logging.DEBUG)
+    before = set(logging.getLogger().handlers)
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    for handler in set(logging.getLogger().handlers) - before:  # (this CLI's handler only)
+        handler.addFilter(_without_epoch_lines)
     # Third-party libraries stay quiet unless -vv.
     for noisy in ("numba", "distributed", "asyncio", "fsspec", "zarr"):
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose < 2 else logging.DEBUG)
@@ -74,6 +77,16 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
         # (later, and in every worker process): INFO, a screenful per local cluster. Dask's
         # config from the environment, unless the user's environment says otherwise.
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+
+
+# The engine's per-epoch (and per-round) log lines: the commands print each evaluated epoch
+# themselves (streamwww.commands._Reporter), so under -v they would come twice.
+_EPOCH_LINES = (("streamwww.engine.driver", "epoch "), ("streamwww.engine.cocoa", "round "))
+
+
+def _without_epoch_lines(record: logging.LogRecord) -> bool:
+    """A logging filter: False for the engine's epoch lines, which the CLI prints its own way."""
+    return not any(record.name == name and str(record.msg).startswith(start) for name, start in _EPOCH_LINES)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

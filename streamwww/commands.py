@@ -18,10 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from streamwww._params import DEFAULTS
+from streamwww._textdata import TEXT_STORE  # where `train FILE` converts a LIBSVM file
 from streamwww.io.commands import storage_options
-
-# where `train FILE` converts a LIBSVM file: in the run's checkpoint directory
-TEXT_STORE = "data.zarr"
 
 
 def _C_list(text: str) -> list[float]:
@@ -493,12 +491,10 @@ def _warn_not_converged(fit, command: str, cv: bool = False) -> None:
 def _train_store(args, options):
     """The store ``train`` trains on: ``args.store`` itself, or, when that is a file (LIBSVM
     text), the store it is converted into first, ``CHECKPOINT_DIR/data.zarr``, as ``streamwww
-    convert FILE`` with its defaults makes it. Converted on every run, never trusted unseen: a
-    store is known by its fingerprint, and telling that the file is still the one converted
-    would mean reading it all anyway. The same file gives the same store, bit for bit, so a
-    checkpoint of it continues (``resume`` reads the store and converts nothing); a store
-    already there that a checkpoint trains on is never replaced by other data."""
+    convert FILE`` with its defaults makes it (:func:`streamwww._textdata.convert_into_run`,
+    the conversion :func:`streamwww.train` shares)."""
     from streamwww._location import located
+    from streamwww._textdata import convert_into_run
 
     where = located(args.store, options)
     if where.is_local and not where.exists():
@@ -511,43 +507,9 @@ def _train_store(args, options):
     if args.checkpoint_dir is None:
         raise ValueError(f"{args.store} is a file: training converts a LIBSVM file into --checkpoint-dir "
                          f"first, so give one (or convert it yourself: streamwww convert {args.store} STORE)")
-    from streamwww.checkpoint import CheckpointDir
-    from streamwww.io import open_store
-    from streamwww.io.commands import convert_with_summary, is_store
-
-    ck = located(args.checkpoint_dir, options)
-    out = ck.child(TEXT_STORE)
-
-    def convert(to):
-        # (the summary line on stderr, naming the store trained on: --json keeps stdout for its object)
-        return convert_with_summary(args.store, to.local_path if to.is_local else to.url,
-                                    show_progress=args.show_progress, summary=None if args.quiet else sys.stderr,
-                                    shown=out.url, zero_based=args.zero_based, overwrite=True,
-                                    storage_options=options)
-
-    made = not ck.exists()
-    with CheckpointDir(ck) as held:  # under the directory's lock: never replaced under a run on it
-        if not is_store(out):
-            try:
-                return convert(out).path
-            except BaseException:
-                if made:  # (a bad file: the directory this command made goes with its conversion)
-                    held.close()
-                    ck.remove(recursive=True)
-                raise
-        incoming = ck.child(f".{TEXT_STORE}.incoming")
-        try:
-            new = convert(incoming).fingerprint
-        finally:
-            incoming.remove(recursive=True)
-        old = open_store(out)
-        if new == old.fingerprint:  # the same data: the store there is this one, bit for bit
-            return old.path
-        if held.has_checkpoint():
-            source = old.metadata.get("provenance", {}).get("source", {}).get("path", "another file")
-            raise ValueError(f"{ck.url} holds a run on the data of {source} ({out.url}); {args.store} is other "
-                             f"data: give another --checkpoint-dir (nothing was changed)")
-        return convert(out).path  # a store without a run: replaced
+    return convert_into_run(args.store, args.checkpoint_dir, storage_options=options, zero_based=args.zero_based,
+                            show_progress=args.show_progress, summary=None if args.quiet else sys.stderr,
+                            dir_name="--checkpoint-dir")
 
 
 def run_train(args) -> int:
@@ -561,6 +523,7 @@ def run_train(args) -> int:
         if args.partitions is not None:
             raise ValueError("--partitions applies to cluster runs only; add --workers N or --scheduler ADDRESS")
     options = storage_options(args)
+    _check_model_out(args)  # (before _train_store: converting a LIBSVM file is work already)
     store = _train_store(args, options)
     class_weight = _store_class_weight(args.class_weight, store, options)
     C = args.C if len(args.C) > 1 or args.cv is not None else args.C[0]
@@ -588,6 +551,17 @@ def run_train(args) -> int:
     paths = model_paths(args.model_out, args.C, many=len(args.C) > 1 and args.cv is None)
     _report_run(args, result, paths, "train")
     return 0
+
+
+def _check_model_out(args) -> None:
+    """``train``'s model file(s): writable, a regular file (or none yet) and none of its
+    input (the LIBSVM file or store, or a path inside the store), before any work."""
+    from streamwww.model_io import check_not_input, check_writable, model_paths
+
+    for out in model_paths(args.model_out, args.C, many=len(args.C) > 1 and args.cv is None):
+        if out.is_local:  # (an object store's is probed by train itself, with the storage options)
+            check_not_input(str(out.local_path), [args.store], "the model")
+            check_writable(out)
 
 
 def run_resume(args) -> int:
@@ -624,8 +598,12 @@ def run_predict(args) -> int:
     from streamwww.predict import predict_labels
 
     options = storage_options(args)
-    model = load_fitted(_model_arg(args.model, options))
     output = None if args.output in (None, "-") else args.output  # ('-': standard output)
+    if output:  # (before any work: the model and the rows are what it reads)
+        from streamwww.model_io import check_not_input
+
+        check_not_input(output, [args.model, args.input], "the predictions")
+    model = load_fitted(_model_arg(args.model, options, "predict"))
     out = _open_predictions(Path(output)) if output else sys.stdout
     try:
         n = 0
@@ -658,11 +636,18 @@ def _open_predictions(path: Path):
         raise OutputPathError(f"{path}: cannot write the predictions ({exc.strerror or exc})") from None
 
 
-def _model_arg(path: str, options):
-    """A model file argument: a local path as it is, a URL as a Location with the options."""
+def _model_arg(path: str, options, command: str):
+    """A model file argument: a local path as it is, a URL as a Location with the options. Data
+    given there (LIBLINEAR's ``predict DATA MODEL`` order) is a one-line error saying so."""
     from streamwww._location import is_url, location
 
-    return location(path, options) if is_url(path) else path
+    if is_url(path):
+        return location(path, options)
+    from streamwww.io.sniff import file_kind, misplaced
+
+    if file_kind(location(path)) in ("libsvm", "csv", "parquet", "store"):
+        raise ValueError(f"{misplaced(location(path), 'model', path)}; the order is `streamwww {command} MODEL DATA`")
+    return path
 
 
 def _fmt_label(v) -> str:
@@ -676,7 +661,7 @@ def run_evaluate(args) -> int:
     from streamwww.predict import evaluate
 
     options = storage_options(args)
-    model = load_fitted(_model_arg(args.model, options))
+    model = load_fitted(_model_arg(args.model, options, "evaluate"))
     res = evaluate(model, args.test, confusion=args.confusion, zero_based=args.zero_based,
                    storage_options=options)
     if res["n_unknown"]:  # (a test file of other data, or of other labels, is found here)

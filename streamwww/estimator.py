@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -11,6 +12,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from streamwww._params import check_params
+from streamwww._textdata import text_as_store
 from streamwww.fitted import FittedModel, class_scores, fitted_attributes, model_params, predicted_labels
 from streamwww.labels import classification_targets
 from streamwww.stream.sources import ArraySource, StoreSource, as_store, store_shards, store_without_y
@@ -179,7 +181,9 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features), or str, Path, ShardStore
             Training rows; or a shard store (with ``y=None``), streamed from disk
-            with ``beta`` kept in a temporary directory.  For checkpoints and
+            with ``beta`` kept in a temporary directory; or a LIBSVM text file
+            (optionally .gz/.bz2/.xz, with ``y=None``), converted into a temporary
+            store first as ``streamwww train FILE`` does.  For checkpoints and
             several values of ``C`` use :func:`streamwww.train`.
         y : array-like of shape (n_samples,)
             Labels of any type (ints, floats, strings); at least two classes.
@@ -193,6 +197,12 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         self : WWClassifier
         """
         self._check_params()
+        # a LIBSVM text file: converted into a temporary store, removed after the fit
+        with text_as_store(X) if y is None else nullcontext(X) as X:
+            return self._fit_data(X, y, sample_weight)
+
+    def _fit_data(self, X, y, sample_weight):
+        """:meth:`fit` of arrays or a store."""
         store = store_without_y(X, y, f"{type(self).__name__}.fit")
         if store is not None:  # a shard store (or its path): streamed shard by shard
             if sample_weight is not None:
@@ -213,7 +223,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
             self._warm = (key, float(self.C), fit.results[0].W, fit.beta[0]) if key is not None else None
         from streamwww.engine.config import warn_not_converged
 
-        warn_not_converged(fit.results, fit.cfg, type(self).__name__)
+        warn_not_converged(fit.results, fit.cfg, type(self).__name__, stacklevel=3)  # (at fit's caller)
         return self
 
     def _fit(self, source, warm=None) -> Fit:

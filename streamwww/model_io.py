@@ -21,11 +21,13 @@ from pathlib import Path
 
 import numpy as np
 
+from streamwww._fsutil import not_regular, same_or_inside
 from streamwww._location import Location, is_url, located, location
-from streamwww.errors import OutputPathError, StorageError
+from streamwww.errors import DataFormatError, OutputPathError, StorageError
 from streamwww.fitted import FittedModel
 
-__all__ = ["save_model", "load_model", "load_fitted", "model_paths", "check_writable", "MODEL_FORMAT",
+__all__ = ["save_model", "load_model", "load_fitted", "model_paths", "check_writable", "check_not_input",
+           "refuse_not_regular", "MODEL_FORMAT",
            "MODEL_VERSION"]
 
 MODEL_FORMAT = "streamwww-model"
@@ -69,6 +71,7 @@ def save_model(model, path) -> Path | Location:
         np.savez(buf, **arrays)
         remote.write_bytes(buf.getvalue())
         return remote
+    refuse_not_regular(path, "the model")  # (also here: save_model is called without check_writable)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as f:
         np.savez(f, **arrays)
@@ -96,6 +99,7 @@ def check_writable(path, what: str = "the model") -> None:
             raise OutputPathError(f"{where}: cannot write {what} ({type(exc).__name__}: {exc})") from None
         return
     path = where.local_path
+    refuse_not_regular(path, what)
     if path.is_dir():
         raise OutputPathError(f"{path}: cannot write {what} there: it is a directory")
     if not path.parent.is_dir():
@@ -105,6 +109,32 @@ def check_writable(path, what: str = "the model") -> None:
             pass
     except OSError as exc:
         raise OutputPathError(f"{path}: cannot write {what} ({exc.strerror or exc})") from None
+
+
+def refuse_not_regular(path, what: str = "the model") -> None:
+    """Raise :class:`~streamwww.errors.OutputPathError` when the local ``path`` is a
+    symlink, a FIFO, a device or a socket: an output is renamed into place, which would
+    replace that node with a regular file (never write through it)."""
+    kind = not_regular(path)
+    if kind is not None:
+        raise OutputPathError(f"{path}: cannot write {what} there: it is {kind}, not a regular file; "
+                              f"give a regular file path")
+
+
+def check_not_input(output, inputs, what: str = "the model") -> None:
+    """Raise :class:`~streamwww.errors.OutputPathError` when the local ``output`` is one of
+    the command's ``inputs`` (local paths or URLs; URLs and None are skipped), the same
+    file through another name, or inside an input directory: found before any work,
+    since writing it would destroy what the command reads."""
+    local = [None if i is None or is_url(i) else i for i in inputs]
+    if output is None or is_url(output):
+        return
+    hit = same_or_inside(output, local)
+    if hit is not None:
+        inside = "" if os.path.realpath(output) == os.path.realpath(hit) or not os.path.isdir(hit) \
+            else " (a path inside it)"
+        raise OutputPathError(f"{output}: cannot write {what} there: it is an input of this command "
+                              f"({hit}){inside}; give another output path")
 
 
 def load_model(path):
@@ -156,12 +186,16 @@ def load_fitted(path) -> FittedModel:
             raise
         if isinstance(exc, FileNotFoundError):
             raise FileNotFoundError(f"{path}: no such model file") from None
-        raise ValueError(f"{path}: not a streamwww model file, or a damaged one "
+        from streamwww.io.sniff import misplaced  # (data given for a model: say what it is)
+
+        wrong = None if remote is not None else misplaced(location(str(path)), "model", str(path))
+        raise ValueError(wrong or f"{path}: not a streamwww model file, or a damaged one "
                          f"({type(exc).__name__}: {exc})") from None
     if not isinstance(meta, dict) or meta.get("format") != MODEL_FORMAT:
         raise ValueError(f"{path}: not a streamwww model file")
     if meta.get("version") != MODEL_VERSION:
         raise ValueError(f"{path}: model format version {meta.get('version')} is not supported")
+    _check_model(path, arrays, meta)
     params = meta["params"]
     if isinstance(params.get("class_weight"), dict):
         params["class_weight"] = {c: w for c, w in zip(arrays["classes"].tolist(), params["class_weight"]["per_class"])
@@ -172,6 +206,54 @@ def load_fitted(path) -> FittedModel:
     if meta.get("feature_names_in"):
         attributes["feature_names_in_"] = np.asarray(meta["feature_names_in"], dtype=object)
     return FittedModel(params, attributes)
+
+
+def _model_problem(arrays: dict, meta: dict) -> str | None:
+    """What makes a model file's arrays and metadata unusable, or None when they are
+    consistent: numeric finite ``coef`` (n_classes, n_features) and ``intercept``
+    (n_classes,), ``classes`` one distinct sorted label per row of ``coef`` (``predict``
+    indexes ``classes`` by a row of ``coef``, ``evaluate`` searches it), and the
+    metadata fields :func:`load_fitted` reads, of their types."""
+    coef, intercept, classes = arrays["coef"], arrays["intercept"], arrays["classes"]
+    if coef.ndim != 2 or coef.dtype.kind not in "fiu":
+        return f"coef is a {coef.dtype} array of shape {coef.shape}, not a 2-d numeric one"
+    if intercept.ndim != 1 or intercept.dtype.kind not in "fiu":
+        return f"intercept is a {intercept.dtype} array of shape {intercept.shape}, not a 1-d numeric one"
+    k, n_features = coef.shape
+    if k < 2:
+        return f"coef has {k} row(s): a model has one per class, at least 2"
+    if intercept.shape != (k,):
+        return f"intercept has {intercept.shape[0]} values for the {k} rows of coef"
+    if classes.ndim != 1 or classes.shape[0] != k:
+        return f"{classes.size} classes for the {k} rows of coef"
+    for name, a in (("coef", coef), ("intercept", intercept)):
+        bad = np.argwhere(~np.isfinite(a))  # (NaN or inf scores every row alike, silently)
+        if len(bad):
+            where = ", ".join(map(str, bad[0]))
+            return f"{name}[{where}] is {a[tuple(bad[0])]}: every coefficient must be a finite number"
+    if classes.dtype.kind not in "biufU" or not np.all(classes[1:] > classes[:-1]):
+        return "the classes are not distinct labels in sorted order"
+    for key, kinds in (("params", dict), ("n_iter", int), ("history", list), ("converged", bool),
+                       ("seed", int), ("n_features_in", int)):
+        if not isinstance(meta.get(key), kinds):
+            return f"its metadata has no {key!r} of type {kinds.__name__}"
+    if meta["n_features_in"] != n_features:
+        return f"its metadata says {meta['n_features_in']} features, coef has {n_features}"
+    names = meta.get("feature_names_in")
+    if names is not None and (not isinstance(names, list) or len(names) != n_features):
+        return f"feature_names_in does not name the {n_features} features"
+    cw = meta["params"].get("class_weight")
+    if isinstance(cw, dict) and len(cw.get("per_class", ())) != k:
+        return f"class_weight does not give one weight per class ({k})"
+    return None
+
+
+def _check_model(path, arrays: dict, meta: dict) -> None:
+    """Raise :class:`~streamwww.errors.DataFormatError` naming ``path`` and the problem
+    where :func:`_model_problem` finds one: a model is never used half-valid."""
+    problem = _model_problem(arrays, meta)
+    if problem is not None:
+        raise DataFormatError(f"{path}: not a streamwww model file, or a damaged one ({problem})")
 
 
 def model_paths(model_out, Cs, many: bool) -> list[Location]:

@@ -20,7 +20,7 @@ LAYERS = [
     {"streamwww.cv"},
     {"streamwww.estimator"},
     {"streamwww.engine"},
-    {"streamwww.stream", "streamwww.checkpoint", "streamwww.backends"},
+    {"streamwww.stream", "streamwww.checkpoint", "streamwww.backends", "streamwww._textdata"},
     {"streamwww.io", "streamwww.solvers"},
     {"streamwww.labels", "streamwww.weights", "streamwww.errors", "streamwww._params", "streamwww._fsutil", "streamwww._logging",
      "streamwww._memory", "streamwww"},

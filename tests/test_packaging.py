@@ -23,3 +23,9 @@ def test_the_test_extra_holds_no_benchmark_peer():
     for peer in ("liblinear", "vowpalwabbit", "matplotlib", "streamwww[bench]"):
         assert peer not in test
     assert any("liblinear" in d for d in extras["bench"])
+
+
+def test_the_package_ships_its_type_hints():
+    """PEP 561 (issue 57, item 7): ``py.typed`` in the package, and in its wheel's package data."""
+    assert (Path(streamwww.__file__).parent / "py.typed").is_file()
+    assert "py.typed" in PYPROJECT["tool"]["setuptools"]["package-data"]["streamwww"]

@@ -9,6 +9,7 @@ import sys
 import time
 
 from streamwww.io._progress import ProgressEvent
+from streamwww.io.sniff import is_store, what_is  # noqa: F401  (also imported from here)
 
 logger = logging.getLogger(__name__)
 
@@ -172,27 +173,6 @@ def convert_with_summary(input, output, *, show_progress: bool, summary, shown: 
     return store
 
 
-def is_store(path) -> bool:
-    """Whether ``path`` (a Location) holds a complete store: its commit marker is there."""
-    from streamwww.io._format import MARKER  # (here: the parser stays free of NumPy and SciPy)
-
-    return path.child(MARKER).isfile()
-
-
-def what_is(path) -> str | None:
-    """'store', 'checkpoint' or 'model' by what ``path`` (a Location) holds; None for none
-    of them (FileNotFoundError where nothing is there)."""
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist")
-    if is_store(path):
-        return "store"
-    if path.child("manifest.json").isfile() or path.child("manifest.prev.json").isfile():
-        return "checkpoint"
-    if not path.isdir() and (path.name.endswith(".npz") or _is_zip(path)):
-        return "model"  # (by content too: `train --model-out NAME` keeps NAME as given)
-    return None
-
-
 def _what_is(path) -> str:
     """:func:`what_is`, or a one-line error where ``path`` holds none of them."""
     from streamwww.io._format import MARKER
@@ -202,13 +182,6 @@ def _what_is(path) -> str:
         return kind
     raise ValueError(f"{path}: not a shard store (no {MARKER}; an interrupted conversion leaves none), "
                      f"a checkpoint directory (no manifest.json) or a model file (.npz); give one of those")
-
-
-def _is_zip(path) -> bool:
-    """Whether the file ``path`` (a Location) starts as a zip archive does (a model file is an
-    ``.npz``: a zip archive, whatever its name)."""
-    with path.fs.open(path.path, "rb") as f:
-        return f.read(4) == b"PK\x03\x04"
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -244,6 +217,10 @@ def _info(args: argparse.Namespace) -> int:
     if counts:
         pairs = ", ".join(f"{format_label(c)}: {n}" for c, n in zip(store.classes[:8], counts))
         print(f"class rows   {pairs}{', ...' if len(counts) > 8 else ''}")
+    if store.has_weights:  # (they change every model trained on it: never left unsaid)
+        source = meta.get("provenance", {}).get("weights") or {}
+        print("weights      per row, stored with the rows; train uses them (a row of weight w has the "
+              "dual box [0, C w])" + (f"; from {source['path']}" if source.get("path") else ""))
     print(f"shards       {store.n_shards}, "
           f"{int(store.shard_rows.min())}..{int(store.shard_rows.max())} rows, up to "
           f"{max(store.shard_nbytes(i) for i in range(store.n_shards)) / 2**20:.2f} MiB in "

@@ -8,7 +8,8 @@ three pieces and the parse arrays of two, whatever the file size.
 
 Accepted text: one sample per line, ``label index:value index:value ...``;
 ``#`` starts a comment; blank lines, ``qid:N`` fields, CRLF line ends and extra
-spaces or tabs are ignored; labels are numbers such as ``+1``, ``-1``, ``2.0``;
+spaces or tabs are ignored; labels are numbers such as ``+1``, ``-1``, ``2.0``,
+smaller than 2**53 in magnitude (read as float64, larger integers would merge);
 indices are 1-based unless ``zero_based=True`` and may come in any order within
 a row (they are sorted on the way in). gzip, bz2 and xz files are recognised by
 their magic bytes. Anything else stops with a
@@ -35,9 +36,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamwww._location import Location, is_url, location
-from streamwww.errors import InputReadError, LibsvmFormatError
+from streamwww.errors import DataFormatError, InputReadError, LibsvmFormatError
 from streamwww.io import _libsvm_kernels as K
 from streamwww.io._progress import ProgressCallback, ProgressEvent
+from streamwww.io.sniff import misplaced
 
 __all__ = [
     "LibsvmBlock",
@@ -343,6 +345,32 @@ _MESSAGES = {
 }
 
 
+#: Labels are read as float64, which holds every integer exactly only below 2**53:
+#: 9007199254740993 reads as 9007199254740992, and the two would be one class. A label
+#: of this magnitude or more is refused (integers or not: from here on a float64 is an
+#: integer that may stand for several).
+LABEL_LIMIT = 2.0**53
+
+
+def _label_too_large(token: str) -> str:
+    """The message of a label at or beyond :data:`LABEL_LIMIT` in magnitude."""
+    return (f"label {token!r} is too large: labels are read as float64 numbers, which tell integers "
+            f"apart only below 2**53 = 9007199254740992 (9007199254740993 would read as "
+            f"9007199254740992 and merge into its class); number the classes with smaller labels")
+
+
+def _label_token(buf: np.ndarray, line: int) -> str:
+    """The first token (the label) of line ``line`` (1-based) of ``buf``; for error messages only."""
+    starts = np.flatnonzero(buf == 10)
+    p = 0 if line == 1 else int(starts[line - 2]) + 1
+    while p < len(buf) and buf[p] in (32, 9):
+        p += 1
+    end = p
+    while end < len(buf) and buf[end] not in (32, 9, 10, 13):
+        end += 1
+    return _token(buf, p, end)
+
+
 def _token(buf: np.ndarray, start: int, end: int) -> str:
     text = bytes(buf[start:min(end, start + 60)]).decode("utf-8", "replace")
     return text + ("..." if end - start > 60 else "")
@@ -516,6 +544,10 @@ class LibsvmReader:
         n_rows, nnz, n_lines, n_slow, n_skipped = counts
         line0 = stats.n_lines
         if err[0] != 0:
+            if line0 + int(err[1]) == 1:  # a file of another kind (Parquet, CSV, a model): say which
+                wrong = misplaced(self.location, "libsvm")
+                if wrong is not None:
+                    raise DataFormatError(wrong)
             raise LibsvmFormatError(self.path, line0 + int(err[1]), self._message(buf, err))
         for kind, target, start, end, line in slow[:n_slow]:
             value = float(bytes(buf[start:end]))
@@ -532,6 +564,10 @@ class LibsvmReader:
             if code:
                 raise LibsvmFormatError(self.path, line0 + int(line), self._message(
                     buf, np.array([code, line, start, end, 0])))
+        big = np.flatnonzero(np.abs(labels[:n_rows]) >= LABEL_LIMIT)
+        if len(big):
+            line = int(lines[big[0]])
+            raise LibsvmFormatError(self.path, line0 + line, _label_too_large(_label_token(buf, line)))
         if n_skipped:
             room = _MAX_SKIP_EXAMPLES - len(stats.skipped_examples)
             for rec in skipped[:min(n_skipped, room, len(skipped))]:
