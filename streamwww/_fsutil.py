@@ -10,9 +10,13 @@ import stat
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["not_regular", "same_or_inside", "fsync_path", "fsync_tree", "try_lock", "unlock", "ScratchDir",
-           "ObjectLock"]
+if TYPE_CHECKING:
+    from streamwww.errors import StorageError
+
+__all__ = ["not_regular", "same_or_inside", "fsync_path", "fsync_tree", "try_lock", "unlock", "lock_held",
+           "read_failure", "ScratchDir", "ObjectLock", "temporary_beside", "remove_dead_temporaries"]
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +63,31 @@ def same_or_inside(output, inputs) -> str | None:
     return None
 
 
+def read_failure(path, exc: OSError, what: str = "") -> StorageError:
+    """The one-line error for a local file that is there but cannot be read: no permission,
+    EIO, a directory where a file should be (any ``OSError`` but ``FileNotFoundError``).
+
+    Such a failure says nothing about the bytes: a reader must report it, never take it
+    for damage and fall back (a fallback lets the next commit replace what may be intact).
+    The error is a :class:`~streamwww.errors.StorageError` that keeps ``exc``'s ``errno``.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file that could not be read (named first in the message).
+    exc : OSError
+        The failure.
+    what : str, optional
+        What the file holds (``"the weights"``), for the message.
+    """
+    from streamwww.errors import StorageError
+
+    err = StorageError(f"{path}: cannot read{' ' + what if what else ''} ({exc.strerror or exc}); an I/O "
+                       f"error, not damage: it was left as it is; fix its access or the disk and run again")
+    err.errno = exc.errno
+    return err
+
+
 def fsync_path(path) -> None:
     """fsync one file or directory (a directory's fsync makes renames in it durable)."""
     fd = os.open(path, os.O_RDONLY)
@@ -95,6 +124,28 @@ def unlock(fd: int) -> None:
     """Release a lock taken by :func:`try_lock`."""
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
+
+
+def lock_held(path) -> bool:
+    """Whether a live process holds :func:`try_lock`'s lock on ``path`` (a reader's question:
+    nothing is created or written; a missing or unopenable ``path`` is not held).
+
+    The shared lock is taken and dropped at once; a trainer that tries its exclusive lock
+    in that instant is refused as if another trainer held it.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # (closing drops the shared lock)
+    return False
 
 
 class ScratchDir:
@@ -166,6 +217,49 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:  # another user's process
         return True
     return True
+
+
+def temporary_beside(path) -> Path:
+    """The temporary name an output ``path`` is written under before it is renamed into
+    place: ``.NAME.PID.tmp`` beside it (the writer's pid, so that a later writer can tell
+    a dead process's leftover from a live one's, see :func:`remove_dead_temporaries`)."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def remove_dead_temporaries(path) -> list[Path]:
+    """Delete the :func:`temporary_beside` files of ``path`` whose writer is gone (a process
+    killed by SIGKILL leaves its temporary behind); return them.
+
+    Only names of exactly that form with a pid no live process has are removed: a live
+    writer's, or any other file, stays. A pid reused since by another process keeps its
+    leftover until that process ends. Failures to list or delete are ignored (the output
+    is written all the same).
+    """
+    import re
+
+    path = Path(path)
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)\.tmp$")
+    removed = []
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return removed
+    for name in names:
+        m = pattern.match(name)
+        if m is None or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+            continue
+        leftover = path.parent / name
+        try:
+            if stat.S_ISREG(os.lstat(leftover).st_mode):  # (a file this code wrote: never a link or a folder)
+                leftover.unlink()
+                removed.append(leftover)
+        except OSError:
+            pass
+    if removed:
+        logger.info("removed %s, left by a process that died while writing %s",
+                    ", ".join(p.name for p in removed), path)
+    return removed
 
 
 _HELD_TOKENS: set[str] = set()  # tokens of the ObjectLocks this process holds now

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from streamwww._fsutil import ObjectLock, fsync_path, try_lock, unlock
+from streamwww._fsutil import ObjectLock, fsync_path, read_failure, try_lock, unlock
 from streamwww._location import (
     is_storage_failure,
     is_url,
@@ -183,7 +183,11 @@ class CheckpointDir:
             raise OutputPathError(f"{self.path}: cannot use this checkpoint directory "
                                   f"({exc.strerror or exc})") from None
         self._refuse_foreign()
-        fd = try_lock(self.path / "LOCK")
+        try:
+            fd = try_lock(self.path / "LOCK")
+        except OSError as exc:  # (a directory, no permission: not a lock this trainer can take)
+            raise OutputPathError(f"{self.path / 'LOCK'}: cannot take this checkpoint's lock "
+                                  f"({exc.strerror or exc}); it must be a regular file") from None
         if fd is None:
             raise CheckpointError(f"{self.path}: another trainer holds this checkpoint directory "
                                   f"(LOCK is taken); stop it or use another --checkpoint-dir")
@@ -288,13 +292,21 @@ class CheckpointDir:
 
     def load_manifest(self, name: str = MANIFEST) -> dict[str, Any]:
         """A committed manifest (the latest by default), validated and its checksum checked;
-        raises CheckpointError when unusable."""
+        raises CheckpointError when unusable, StorageError when it is there but cannot be
+        read (an I/O error: no fallback)."""
         mpath = self.path / name
         try:
             raw = self._read(name)
             manifest = json.loads(raw.decode())
         except FileNotFoundError:
             raise CheckpointError(f"{self.path}: no checkpoint here (missing {name})") from None
+        except OSError as exc:  # an I/O error, not damage: reported, never fallen back from
+            if self.remote:
+                raise
+            if isinstance(exc, NotADirectoryError) and self.path.is_file():
+                raise CheckpointError(f"{self.path}: is a file, not a checkpoint directory; give the "
+                                      f"directory a run was given as --checkpoint-dir") from None
+            raise read_failure(mpath, exc, "the manifest") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise CheckpointError(f"{mpath}: corrupt manifest ({exc})") from None
         if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
@@ -326,10 +338,20 @@ class CheckpointDir:
     def _load_weights(self, name: str, shape, digest, total) -> np.ndarray:
         path = self.path / name
         try:
-            W = np.load(io.BytesIO(self._read(name)) if self.remote else path, allow_pickle=False)
+            # (locally the file is opened here: what fails to open or read is an I/O error;
+            # only what np.load makes of the bytes can be damage)
+            source = io.BytesIO(self._read(name)) if self.remote else open(path, "rb")
+            with source:
+                W = np.load(source, allow_pickle=False)
         except FileNotFoundError:
             raise CheckpointError(f"{path}: missing weights named by the manifest") from None
-        except (ValueError, OSError, EOFError) as exc:
+        except OSError as exc:
+            if self.remote:
+                if is_storage_failure(exc):
+                    raise
+                raise CheckpointError(f"{path}: corrupt weights ({exc})") from None
+            raise read_failure(path, exc, "the weights") from None
+        except (ValueError, EOFError) as exc:
             if self.remote and is_storage_failure(exc):
                 raise
             raise CheckpointError(f"{path}: corrupt weights ({exc})") from None
@@ -367,6 +389,10 @@ class CheckpointDir:
         ------
         CheckpointError
             When no intact checkpoint remains; the message names every damage found.
+        StorageError
+            When a file is there but cannot be read (no permission, EIO, a directory in
+            its place; on an object store, a store that fails): not damage, so no
+            fallback and nothing set aside.
         """
         damage = []
         for name in (MANIFEST, PREVIOUS):

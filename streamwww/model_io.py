@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streamwww._fsutil import not_regular, same_or_inside
+from streamwww._fsutil import not_regular, remove_dead_temporaries, same_or_inside, temporary_beside
 from streamwww._location import Location, is_url, located, location
 from streamwww.errors import DataFormatError, OutputPathError, StorageError
 from streamwww.fitted import FittedModel
@@ -72,12 +72,20 @@ def save_model(model, path) -> Path | Location:
         remote.write_bytes(buf.getvalue())
         return remote
     refuse_not_regular(path, "the model")  # (also here: save_model is called without check_writable)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        np.savez(f, **arrays)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    remove_dead_temporaries(path)
+    tmp = temporary_beside(path)
+    try:
+        with open(tmp, "wb") as f:
+            np.savez(f, **arrays)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:  # a full disk, a lost mount: one line naming the model, no temporary left
+        tmp.unlink(missing_ok=True)
+        err = OutputPathError(f"{path}: cannot write the model ({exc.strerror or exc}); nothing was written "
+                              f"there")
+        err.errno = exc.errno
+        raise err from None
     return path
 
 

@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from streamwww._fsutil import lock_held
 from streamwww._location import located, location
 from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
-from streamwww.errors import CheckpointError, StreamwwwError
+from streamwww.errors import CheckpointError, StorageError, StreamwwwError
 from streamwww.model_io import load_fitted, model_paths
 
 __all__ = ["describe_model", "describe_checkpoint", "format_model", "format_checkpoint", "gap_histories",
@@ -108,6 +109,8 @@ def _check_commit(ckpt: CheckpointDir, name: str, verify_beta: bool,
         ckpt.load_W_sets(manifest)
         out["beta"] = (_check_beta(ckpt.path, manifest, storage_options) if verify_beta
                        else "not checked (--verify checks it)")
+    except StorageError:  # a file that cannot be read says nothing of its bytes: an error, not damage
+        raise
     except (CheckpointError, KeyError, ValueError, OSError) as exc:
         out.update(intact=False, error=str(exc))
         return out
@@ -136,8 +139,10 @@ def _check_beta(path, manifest: dict[str, Any], storage_options: dict | None = N
 def describe_checkpoint(path, verify: bool = False, storage_options: dict | None = None) -> dict[str, Any]:
     """A checkpoint directory's run: settings, data, position, each model's state, and health.
 
-    Nothing is trained or changed; the directory's lock is not taken (a
-    trainer may be using it: then the latest commit may move on meanwhile).
+    Nothing is trained or changed; the directory's lock is not taken. While a
+    trainer holds it, the settings and position are those of its newest commit and
+    the commits are not checked (the run replaces them as it goes: say so rather than
+    report damage); ``verify`` applies once the run ends.
 
     Parameters
     ----------
@@ -160,7 +165,9 @@ def describe_checkpoint(path, verify: bool = False, storage_options: dict | None
         ``last`` evaluated epoch, ``history_length``) and ``health``:
         ``latest`` and ``previous`` (each: ``present``, ``intact``, ``step``,
         ``epoch``, ``beta``, ``error``), ``ok`` (the latest commit is intact)
-        and ``resumes_from`` (the commit a resume would use, or None).
+        and ``resumes_from`` (the commit a resume would use, or None), and
+        ``in_progress``: a trainer holds the directory's ``LOCK`` (local
+        directories), so its commits are not checked (``checked`` False, ``ok`` None).
 
     Raises
     ------
@@ -168,10 +175,18 @@ def describe_checkpoint(path, verify: bool = False, storage_options: dict | None
         If neither manifest can be read (no run's settings at all).
     """
     path = located(path, storage_options)
+    # A run that holds LOCK replaces the commits as it goes (renames, then deletes what the
+    # commit before the previous named): what a reader finds missing or changed meanwhile
+    # is no damage, so its commits are not checked until the run ends.
+    in_progress = path.is_local and lock_held(path.local_path / "LOCK")
     with CheckpointDir(path, lock=False) as ckpt:
         manifest = ckpt.load_settings()
-        latest = _check_commit(ckpt, MANIFEST, verify, storage_options)
-        previous = _check_commit(ckpt, PREVIOUS, verify, storage_options)
+        if in_progress:
+            latest, previous = ({"file": name, "present": path.child(name).isfile(), "checked": False}
+                                for name in (MANIFEST, PREVIOUS))
+        else:
+            latest = _check_commit(ckpt, MANIFEST, verify, storage_options)
+            previous = _check_commit(ckpt, PREVIOUS, verify, storage_options)
     models = [{"C": float(r["C"]), "epochs": int(r["n_iter"]), "status": r["status"],
                "last": _last(r["history"]), "history_length": len(r["history"])}
               for r in manifest.get("results", [])]
@@ -189,7 +204,8 @@ def describe_checkpoint(path, verify: bool = False, storage_options: dict | None
                   "cursor": manifest.get("cursor", {}), "step": manifest.get("step"),
                   "finished": bool(manifest.get("finished", False)), "created": manifest.get("created"),
                   "models": models,
-                  "health": {"latest": latest, "previous": previous, "ok": bool(latest.get("intact")),
+                  "health": {"latest": latest, "previous": previous, "in_progress": in_progress,
+                             "ok": None if in_progress else bool(latest.get("intact")),
                              "resumes_from": resumes_from}})
 
 
@@ -254,6 +270,10 @@ def format_checkpoint(info: dict[str, Any]) -> list[str]:
         lines.append(f"{i:>5} {m['C']:>10g} {m['epochs']:>7d} {m['status']:>10} {_g(last['rel_gap'], '.3e'):>10} "
                      f"{_g(last['primal'], '.8g'):>14} {_g(last['dual'], '.8g'):>14} {m['history_length']:>8d}")
     lines.append("")
+    if health.get("in_progress"):
+        lines.append("health       not checked: a run holds this checkpoint (LOCK) and replaces its commits as it "
+                     "goes; verify after it ends")
+        return lines
     lines.append(f"latest       {_commit_line(health['latest'])}")
     lines.append(f"previous     {_commit_line(health['previous'])}")
     lines.append("resume uses  " + (health["resumes_from"] or "nothing: no intact commit is left; train again "

@@ -327,6 +327,8 @@ def test_train_cv_prints_best_C_and_the_table(run, capsys):
     assert re.search(r"^streamwww train: warning: \d of 8 models did not converge after 3 epochs \(C in \[.*"
                      r"> --tol 0\.001\); increase --max-iter or loosen --tol$", cap.err, re.M), cap.err
     assert not [w for w in caught if "did not converge" in str(w.message)]
+    # (the command line shows Python warnings as lines of their own: the estimator's is not one)
+    assert len([line for line in cap.err.splitlines() if "did not converge" in line]) == 1, cap.err
     best = sw.load_model(tmp / "cv.npz")
     assert f"best C={best.C:g}" in cap.out
     assert main(["info", str(tmp / "ckcv"), "--json"]) == 0

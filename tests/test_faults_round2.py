@@ -1,6 +1,9 @@
 """Faults of issue 56's second round, as classes: damaged or inconsistent model files,
 labels float64 cannot keep apart, outputs that are not regular files, outputs that are
-an input of the same command, and foreign files in a new checkpoint directory.
+an input of the same command, foreign files in a new checkpoint directory, I/O errors
+taken for damage, tracebacks, a scheduler that never answers, temporaries of dead
+processes, a live run's checkpoint reported as damaged, and Python warnings in the
+command line.
 
 Every case ends in one error line that names the file (``streamwww <command>: error:``)
 or in the correct result, and nothing that was there before is changed. FIFOs, links and
@@ -321,3 +324,256 @@ def test_a_run_killed_before_its_first_commit_is_still_cleaned_up(files, tmp_pat
     capsys.readouterr()
     assert not (ck / "W-000007.npy.tmp").exists() and (ck / "manifest.json").exists()
     assert (ck / "LOCK").read_bytes().startswith(LOCK_SIGNATURE)
+
+
+# ------------------------------------------------------------------ 6. I/O errors are not damage
+@pytest.fixture(scope="module")
+def trained_ck(files, tmp_path_factory):
+    """A checkpoint of a 3-epoch run on ``files``' store (two commits, both intact)."""
+    tmp = tmp_path_factory.mktemp("faults2ck")
+    argv = ["train", str(files / "data.zarr"), "--checkpoint-dir", str(tmp / "ck"), "--model-out",
+            str(tmp / "m.npz"), "--max-iter", "3", "--checkpoint-interval", "0", "-q"]
+    assert main(argv) == 0
+    return tmp / "ck"
+
+
+def _copy_ck(trained_ck, tmp_path):
+    import shutil
+
+    ck = tmp_path / "ck"
+    shutil.copytree(trained_ck, ck)
+    return ck
+
+
+def _tree(root):
+    """Every entry below ``root``: a file's bytes, a directory as None (a directory in place
+    of a file is part of what must stay as it was)."""
+    return {p.relative_to(root): (None if p.is_dir() else p.read_bytes()) for p in sorted(root.rglob("*"))}
+
+
+def _latest_chunk(ck):
+    import json
+
+    manifest = json.loads((ck / "manifest.json").read_text())
+    return ck / "beta.zarr" / f"s000001-v{manifest['beta']['versions']['1']:06d}" / "c.0.0.0", manifest
+
+
+@pytest.mark.parametrize("fault", ["W-directory", "beta-chunk-directory", "beta-chunk-EIO", "W-EIO"])
+def test_an_io_error_reading_a_checkpoint_is_reported_never_taken_for_damage(files, trained_ck, tmp_path, capsys,
+                                                                           monkeypatch, fault):
+    """A read that fails for another reason than the bytes (a directory where a file should
+    be, EIO) is one error line naming the file: no fallback, nothing set aside, the
+    checkpoint's files exactly as they were (a fallback would let the next commit replace
+    the intact latest one)."""
+    import errno
+    import shutil
+
+    import streamwww.io._chunks as chunks
+
+    ck = _copy_ck(trained_ck, tmp_path)
+    chunk, manifest = _latest_chunk(ck)
+    target = {"W-directory": ck / manifest["W"], "W-EIO": ck / manifest["W"]}.get(fault, chunk)
+    if fault.endswith("directory"):
+        target.unlink()
+        (target / "inside").mkdir(parents=True)
+    else:
+        real_open = open
+
+        def failing_open(path, *args, **kwargs):
+            if os.fspath(path) == os.fspath(target):
+                raise OSError(errno.EIO, os.strerror(errno.EIO), os.fspath(path))
+            return real_open(path, *args, **kwargs)
+
+        monkeypatch.setattr(chunks, "open", failing_open, raising=False)
+        monkeypatch.setattr("builtins.open", failing_open)
+    before = _tree(ck)
+    assert main(["resume", str(ck), "--max-iter", "5", "-q"]) == 1
+    err = _one_error_line(capsys, "resume", str(target), "cannot read")
+    assert ("Input/output error" if fault.endswith("EIO") else "Is a directory") in err
+    assert "damaged" not in err
+    monkeypatch.undo()
+    assert _tree(ck) == before and not list(ck.glob("manifest.damaged-*"))
+    shutil.rmtree(ck)
+
+
+# ------------------------------------------------------------------ 7. tracebacks that are one line
+def test_a_manifest_or_lock_that_is_a_directory_and_resume_of_a_file_are_one_line(files, trained_ck, tmp_path,
+                                                                                  capsys):
+    ck = _copy_ck(trained_ck, tmp_path)
+    (ck / "manifest.json").unlink()
+    (ck / "manifest.json").mkdir()
+    before = _tree(ck)
+    train = ["train", str(files / "data.zarr"), "--checkpoint-dir", str(ck), "--model-out", str(tmp_path / "m.npz"),
+             "--max-iter", "4", "--checkpoint-interval", "0", "-q"]
+    for argv, command in ((["resume", str(ck), "-q"], "resume"), (["info", str(ck)], "info"),
+                          (["info", str(ck), "--verify"], "info"), (train, "train")):
+        assert main(argv) == 1, argv
+        _one_error_line(capsys, command, str(ck / "manifest.json"), "Is a directory")
+    assert _tree(ck) == before
+
+    locked = tmp_path / "locked"
+    import shutil
+
+    shutil.copytree(trained_ck, locked)
+    (locked / "LOCK").unlink()
+    (locked / "LOCK").mkdir()
+    for argv, command in ((["resume", str(locked), "-q"], "resume"), (train[:3] + [str(locked)] + train[4:], "train")):
+        assert main(argv) == 1, argv
+        _one_error_line(capsys, command, str(locked / "LOCK"), "Is a directory")
+    assert main(["info", str(locked)]) == 0  # (a reader takes no lock: nothing to refuse)
+    capsys.readouterr()
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("mine\n")
+    for argv, command in ((["resume", str(a_file), "-q"], "resume"), (["info", str(a_file)], "info")):
+        assert main(argv) == 1, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"streamwww {command}: error: ") and str(a_file) in err, err
+    assert a_file.read_text() == "mine\n"
+
+
+def test_a_model_file_on_a_full_disk_is_one_line_and_leaves_no_temporary(files, tmp_path, capsys, monkeypatch):
+    """ENOSPC while the model is written: one line naming the model file, no ``.tmp`` left,
+    an earlier model at that path kept."""
+    import errno
+
+    from streamwww.errors import OutputPathError
+
+    real_savez = np.savez
+
+    def full_disk(f, **arrays):
+        real_savez(f, **arrays)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    model = sw.load_model(files / "m.npz")
+    (tmp_path / "kept.npz").write_bytes(b"an earlier model")
+    monkeypatch.setattr(np, "savez", full_disk)
+    with pytest.raises(OutputPathError, match="kept.npz: cannot write the model .No space left on device") as info:
+        sw.save_model(model, tmp_path / "kept.npz")
+    assert info.value.errno == errno.ENOSPC
+    assert (tmp_path / "kept.npz").read_bytes() == b"an earlier model"
+    argv = ["train", str(files / "data.zarr"), "--checkpoint-dir", str(tmp_path / "ck"), "--model-out",
+            str(tmp_path / "m.npz"), "--max-iter", "2", "-q"]
+    assert main(argv) == 1
+    _one_error_line(capsys, "train", str(tmp_path / "m.npz"), "No space left on device")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck", "kept.npz"]
+
+
+# ------------------------------------------------------------------ 8. a scheduler that never answers
+def test_a_scheduler_that_accepts_and_never_answers_is_one_line_within_the_timeout(files, tmp_path, capsys,
+                                                                                 monkeypatch):
+    """A port that accepts connections and says nothing (loopback only): one line naming the
+    address after STREAMWWW_SCHEDULER_TIMEOUT seconds, never a hang."""
+    import time
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+    monkeypatch.setenv("STREAMWWW_SCHEDULER_TIMEOUT", "2")
+    try:
+        t0 = time.monotonic()
+        assert main(["train", str(files / "data.zarr"), "--scheduler", address, "--model-out",
+                     str(tmp_path / "m.npz"), "--max-iter", "2", "-q"]) == 1
+        elapsed = time.monotonic() - t0
+    finally:
+        silent.close()
+    _one_error_line(capsys, "train", address, "no answer", "check --scheduler")
+    assert elapsed < 30, elapsed
+    assert not (tmp_path / "m.npz").exists()
+
+
+# ------------------------------------------------------------------ 9. temporaries of dead processes
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_temporaries_of_dead_processes_beside_an_output_are_removed(files, tmp_path, capsys):
+    """What a predict (or a model save) killed by SIGKILL left beside its output is removed
+    by the next one writing there; a live process's temporary and other files stay."""
+    dead, live = _dead_pid(), os.getppid()
+    leftovers = {n: tmp_path / n for n in (f".out.txt.{dead}.tmp", f".m.npz.{dead}.tmp")}
+    stays = {n: tmp_path / n for n in (f".out.txt.{live}.tmp", ".out.txt.notes.tmp", f".m.npz.{live}.tmp",
+                                       f"out.txt.{dead}.tmp")}
+    for p in [*leftovers.values(), *stays.values()]:
+        p.write_bytes(b"half")
+    assert main(["predict", str(files / "m.npz"), str(files / "data.txt"), "--output", str(tmp_path / "out.txt")]) == 0
+    capsys.readouterr()
+    sw.save_model(sw.load_model(files / "m.npz"), tmp_path / "m.npz")
+    assert not any(p.exists() for p in leftovers.values())
+    assert all(p.read_bytes() == b"half" for p in stays.values())
+    assert len((tmp_path / "out.txt").read_text().split()) == 120 and sw.load_model(tmp_path / "m.npz")
+
+
+# ------------------------------------------------------------------ 10. a run in progress is not damage
+def test_info_on_a_checkpoint_a_run_holds_says_so_and_reports_no_damage(trained_ck, tmp_path, capsys):
+    """While a trainer holds LOCK it replaces the commits a reader would check: ``info``
+    says a run is in progress and reports no damage (exit 0); once the lock is free it
+    checks again (here: the weights a live run's garbage collection took)."""
+    import json
+
+    from streamwww._fsutil import try_lock, unlock
+
+    ck = _copy_ck(trained_ck, tmp_path)
+    for name in ("manifest.json", "manifest.prev.json"):  # (as a live run's commits collect them)
+        (ck / json.loads((ck / name).read_text())["W"]).unlink()
+    fd = try_lock(ck / "LOCK")
+    try:
+        for argv in (["info", str(ck)], ["info", str(ck), "--verify"]):
+            assert main(argv) == 0
+            out, err = capsys.readouterr()
+            assert "DAMAGED" not in out + err and "damaged" not in out + err
+            assert "a run holds this checkpoint (LOCK)" in out and "verify after it ends" in out
+        assert main(["info", str(ck), "--json"]) == 0
+        health = json.loads(capsys.readouterr().out)["health"]
+        assert health["in_progress"] is True and health["ok"] is None
+    finally:
+        unlock(fd)
+    assert main(["info", str(ck)]) == 1
+    assert "DAMAGED" in capsys.readouterr().out
+
+
+# ------------------------------------------------------------------ 11. Python warnings in the command line
+def test_the_fallback_warning_is_one_line_and_silent_under_q(trained_ck, tmp_path):
+    """The console script, as a terminal shows it: a Python warning is one
+    ``streamwww resume: warning: ...`` line (no source line, no category), none under -q."""
+    import json
+    import subprocess
+    import sys
+
+    for quiet in (False, True):
+        ck = _copy_ck(trained_ck, tmp_path / str(quiet))
+        w = ck / json.loads((ck / "manifest.json").read_text())["W"]
+        raw = bytearray(w.read_bytes())
+        raw[-1] ^= 0xFF
+        w.write_bytes(bytes(raw))
+        argv = ["resume", str(ck), "--max-iter", "4", "--no-model"] + (["-q"] if quiet else [])
+        proc = subprocess.run([sys.executable, "-m", "streamwww.cli", *argv], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        err = proc.stderr
+        warned = [ln for ln in err.splitlines() if "damaged" in ln]
+        assert "warnings.warn" not in err and "CheckpointFallbackWarning" not in err, err
+        if quiet:
+            assert warned == [], err
+        else:
+            assert len(warned) == 1 and warned[0].startswith("streamwww resume: warning: "), err
+            assert "resuming from the one before it" in warned[0]
+
+
+def test_train_from_python_never_writes_the_model_onto_its_libsvm_file(tmp_path):
+    """``sw.train(FILE, model_out=FILE)``: refused before the conversion, the file kept."""
+    import streamwww as sw
+    from streamwww.errors import OutputPathError
+
+    text = tmp_path / "d.libsvm"
+    text.write_text("1 1:0.5 2:1\n2 1:-0.5 3:1\n1 2:0.25\n2 3:0.75\n")
+    before = text.read_bytes()
+    with pytest.raises(OutputPathError, match="it is an input of this command"):
+        sw.train(str(text), model_out=str(text), max_iter=2)
+    assert text.read_bytes() == before

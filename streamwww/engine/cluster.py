@@ -5,10 +5,54 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 
-__all__ = ["connect"]
+__all__ = ["connect", "scheduler_timeout", "TIMEOUT_ENV"]
 
 logger = logging.getLogger(__name__)
+
+#: the environment variable that sets how long a scheduler has to answer, in seconds
+TIMEOUT_ENV = "STREAMWWW_SCHEDULER_TIMEOUT"
+TIMEOUT_S = 30.0
+
+
+def scheduler_timeout() -> float:
+    """Seconds a scheduler address has to answer: :data:`TIMEOUT_ENV`, else :data:`TIMEOUT_S`."""
+    text = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not text:
+        return TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 < value < float("inf")):
+        raise ValueError(f"{TIMEOUT_ENV}={text!r}: must be a number of seconds > 0")
+    return value
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Connect to the scheduler at ``address`` and wait for its handshake, ``timeout``
+    seconds at most; raise ``OSError`` (a ``TimeoutError``) naming how long it waited.
+
+    ``Client(address, timeout=)`` bounds the TCP connect but not the handshake read after
+    it: a port that accepts connections and never answers held it forever. The probe
+    runs distributed's own ``connect`` on an event loop of its own, in a thread (the
+    caller may be inside a running loop), under ``asyncio.wait_for``.
+    """
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from distributed.comm import connect as comm_connect
+
+    async def handshake() -> None:
+        comm = await asyncio.wait_for(comm_connect(address, timeout=timeout), timeout)
+        await comm.close()
+
+    with ThreadPoolExecutor(1, thread_name_prefix="streamwww-scheduler-probe") as pool:
+        try:
+            pool.submit(asyncio.run, handshake()).result()
+        except asyncio.TimeoutError:  # (TimeoutError, an OSError, from Python 3.11 on)
+            raise TimeoutError(f"no answer in {timeout:g} s; set {TIMEOUT_ENV} to wait longer") from None
 
 
 @contextlib.contextmanager
@@ -27,8 +71,10 @@ def connect(client=None, workers: int | None = None):
         yield client
         return
     if isinstance(client, str):
+        timeout = scheduler_timeout()
         try:
-            c = Client(client, timeout="30s")
+            _probe(client, timeout)
+            c = Client(client, timeout=f"{timeout}s")
         except OSError as exc:
             raise ConnectionError(f"cannot reach the Dask scheduler at {client!r} ({exc})") from None
         except ValueError as exc:  # (distributed's parse of the address: "missing port number in ...")

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from streamwww import _buffers as buffers
-from streamwww._fsutil import fsync_path, fsync_tree
+from streamwww._fsutil import fsync_path, fsync_tree, read_failure
 from streamwww._location import (
     is_storage_failure,
     is_url,
@@ -382,11 +382,16 @@ class DiskBetas:
         except FileNotFoundError:
             return False  # Zarr names what is missing
         except Exception as exc:
+            self._raise_unreachable(exc, path, "reading beta")
             raise CheckpointError(f"{path}: cannot read beta ({type(exc).__name__}: {exc})") from None
 
     def _raise_unreachable(self, exc: BaseException, path, doing: str) -> None:
-        """A remote store that failed (not damage: the checkpoint may be intact) is a
-        :class:`~streamwww.errors.StorageError`, never a fallback to an older commit."""
+        """A remote store that failed, or a local file that is there but cannot be read (no
+        permission, EIO, a directory where a file should be), is a
+        :class:`~streamwww.errors.StorageError` (not damage: the checkpoint may be intact),
+        never a fallback to an older commit."""
+        if not self.remote and isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+            raise read_failure(exc.filename or path, exc, "beta") from None
         if self.remote and is_storage_failure(exc):
             if isinstance(exc, StorageError):
                 raise exc
