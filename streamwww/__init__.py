@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from streamwww._lazy import lazy_getattr
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # name -> (module, attribute); attribute None means the module itself.
 _LAZY = {

@@ -4,10 +4,12 @@ estimator, ``train``/``resume`` and the CLI."""
 from __future__ import annotations
 
 import numbers
+import os
 
 import numpy as np
 
-__all__ = ["check_params", "check_int", "check_interval", "resolve_seed", "resolve_memory_budget", "resolve_prefetch", "DEFAULTS", "UNMIXED"]
+__all__ = ["check_params", "check_int", "check_interval", "check_n_jobs", "check_block_rows", "resolve_seed",
+           "resolve_memory_budget", "resolve_prefetch", "resolve_n_jobs", "usable_cores", "DEFAULTS", "UNMIXED"]
 
 
 def _fail(owner: str, name: str, what: str, value) -> None:
@@ -48,8 +50,11 @@ def _choice(owner, name, value, options):
 
 def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay,
                  subproblem, random_state, device, verbose, inner_passes=1, eval_every=1,
-                 mix_shards=1, shrinking=True, allow_C_list: bool = False) -> tuple[float, ...]:
+                 mix_shards=1, shrinking=True, n_jobs=None, block_rows=1,
+                 allow_C_list: bool = False) -> tuple[float, ...]:
     """Validate training parameters; return ``C`` as a tuple of floats."""
+    check_n_jobs(owner, n_jobs)
+    check_block_rows(owner, block_rows)
     if allow_C_list and isinstance(C, (list, tuple, np.ndarray)):
         Cs = list(np.asarray(C, dtype=object).ravel())
         if not Cs:
@@ -82,6 +87,53 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
             or isinstance(random_state, bool):
         _fail(owner, "random_state", "an int, a numpy.random.RandomState instance or None", random_state)
     return Cs
+
+
+def check_n_jobs(owner: str, n_jobs) -> None:
+    """``n_jobs``: None, or a non-zero int (scikit-learn's convention)."""
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0):
+        _fail(owner, "n_jobs", "an int other than 0 (-1: every usable core; -k: all but k - 1) or None", n_jobs)
+
+
+def check_block_rows(owner: str, block_rows) -> None:
+    """``block_rows``: an int in [1, MAX_BLOCK_ROWS]."""
+    if isinstance(block_rows, bool) or not isinstance(block_rows, numbers.Integral) or \
+            not 1 <= block_rows <= MAX_BLOCK_ROWS:
+        _fail(owner, "block_rows", f"an int in [1, {MAX_BLOCK_ROWS}]", block_rows)
+
+
+#: The largest block of the block pass (its Gram entries grow as the square).
+MAX_BLOCK_ROWS = 4096
+
+
+def usable_cores() -> int:
+    """The cores this process may use: its CPU affinity and cgroup quota (loky's count, as
+    joblib and scikit-learn take it), capped by ``OMP_NUM_THREADS`` when that is set (as
+    joblib's workers and OpenMP programs read it) and by numba's thread pool
+    (``NUMBA_NUM_THREADS``)."""
+    import numba
+    from joblib.externals.loky import cpu_count  # (its cgroup and affinity rules)
+
+    cores = int(cpu_count())
+    omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if omp.isdigit() and int(omp) > 0:
+        cores = min(cores, int(omp))
+    return max(1, min(cores, int(numba.config.NUMBA_NUM_THREADS)))
+
+
+def resolve_n_jobs(n_jobs, owner: str = "train") -> int:
+    """The threads of a run for ``n_jobs``: None or -1 every usable core (:func:`usable_cores`),
+    -k all but k - 1 of them (at least one), k > 0 that many (at most numba's thread pool)."""
+    check_n_jobs(owner, n_jobs)
+    cores = usable_cores()
+    if n_jobs is None:
+        return cores
+    n_jobs = int(n_jobs)
+    if n_jobs < 0:
+        return max(1, cores + 1 + n_jobs)
+    import numba
+
+    return min(n_jobs, int(numba.config.NUMBA_NUM_THREADS))  # (asked for: beyond the usable cores too)
 
 
 def check_interval(value, owner: str = "train") -> float:

@@ -30,7 +30,7 @@ from streamwww.engine.run import cluster_options, fit_placed
 from streamwww.errors import CheckpointError
 from streamwww.fitted import FittedModel, fitted_models, model_settings
 from streamwww.labels import classification_targets
-from streamwww.model_io import check_writable, model_paths, save_model
+from streamwww.model_io import check_not_input, check_writable, model_paths, save_model
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
 
 __all__ = ["train", "resume", "train_fitted", "resume_fitted", "model_paths", "check_writable"]
@@ -58,7 +58,7 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
           mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None,
           class_weight=None, sample_weight=None, cv=None, client=None, workers: int | None = None,
           partitions: int | None = None, storage_options: dict | None = None,
-          memory_budget=DEFAULTS["memory_budget"]):
+          memory_budget=DEFAULTS["memory_budget"], n_jobs: int | None = None, block_rows: int = 1):
     """Train Weston-Watkins linear SVM(s) and return fitted :class:`~streamwww.WWClassifier` (s).
 
     Parameters
@@ -168,6 +168,14 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         starts; ``0``: read every shard from storage every time (memory stays at a
         few shards).  The model does not depend on it.  On a cluster it is per
         worker (``'auto'``: half the worker's Dask memory limit).
+    n_jobs : int or None, default=None
+        Threads of this process (:class:`~streamwww.WWClassifier`'s ``n_jobs``: None or
+        -1 every usable core); the model does not depend on it.  On a cluster each
+        worker uses its own cores.
+    block_rows : int, default=1
+        The pass (:class:`~streamwww.WWClassifier`'s ``block_rows``): 1 sequential,
+        ``m > 1`` the block pass that spreads one model's epoch over ``n_jobs`` threads;
+        recorded in the checkpoint and the model.
     """
     result, fit = train_fitted(**locals())  # every argument, as given
     _warn(result, fit, "train")
@@ -194,6 +202,9 @@ def train_fitted(data, **options):
     line's path (:mod:`streamwww.fitted`). A LIBSVM text file as ``data`` is converted first,
     as ``streamwww train FILE`` does: into ``checkpoint_dir`` when one is given, else into a
     temporary directory removed when training ends (:func:`streamwww._textdata.text_as_store`)."""
+    out = options.get("model_out")
+    if isinstance(data, (str, os.PathLike)) and isinstance(out, (str, os.PathLike)):
+        check_not_input(out, [data])  # (before a conversion: the model would replace the file it came from)
     with text_as_store(data, options.get("checkpoint_dir"), storage_options=options.get("storage_options")) as data:
         return _train_fitted(data, **options)
 
@@ -232,7 +243,8 @@ def _estimators(result):
 def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, shrinking, random_state,
            device, verbose, checkpoint_dir, checkpoint_every, prefetch, inner_passes, eval_every, mix_shards,
            model_out, callback, progress, class_weight=None, sample_weight=None, cluster=None,
-           memory_budget=DEFAULTS["memory_budget"], checkpoint_interval=DEFAULTS["checkpoint_interval"]):
+           memory_budget=DEFAULTS["memory_budget"], checkpoint_interval=DEFAULTS["checkpoint_interval"],
+           n_jobs=None, block_rows=1):
     """:func:`train` without the convergence warnings (its callers warn at the user's line);
     ``cluster`` (:func:`~streamwww.engine.run.cluster_options`): on a Dask cluster."""
     Cs = check_params("train", C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
@@ -240,7 +252,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
                       shrinking=shrinking,
                       random_state=random_state, device=device, verbose=verbose,
                       inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
-                      allow_C_list=True)
+                      n_jobs=n_jobs, block_rows=block_rows, allow_C_list=True)
     resolve_memory_budget(memory_budget, "train")  # validated before any work
     resolve_prefetch(prefetch)
     if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 0:
@@ -250,7 +262,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     params = model_settings(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                             intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                             shrinking=shrinking, random_state=random_state, device=device, verbose=verbose,
-                            class_weight=class_weight, warm_start=False)
+                            class_weight=class_weight, warm_start=False, n_jobs=n_jobs, block_rows=block_rows)
     source, n_features_in, feature_names = _source(data, params, class_weight, sample_weight)
     many = isinstance(C, (list, tuple, np.ndarray))
     outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
@@ -347,14 +359,15 @@ def _placement(manifest: dict, client, workers, partitions) -> dict | None:
 
 
 def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback, progress, max_iter,
-               placement=None, storage_options=None, memory_budget=DEFAULTS["memory_budget"]):
+               placement=None, storage_options=None, memory_budget=DEFAULTS["memory_budget"], n_jobs=None):
     """:func:`resume` of a cross-validation run: the same :class:`~streamwww.WWClassifierCV` fit,
     continued, without its warning; ``(estimator, Fit)``."""
     from streamwww.cv import WWClassifierCV
 
     cfg, run = manifest["config"], manifest["run"]
     params = {k: v for k, v in manifest["estimator_params"].items() if k in WWClassifierCV._get_param_names()}
-    params.update(random_state=int(cfg["seed"]), verbose=verbose)
+    params.update(random_state=int(cfg["seed"]), verbose=verbose, n_jobs=n_jobs,
+                  block_rows=int(cfg.get("block_rows", 1)))
     params.setdefault("shrinking", False)  # a checkpoint from before shrinking: its runs did not shrink
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:
@@ -381,7 +394,7 @@ def _recorded_interval(run: dict) -> float:
 def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,
            progress=None, max_iter: int | None = None, client=None, workers: int | None = None,
            partitions: int | None = None, storage_options: dict | None = None,
-           memory_budget=DEFAULTS["memory_budget"]):
+           memory_budget=DEFAULTS["memory_budget"], n_jobs: int | None = None):
     """Continue an interrupted run from its checkpoint directory.
 
     The run continues with its recorded settings and data; it ends with the
@@ -418,6 +431,9 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
         it recorded (or ``store``) and the model file(s) (docs/STORAGE.md).
     memory_budget : 'auto' or int, default='auto'
         As in :func:`train` (not recorded: it does not change the model).
+    n_jobs : int or None, default=None
+        As in :func:`train`: this machine's threads (not recorded; the run's pass,
+        ``block_rows``, is, and the model is the same for any ``n_jobs``).
 
     Returns
     -------
@@ -457,8 +473,9 @@ def resume_fitted(checkpoint_dir, **options):
     if manifest["run"].get("cv"):
         return _resume_cv(checkpoint_dir, store, manifest, model_out=model_out, verbose=verbose,
                           callback=callback, progress=progress, max_iter=max_iter, placement=placement,
-                          storage_options=storage_options, memory_budget=memory_budget)
-    params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose}
+                          storage_options=storage_options, memory_budget=memory_budget, n_jobs=o["n_jobs"])
+    params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose,
+              "n_jobs": o["n_jobs"], "block_rows": int(cfg.get("block_rows", 1))}  # (the pass it resolved)
     params.setdefault("shrinking", False)  # a checkpoint from before shrinking: its runs did not shrink
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:

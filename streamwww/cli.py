@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -72,6 +73,8 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
     # Third-party libraries stay quiet unless -vv.
     for noisy in ("numba", "distributed", "asyncio", "fsspec", "zarr"):
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose < 2 else logging.DEBUG)
+    # -q: only errors of Python warnings (a fallback still resumes to the right model)
+    logging.getLogger(WARNINGS_LOGGER).setLevel(logging.ERROR if quiet else logging.NOTSET)
     if verbose < 2:
         # distributed sets its own loggers' levels from Dask's config when it is imported
         # (later, and in every worker process): INFO, a screenful per local cluster. Dask's
@@ -85,7 +88,10 @@ _EPOCH_LINES = (("streamwww.engine.driver", "epoch "), ("streamwww.engine.cocoa"
 
 
 def _without_epoch_lines(record: logging.LogRecord) -> bool:
-    """A logging filter: False for the engine's epoch lines, which the CLI prints its own way."""
+    """A logging filter: False for the engine's epoch lines and its note on compiling, which
+    the CLI prints its own way."""
+    if record.name == "streamwww.engine.compiling" and record.levelno == logging.WARNING:
+        return False  # (COMPILING_NOTE, from _announce_compiling; not under -q)
     return not any(record.name == name and str(record.msg).startswith(start) for name, start in _EPOCH_LINES)
 
 
@@ -100,7 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.show_progress = (not args.quiet) and sys.stderr.isatty()
     from streamwww.errors import StreamwwwError
 
-    listener = _announce_compiling() if args.show_progress and args.command in _COMPILING else None
+    # (evaluate and predict of a store import no Numba: listening would import it; they say so on a terminal)
+    listener = _announce_compiling() if not args.quiet and (
+        args.command in _ALWAYS_COMPILING or (args.show_progress and args.command in _COMPILING)) else None
+    shown = warnings.showwarning
+    warnings.showwarning = _warning_line(args.command)
     try:
         return int(args.func(args) or 0)
     except (StreamwwwError, ValueError, FileNotFoundError, FileExistsError) as exc:
@@ -118,26 +128,57 @@ def main(argv: Sequence[str] | None = None) -> int:
                  if ck and (Path(ck) / "manifest.json").exists() else "")
         print(f"streamwww {args.command}: interrupted{where}", file=sys.stderr)
         return 130
+    except OSError as exc:  # (one no layer turned into a typed error: still one line, naming the file)
+        print(f"streamwww {args.command}: error: {_os_error_line(exc)}", file=sys.stderr)
+        return 1
     finally:
+        warnings.showwarning = shown
         if listener is not None:
             from numba.core import event
 
             event.unregister("numba:compile", listener)
 
 
+def _os_error_line(exc: OSError) -> str:
+    """An ``OSError`` as one line: the file(s) it names first, then the cause."""
+    files = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+    cause = exc.strerror or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return f"{files}: {cause}" if files else cause
+
+
+#: the logger the command line's Python warnings go through (its level: -q silences them)
+WARNINGS_LOGGER = "streamwww.warnings"
+
+
+def _warning_line(command: str):
+    """A ``warnings.showwarning`` that logs a Python warning (a checkpoint fallback, say) as
+    one line, ``streamwww COMMAND: warning: MESSAGE``, through :data:`WARNINGS_LOGGER`:
+    the user is told what happened, not the source line that warned."""
+    log = logging.getLogger(WARNINGS_LOGGER)
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        text = " ".join(str(message).split())
+        log.warning("streamwww %s: warning: %s", command, text)
+
+    return show
+
+
 # Commands that run compiled kernels (Numba's, compiled on a machine's first run of each).
 _COMPILING = frozenset({"convert", "make-data", "train", "resume", "predict", "evaluate", "demo"})
+_ALWAYS_COMPILING = frozenset({"convert", "make-data", "train", "resume", "demo"})  # (Numba imported anyway)
 COMPILING_NOTE = ("streamwww: compiling its kernels for this machine (the first run after installing or "
-                  "upgrading; up to a minute); later runs load them from Numba's cache")
+                  "upgrading; up to a minute, not counted as solver time); later runs load them from "
+                  "Numba's cache")
 
 
 def _announce_compiling(stream=None):
-    """On a terminal, say once when Numba starts compiling a kernel in this process: the
-    first run after installing compiles every kernel a command uses into Numba's cache,
-    which is tens of seconds of silence otherwise (``streamwww demo``: about 30 s of its
-    first 35-40 s on two cores, docs/benchmarks.md, "Cold start"). Numba's compile events
-    come on cache misses only (numba.core.event); the listener is returned to be
-    unregistered."""
+    """Say once (on stderr, a terminal or not; not under -q) when Numba starts compiling a
+    kernel in this process: the first run after installing compiles every kernel a command
+    uses into Numba's cache, which is tens of seconds of silence otherwise (``streamwww
+    demo``: about 30 s of its first 35-40 s on two cores, docs/benchmarks.md, "Cold start").
+    Numba's compile events come on cache misses only (numba.core.event); the listener is
+    returned to be unregistered.  (A fit's own note, streamwww.engine.compiling, is
+    filtered from the command line's log: this one replaces it.)"""
     from numba.core import event
 
     class _Once(event.Listener):

@@ -121,6 +121,34 @@ def _eval_every_arg(text: str):
     return value
 
 
+def _jobs_arg(text: str) -> int:
+    """``--jobs``: an int other than 0 (-1: every usable core; -k: all but k - 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"--jobs must be an int other than 0 (-1: every usable core), got {text!r}")
+    return value
+
+
+def _block_rows_arg(text: str) -> int:
+    """``--block-rows``: an int from 1 to MAX_BLOCK_ROWS."""
+    from streamwww._params import MAX_BLOCK_ROWS
+
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if not 1 <= value <= MAX_BLOCK_ROWS:
+        raise argparse.ArgumentTypeError(f"--block-rows must be an int from 1 to {MAX_BLOCK_ROWS}, got {text!r}")
+    return value
+
+
+_JOBS_HELP = ("threads of this process (default: every usable core; -k: all but k - 1); the model "
+              "does not depend on it")
+
+
 def _memory_budget_arg(text: str):
     """``auto`` or a size: bytes, or a number with K, M, G or T (binary units: ``8G``, ``512MiB``)."""
     if text.strip().lower() == "auto":
@@ -183,6 +211,11 @@ def register(sub) -> None:
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                    help="compute device; auto uses a usable GPU for 10 or more models (C values x folds) "
                         "of 100 or more classes, where it was measured faster, else the CPU (default auto)")
+    p.add_argument("--jobs", type=_jobs_arg, default=None, metavar="N", help=_JOBS_HELP)
+    p.add_argument("--block-rows", type=_block_rows_arg, default=1, metavar="M",
+                   help="the pass: 1 sequential (default), M > 1 the block pass that spreads one model's "
+                        "epoch over the threads (the same model for any --jobs; docs/TRAINING.md, "
+                        "'Threads')")
     p.add_argument("--checkpoint-every", type=int, default=DEFAULTS["checkpoint_every"],
                    help="also checkpoint every N shards within an epoch (default: epoch ends only)")
     p.add_argument("--checkpoint-interval", type=float, metavar="SECONDS", default=DEFAULTS["checkpoint_interval"],
@@ -208,7 +241,10 @@ def register(sub) -> None:
                         "class counts) or LABEL:WEIGHT pairs, e.g. 1:2,3:0.5 (labels as in the data; other "
                         "classes weigh 1)")
     _cluster_options(p, workers="train on a local Dask cluster of N single-threaded worker processes "
-                                "(CoCoA+ rounds with the exact local solver; a checkpoint after every round)",
+                                "(CoCoA+ rounds with the exact local solver; a checkpoint after every round). "
+                                "Rounds grow with the partitions and each costs a task round-trip: on one "
+                                "machine this is a slower way to use its cores than this process's threads "
+                                "(--jobs, --block-rows); a cluster pays for data larger than one machine",
                      scheduler="train on the Dask cluster whose scheduler is at ADDRESS (e.g. tcp://host:8786)",
                      partitions="row partitions (whole shards) of a cluster run (default: half the "
                                 "workers, each partition's sweep running beside its training; the number of "
@@ -233,6 +269,7 @@ def register(sub) -> None:
     p.add_argument("--no-model", action="store_true", help="write no model file")
     p.add_argument("--store", help="the data store, if it moved (its fingerprint must match)")
     p.add_argument("--max-iter", type=int, default=None, help="a new epoch limit")
+    p.add_argument("--jobs", type=_jobs_arg, default=None, metavar="N", help=_JOBS_HELP)
     p.add_argument("--json", action="store_true",
                    help="print one JSON object on stdout (as 'train --json') and nothing else there")
     _cluster_options(p, workers="continue on a local Dask cluster of N worker processes (a cluster run "
@@ -341,7 +378,7 @@ def run_info(args, kind: str) -> int:
         _print_json(info)
     else:
         print("\n".join(lines))
-    if kind == "checkpoint" and not info["health"]["ok"]:
+    if kind == "checkpoint" and info["health"]["ok"] is False:  # (None: a run in progress, not checked)
         err = info["health"]["latest"].get("error", "no manifest.json")
         fallback = (f"; a resume falls back to {info['health']['resumes_from']}" if info["health"]["resumes_from"]
                     else "; no intact commit is left: train again with a new --checkpoint-dir")
@@ -544,7 +581,7 @@ def run_train(args) -> int:
                                    model_out=args.model_out, class_weight=class_weight, cv=args.cv,
                                    client=args.scheduler, workers=args.workers, partitions=args.partitions,
                                    callback=rep.epoch_done, progress=rep.progress, storage_options=options,
-                                   memory_budget=args.memory_budget)
+                                   memory_budget=args.memory_budget, n_jobs=args.jobs, block_rows=args.block_rows)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
     _warn_not_converged(fit, "train", cv=args.cv is not None)
@@ -579,7 +616,7 @@ def run_resume(args) -> int:
         result, fit = resume_fitted(args.checkpoint_dir, store=args.store, model_out=model_out,
                                     callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter,
                                     client=args.scheduler, workers=args.workers, partitions=args.partitions,
-                                    storage_options=options, memory_budget=args.memory_budget)
+                                    storage_options=options, memory_budget=args.memory_budget, n_jobs=args.jobs)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
     _warn_not_converged(fit, "resume", cv=bool(run["run"].get("cv")))
@@ -626,12 +663,14 @@ def run_predict(args) -> int:
 def _open_predictions(path: Path):
     """A temporary file beside ``path`` that the predictions are written to, renamed to
     ``path`` when all are written; a one-line error where none can be made there."""
+    from streamwww._fsutil import remove_dead_temporaries, temporary_beside
     from streamwww.errors import OutputPathError
     from streamwww.model_io import check_writable
 
     check_writable(path, what="the predictions")  # (a directory, a missing folder: as --model-out)
+    remove_dead_temporaries(path)  # (what a predict killed by SIGKILL left here)
     try:  # (opened as a file of the user's is, so that it gets the usual permissions)
-        return open(path.with_name(f".{path.name}.{os.getpid()}.tmp"), "x")
+        return open(temporary_beside(path), "x")
     except OSError as exc:
         raise OutputPathError(f"{path}: cannot write the predictions ({exc.strerror or exc})") from None
 

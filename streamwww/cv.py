@@ -152,7 +152,7 @@ class WWClassifierCV(WWClassifier):
     refit : bool, default=True
         Keep the model of the best ``C`` trained on all rows (trained in the same
         passes) as this estimator's ``coef_``/``intercept_``.
-    tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, shrinking, random_state, device, verbose, class_weight
+    tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, shrinking, random_state, device, verbose, class_weight, n_jobs, block_rows
         As in :class:`~streamwww.WWClassifier`; ``random_state`` also seeds the folds.
 
     Attributes
@@ -176,7 +176,7 @@ class WWClassifierCV(WWClassifier):
 
     def __init__(self, Cs=10, cv=5, scoring=None, refit=True, tol=1e-3, max_iter=1000, fit_intercept=True,
                  intercept_scaling=1.0, gap_decay=None, subproblem="walrus", shrinking=True, random_state=None,
-                 device="auto", verbose=0, class_weight=None):
+                 device="auto", verbose=0, class_weight=None, n_jobs=None, block_rows=1):
         self.Cs = Cs
         self.cv = cv
         self.scoring = scoring
@@ -192,13 +192,16 @@ class WWClassifierCV(WWClassifier):
         self.device = device
         self.verbose = verbose
         self.class_weight = class_weight
+        self.n_jobs = n_jobs
+        self.block_rows = block_rows
 
     def _solver_params(self, seed: int) -> dict:
         return {"C": 1.0, "tol": self.tol, "max_iter": self.max_iter, "fit_intercept": self.fit_intercept,
                 "intercept_scaling": self.intercept_scaling, "gap_decay": self.gap_decay,
                 "subproblem": self.subproblem, "shrinking": self.shrinking, "random_state": seed,
                 "device": self.device,
-                "verbose": self.verbose, "class_weight": self.class_weight, "warm_start": False}
+                "verbose": self.verbose, "class_weight": self.class_weight, "warm_start": False,
+                "n_jobs": self.n_jobs, "block_rows": self.block_rows}
 
     def fit(self, X, y=None, sample_weight=None, groups=None, **train_options):
         """Train every (fold, ``C``) model in the same passes, score them, keep the best.
@@ -233,7 +236,8 @@ class WWClassifierCV(WWClassifier):
         Cs = list(check_params(owner, C=Cs, tol=self.tol, max_iter=self.max_iter, fit_intercept=self.fit_intercept,
                      intercept_scaling=self.intercept_scaling, gap_decay=self.gap_decay,
                      subproblem=self.subproblem, random_state=self.random_state, device=self.device,
-                     verbose=self.verbose, shrinking=self.shrinking, allow_C_list=True))
+                     verbose=self.verbose, shrinking=self.shrinking, n_jobs=self.n_jobs,
+                     block_rows=self.block_rows, allow_C_list=True))
         seed = resolve_seed(self.random_state)
         store = store_without_y(X, y, f"{owner}.fit")
         if store is not None:

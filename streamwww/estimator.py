@@ -88,6 +88,19 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         setting: :func:`~sklearn.base.clone` shares it (a live client cannot be
         copied), pickles and model files leave it out. ``warm_start`` does not
         apply on a cluster.
+    n_jobs : int or None, default=None
+        Threads for one fit: None or -1 every usable core (CPU affinity and cgroup
+        quota counted, capped by ``OMP_NUM_THREADS``), -k all but k - 1, k > 0 that
+        many; 0 is an error.  No model depends on it.  The block pass
+        (``block_rows``) spreads one model's epoch over them; several models
+        (a list of ``C``, folds) run one a thread; the sequential pass of one model
+        certifies its epochs on a second thread.
+    block_rows : int, default=1
+        The pass: 1 the sequential pass (row after row); ``m > 1`` the block pass,
+        exact and the same model for any ``n_jobs``, whose blocks of ``m`` rows are
+        scored, paired and updated by all threads and stepped in order
+        (docs/TRAINING.md, "Threads"; CPU only).  The models of different
+        ``block_rows`` differ by rounding; checkpoints and model files record it.
 
     Attributes
     ----------
@@ -124,7 +137,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, C=1.0, tol=1e-3, max_iter=1000, fit_intercept=True, intercept_scaling=1.0,
                  gap_decay=None, subproblem="walrus", shrinking=True, random_state=None, device="auto",
-                 verbose=0, class_weight=None, warm_start=False, client=None):
+                 verbose=0, class_weight=None, warm_start=False, client=None, n_jobs=None, block_rows=1):
         self.C = C
         self.tol = tol
         self.max_iter = max_iter
@@ -139,6 +152,8 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         self.class_weight = class_weight
         self.warm_start = warm_start
         self.client = client
+        self.n_jobs = n_jobs
+        self.block_rows = block_rows
 
     def __sklearn_clone__(self):
         # scikit-learn's clone deep-copies every parameter; a live Client cannot be
@@ -172,7 +187,8 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
                             fit_intercept=self.fit_intercept, intercept_scaling=self.intercept_scaling,
                             gap_decay=self.gap_decay, subproblem=self.subproblem, shrinking=self.shrinking,
                             random_state=self.random_state, device=self.device,
-                            verbose=self.verbose, allow_C_list=allow_C_list)
+                            verbose=self.verbose, n_jobs=self.n_jobs, block_rows=self.block_rows,
+                            allow_C_list=allow_C_list)
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit the model to ``X`` (dense or sparse) and labels ``y``, or to a shard store.

@@ -20,8 +20,8 @@ __all__ = ["FittedModel", "SETTINGS", "model_settings", "model_params", "fitted_
 #: The model settings of :class:`~streamwww.WWClassifier`: its constructor's
 #: parameters without ``client`` (a connection, not a setting), in ``get_params()``
 #: order. ``tests/test_fitted.py`` checks this against the estimator.
-SETTINGS = ("C", "class_weight", "device", "fit_intercept", "gap_decay", "intercept_scaling", "max_iter",
-            "random_state", "shrinking", "subproblem", "tol", "verbose", "warm_start")
+SETTINGS = ("C", "block_rows", "class_weight", "device", "fit_intercept", "gap_decay", "intercept_scaling",
+            "max_iter", "n_jobs", "random_state", "shrinking", "subproblem", "tol", "verbose", "warm_start")
 
 
 def model_settings(**values) -> dict:

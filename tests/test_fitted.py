@@ -21,7 +21,7 @@ def test_settings_are_the_estimators_parameters():
     assert tuple(k for k in sw.WWClassifier().get_params() if k != "client") == SETTINGS
     values = dict(C=0.5, class_weight={1: 2.0}, device="cpu", fit_intercept=False, gap_decay=0.1,
                   intercept_scaling=3.0, max_iter=7, random_state=4, shrinking=False, subproblem="shark",
-                  tol=1e-5, verbose=1, warm_start=True)
+                  tol=1e-5, verbose=1, warm_start=True, n_jobs=2, block_rows=4)
     assert model_settings(**values) == model_params(sw.WWClassifier(**values))
     assert list(model_settings(**values)) == list(model_params(sw.WWClassifier(**values)))
     with pytest.raises(TypeError, match=r"missing \['warm_start'\], unknown \['wrong'\]"):

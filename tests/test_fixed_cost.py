@@ -285,7 +285,7 @@ def test_objectives_overlapped_with_the_first_pass_give_the_default_model(monkey
     from streamwww.backends import cpu as cpu_backend
 
     monkeypatch.setattr(cpu_backend, "CHUNK_WORK", 200)  # many chunks even for these few rows
-    monkeypatch.setattr(cpu_backend, "_cores", lambda: 2)
+    monkeypatch.setattr(cpu_backend.CPUBackend, "threads", lambda self: 2)  # (a second thread, whatever the machine)
     chunks = []
     real = cpu_backend._chunks
     monkeypatch.setattr(cpu_backend, "_chunks", lambda block, k: chunks.append(real(block, k)) or chunks[-1])

@@ -106,13 +106,17 @@ def _run_worker(store, ck, *options, env=None):
 # A commit at every shard; or at most every 0.05 s (kills between commits), with beta kept in
 # memory (written by commits only), beyond the budget (memory_budget=0) in a scratch file or,
 # without room for one, written every epoch; one model read from disk (its objectives late: a
-# checkpoint holds W_e uncertified, a stop rewinds)
+# checkpoint holds W_e uncertified, a stop rewinds); the block pass on two threads, against
+# the reference on one
 @pytest.mark.parametrize("options", [(), ("0.05", "auto"), ("0.05", "0"), ("0.05", "0", "versions"),
-                                     ("0", "0", "0.5")])
+                                     ("0", "0", "0.5"), ("0.05", "0", "threads")])
 def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, options):
     env = None
+    block = {}
     if options[-1:] == ("versions",):
         options, env = options[:-1], {"NO_SCRATCH_ROOM": "1"}
+    if options[-1:] == ("threads",):
+        options, env, block = options[:-1], {"TRAIN_BLOCK_ROWS": "8", "TRAIN_JOBS": "2"}, {"block_rows": 8}
     rng = np.random.default_rng(2024)
     X, y = _data(rng, n=900, d=20, k=6)
     store = tmp_path / "s.zarr"
@@ -120,7 +124,7 @@ def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, op
     settings = {k: v for k, v in SETTINGS.items() if k != "checkpoint_interval"}
     if len(options) > 2:
         settings.update(ONE_MODEL, C=float(options[2]))
-    reference = sw.train(store, **settings)
+    reference = sw.train(store, **settings, **block, n_jobs=1)
     reference = reference if isinstance(reference, list) else [reference]
     ck = tmp_path / "ck"
 
@@ -137,7 +141,8 @@ def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, op
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     if options[1:2] == ("0",):
-        assert ("written to disk every epoch" if env else "kept in a scratch file") in err, err
+        versions = env is not None and "NO_SCRATCH_ROOM" in env
+        assert ("written to disk every epoch" if versions else "kept in a scratch file") in err, err
     resumed = sw.resume(ck)  # already finished: changes nothing, returns the models
     resumed = resumed if isinstance(resumed, list) else [resumed]
     assert len(resumed) == len(reference)

@@ -515,7 +515,8 @@ def test_objective_kernel_takes_no_reference_per_row(sparse, rng, monkeypatch):
     near = np.zeros((1, 40, 3), dtype=np.uint8)
     kernel, calls = K.hinge_sum_serial, []
     monkeypatch.setattr(K, "hinge_sum_serial", lambda *args: (calls.append(args), kernel(*args))[1])
-    CPUBackend().hinge_sums(np.zeros((1, 7, 4)), block, 1.0, np.array([0]), near=near, reach=0.1)
+    # (one thread: the serial kernel; with more, one model's rows are scored in parallel)
+    CPUBackend(n_threads=1).hinge_sums(np.zeros((1, 7, 4)), block, 1.0, np.array([0]), near=near, reach=0.1)
     # the signature of this call (not every one the process compiled: in a full run, earlier
     # tests' dtypes and class counts made a fresh compilation of each take a minute)
     sig = tuple(kernel.typeof_pyval(a) for a in calls[0])

@@ -5,7 +5,8 @@
 A checkpoint at every shard by default (interval 0); an interval in seconds
 commits less often, which must not change the model either. With the environment
 variable ``NO_SCRATCH_ROOM=1`` no scratch file can be made (as on a full disk): a
-``beta`` beyond the memory budget is written as a version every epoch.
+``beta`` beyond the memory budget is written as a version every epoch.  ``TRAIN_BLOCK_ROWS``
+and ``TRAIN_JOBS`` set ``block_rows`` and ``n_jobs`` (the block pass on threads).
 """
 
 import errno
@@ -34,6 +35,10 @@ if __name__ == "__main__":
             raise OSError(errno.ENOSPC, "No space left on device")
 
         scratch.ShardScratch.__init__ = full
+    if os.environ.get("TRAIN_BLOCK_ROWS"):
+        settings["block_rows"] = int(os.environ["TRAIN_BLOCK_ROWS"])
+    if os.environ.get("TRAIN_JOBS"):
+        settings["n_jobs"] = int(os.environ["TRAIN_JOBS"])
     if len(sys.argv) > 3:
         settings["checkpoint_interval"] = float(sys.argv[3])
     if len(sys.argv) > 4:

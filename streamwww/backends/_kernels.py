@@ -72,8 +72,8 @@ def ktag(k: int) -> tuple:
     return (0,) * k if k <= SMALL_K else ()
 
 
-@njit(cache=True, nogil=True)
-def hold(arrays) -> None:
+@intrinsic
+def hold(typingctx, arrays):
     """Nothing: a use of the arrays in the tuple ``arrays`` where the call stands.
 
     Numba inlines the row helpers (``inline="always"``) into each pass's row loop, and a
@@ -82,11 +82,16 @@ def hold(arrays) -> None:
     such pairs fails when that last use sits inside a branch (a decref on each path):
     then every row paid them, a quarter of satimage's ``fit`` in ``perf`` (11 % of all
     samples in ``NRT_incref``/``NRT_decref``).  A helper that ends with ``hold((a, b))``
-    uses its arrays once more after every branch, and the pairs are pruned.  Not inlined
-    by Numba (an inlined no-op is dead code, removed before it extends anything); LLVM
-    inlines the empty call away.  (``rowmath.row_weight``, shared with CUDA, cannot call
-    a CPU function: it ends with an always-true test on its arrays' shapes instead.)
+    uses its arrays once more after every branch, and the pairs are pruned.  An intrinsic
+    that emits no instruction: a compiled function would be a call wherever LLVM cannot
+    inline it (a kernel loaded from Numba's cache calls it as an external symbol), and a
+    call takes references to the tuple's arrays -- atomic operations on lines that every
+    thread of a parallel pass writes.  (``rowmath.row_weight``, shared with CUDA, cannot
+    call a CPU function: it ends with an always-true test on its arrays' shapes instead.)
     """
+    def codegen(context, builder, sig, args):
+        return context.get_dummy_value()
+    return types.void(arrays), codegen
 
 
 # Prefetch W's row of the feature this many nonzeros ahead in a CSR gather, when the

@@ -160,8 +160,11 @@ class Backend(Protocol):
 
     def bcd_pass(self, W: Any, block: Any, beta: Any, Cs: np.ndarray, models: np.ndarray,
                  order: np.ndarray, bias: float, solver: int, eps: float,
-                 splits: np.ndarray | None = None, near: np.ndarray | None = None) -> None:
-        """One exact sequential BCD pass over ``order`` for each listed model, in place.
+                 splits: np.ndarray | None = None, near: np.ndarray | None = None,
+                 block_rows: int = 1) -> None:
+        """One exact BCD pass over ``order`` for each listed model, in place: sequential
+        (``block_rows == 1``), or the block pass over blocks of ``block_rows`` rows of
+        ``order`` (:mod:`streamwww.backends._block_kernels`; the same bits for any thread count).
 
         Row ``i``'s box is ``[0, Cs[mdl] * w_i]`` with ``w_i`` the block's row weight,
         0 when ``splits[mdl] >= 0`` and the row does not train in that split.  With
@@ -179,16 +182,17 @@ class Backend(Protocol):
     def certify_pass(self, W_cert: Any, W: Any, block: Any, beta: Any, Cs: np.ndarray, models: np.ndarray,
                      order: np.ndarray, bias: float, solver: int, eps: float,
                      splits: np.ndarray | None = None, near: np.ndarray | None = None,
-                     reach: float = 0.0) -> tuple[np.ndarray, float]:
+                     reach: float = 0.0, block_rows: int = 1) -> tuple[np.ndarray, float]:
         """The objective terms of ``W_cert`` row by row (``h[len(models), n]``, host; added in
         storage order by :func:`ordered_row_sums` they are :meth:`hinge_sums`), filling
         ``near``, and :meth:`bcd_pass` of ``W`` over ``order`` (a permutation of the rows)
         with those flags.  Returns ``(h, seconds)``, ``seconds`` the wall time the
         objective added to the pass (the CPU overlaps the two on two cores)."""
 
-    def overlap_pays(self, work: int) -> bool:
+    def overlap_pays(self, work: int, block_rows: int = 1) -> bool:
         """Whether :meth:`certify_pass` is faster than an objective pass of its own followed
-        by the training pass, for epochs of ``work`` multiply-adds (nonzeros times classes)."""
+        by the training pass, for epochs of ``work`` multiply-adds (nonzeros times classes)
+        and the pass of ``block_rows``."""
 
     def sq_frobenius(self, W: Any) -> np.ndarray:
         """``||W_m||_F^2`` per model (float64, host)."""

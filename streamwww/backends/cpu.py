@@ -1,4 +1,10 @@
-"""CPU backend: NumPy arrays in RAM and the Numba kernels of :mod:`._kernels`.
+"""CPU backend: NumPy arrays in RAM and the Numba kernels of :mod:`._kernels` and
+:mod:`._block_kernels`.
+
+Threads (``n_threads``, numba's thread pool): several models train in parallel (one model
+a thread); one model's block pass (``block_rows > 1``) spreads each block's scores, Gram
+entries and update over them, with the same bits for any count; an objective pass of one
+model scores its rows in parallel and adds them in storage order.
 
 :meth:`CPUBackend.certify_pass` overlaps the objective pass of ``W_t`` with the
 training pass from it on a second core: the kernels release the GIL, and the
@@ -15,20 +21,50 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-import numpy as np
+# The block pass opens three parallel regions a block, with a short serial step between them.
+# GNU OpenMP's idle threads spin GOMP_SPINCOUNT times before they sleep; on a busy 2-core
+# machine its default let them fall asleep between regions, and every region then waited for
+# them to wake (two threads slower than one).  A spin count is set where the user set
+# neither it nor OMP_WAIT_POLICY (read when the OpenMP runtime loads: at the first parallel
+# kernel); docs/TRAINING.md, "Threads".
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "300000"
 
-from streamwww.backends import _kernels as K
-from streamwww.backends.base import Block, make_block, model_splits
-from streamwww.solvers import SOLVER_IDS
-from streamwww.solvers.shark import SHARK_EPS
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+
+from streamwww.backends import _block_kernels as BK  # noqa: E402
+from streamwww.backends import _kernels as K  # noqa: E402
+from streamwww.backends.base import Block, make_block, model_splits, ordered_row_sums  # noqa: E402
+from streamwww.solvers import SOLVER_IDS  # noqa: E402
+from streamwww.solvers.shark import SHARK_EPS  # noqa: E402
 
 __all__ = ["CPUBackend", "bcd_pass"]
 
 
 class CPUBackend:
-    """Weights in RAM, exact sequential kernels compiled with Numba."""
+    """Weights in RAM, exact kernels compiled with Numba, on ``n_threads`` threads.
+
+    Parameters
+    ----------
+    n_threads : int, optional
+        Threads for the parallel kernels (at most numba's ``NUMBA_NUM_THREADS``); None:
+        numba's current setting.  No result depends on it.
+    """
 
     name = "cpu"
+
+    def __init__(self, n_threads: int | None = None):
+        self.n_threads = None if n_threads is None else max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS))
+
+    def threads(self) -> int:
+        """The threads the parallel kernels use from this thread (set here: numba's setting
+        is per calling thread)."""
+        if self.n_threads is None:
+            return numba.get_num_threads()
+        if numba.get_num_threads() != self.n_threads:
+            numba.set_num_threads(self.n_threads)
+        return self.n_threads
 
     def allocate_W(self, n_models: int, n_weight_rows: int, n_classes: int) -> np.ndarray:
         return np.zeros((n_models, n_weight_rows, n_classes), dtype=np.float64)
@@ -54,31 +90,41 @@ class CPUBackend:
     shrinks = True
 
     def bcd_pass(self, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None,
-                 near=None) -> None:
+                 near=None, block_rows: int = 1) -> None:
         Cs = np.ascontiguousarray(Cs, dtype=np.float64)
         models = np.ascontiguousarray(models, dtype=np.int64)
         order = np.ascontiguousarray(order, dtype=np.int64)
-        kernel = K.bcd_pass_serial if models.shape[0] == 1 else K.bcd_pass
-        kernel(W, _rows(block), block.y, block.sqnorms, *_row_weights(block), beta, Cs,
-               model_splits(splits, W.shape[0]), models, order, _NONE_U8 if near is None else near,
-               float(bias), int(solver), float(eps), K.ktag(W.shape[2]))
+        args = (W, _rows(block), block.y, block.sqnorms, *_row_weights(block), beta, Cs,
+                model_splits(splits, W.shape[0]), models, order, _NONE_U8 if near is None else near,
+                float(bias), int(solver), float(eps))
+        threads = self.threads()
+        if int(block_rows) > 1:
+            kernel = BK.block_pass if threads > 1 else BK.block_pass_serial
+            kernel(*args, int(block_rows), threads, K.ktag(W.shape[2]))
+            return
+        kernel = K.bcd_pass_serial if models.shape[0] == 1 or threads == 1 else K.bcd_pass
+        kernel(*args, K.ktag(W.shape[2]))
 
     def certify_pass(self, W_cert, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None,
-                     near=None, reach=0.0) -> tuple[np.ndarray, float]:
+                     near=None, reach=0.0, block_rows: int = 1) -> tuple[np.ndarray, float]:
         """The objective terms of ``W_cert`` row by row (``h[len(models), n]``) with the
         near-flags ``near`` filled, and :meth:`bcd_pass` over ``order`` (a permutation of the
-        block's rows) with those flags: the objective thread scores each chunk of
-        ``order`` while the pass trains the one before.  Returns ``(h, seconds)``:
-        ``seconds`` is the wall time the objective added (waiting for it)."""
+        block's rows) with those flags.  The sequential pass of one model with a second
+        thread: the objective thread scores each chunk of ``order`` while the pass trains
+        the one before; else the rows are scored (in parallel, with threads), then trained.
+        Returns ``(h, seconds)``: ``seconds`` is the wall time the objective added."""
         models = np.ascontiguousarray(models, dtype=np.int64)
         order = np.ascontiguousarray(order, dtype=np.int64)
         h = np.zeros((models.shape[0], block.n_rows), dtype=np.float64)
-        # (a parallel kernel from two threads at once is not safe with every Numba threading layer)
-        chunks = _chunks(block, W.shape[2]) if models.shape[0] == 1 and _cores() > 1 else 1
+        overlap = models.shape[0] == 1 and int(block_rows) == 1 and self.threads() > 1
+        # (a parallel kernel from two threads at once is not safe with every Numba threading layer:
+        # the objective thread runs the serial kernels)
+        chunks = _chunks(block, W.shape[2]) if overlap else 1
         cuts = np.linspace(0, order.shape[0], chunks + 1).astype(np.int64)
-        score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, order[lo:hi], h, splits, near, reach)  # noqa: E731
+        score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, order[lo:hi], h, splits, near, reach,  # noqa: E731
+                                                parallel=chunks == 1)
         train = lambda lo, hi: self.bcd_pass(W, block, beta, Cs, models, order[lo:hi], bias, solver, eps,  # noqa: E731
-                                             splits, near=near)
+                                             splits, near=near, block_rows=block_rows)
         t0 = time.perf_counter()
         if chunks == 1:
             score(0, order.shape[0])
@@ -110,20 +156,33 @@ class CPUBackend:
         job.result()
         return h, waited
 
-    def overlap_pays(self, work: int) -> bool:
-        """Whether :meth:`certify_pass` gains by overlapping: a second core, and epochs of at
-        least ``work`` multiply-adds (nonzeros times classes) that make several chunks."""
-        return _cores() > 1 and int(work) >= MIN_CHUNKS * CHUNK_WORK
+    def overlap_pays(self, work: int, block_rows: int = 1) -> bool:
+        """Whether :meth:`certify_pass` gains by overlapping: the sequential pass, a second
+        thread, and epochs of at least ``work`` multiply-adds (nonzeros times classes) that
+        make several chunks."""
+        return int(block_rows) == 1 and self.threads() > 1 and int(work) >= MIN_CHUNKS * CHUNK_WORK
 
-    def _hinge_rows(self, W, block: Block, bias, models, rows, h, splits, near, reach) -> None:
-        kernel = K.hinge_rows_serial if models.shape[0] == 1 else K.hinge_rows
-        kernel(W, _rows(block), block.y, *_row_weights(block), model_splits(splits, W.shape[0]), float(bias),
-               models, rows, h, _NONE_U8 if near is None else near, float(reach), K.ktag(W.shape[2]))
+    def _hinge_rows(self, W, block: Block, bias, models, rows, h, splits, near, reach, parallel=True) -> None:
+        args = (W, _rows(block), block.y, *_row_weights(block), model_splits(splits, W.shape[0]), float(bias),
+                models, rows, h, _NONE_U8 if near is None else near, float(reach))
+        threads = self.threads() if parallel else 1
+        if threads == 1:
+            K.hinge_rows_serial(*args, K.ktag(W.shape[2]))
+        elif models.shape[0] >= threads:
+            K.hinge_rows(*args, K.ktag(W.shape[2]))
+        else:  # fewer models than threads: each model's rows in parallel
+            BK.hinge_rows_par(*args, threads, K.ktag(W.shape[2]))
 
     def hinge_sums(self, W, block: Block, bias, models, splits=None, near=None, reach=0.0) -> np.ndarray:
         models = np.ascontiguousarray(models, dtype=np.int64)
+        threads = self.threads()
+        if 1 < threads and models.shape[0] < threads:  # rows in parallel, added in storage order
+            h = np.zeros((models.shape[0], block.n_rows), dtype=np.float64)
+            self._hinge_rows(W, block, bias, models, np.arange(block.n_rows, dtype=np.int64), h, splits, near,
+                             reach)
+            return ordered_row_sums(h, 0, block.n_rows)
         out = np.zeros(models.shape[0], dtype=np.float64)
-        kernel = K.hinge_sum_serial if models.shape[0] == 1 else K.hinge_sum
+        kernel = K.hinge_sum_serial if models.shape[0] == 1 or threads == 1 else K.hinge_sum
         kernel(W, _rows(block), block.y, *_row_weights(block), model_splits(splits, W.shape[0]),
                float(bias), models, out, _NONE_U8 if near is None else near, float(reach),
                K.ktag(W.shape[2]))
@@ -164,13 +223,6 @@ def _chunks(block: Block, k: int) -> int:
     return int(min(MAX_CHUNKS, max(1, (int(nnz) * int(k)) // CHUNK_WORK)))
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
 def _row_weights(block: Block) -> tuple[np.ndarray, np.ndarray]:
     """The kernels' ``(weights, trains)``: empty arrays stand for "all 1" and "no splits"."""
     return (_NONE_F if block.weights is None else block.weights,
@@ -184,7 +236,7 @@ def _rows(block: Block):
 
 
 def bcd_pass(W, X, y, beta, C, order, *, bias: float = 0.0, subproblem: str = "walrus",
-             shark_eps: float = SHARK_EPS, sqnorms=None) -> None:
+             shark_eps: float = SHARK_EPS, sqnorms=None, block_rows: int = 1) -> None:
     """One exact block-coordinate-descent pass over a block of rows, in place.
 
     This is the unit the streaming trainer and the GPU backend build on: it
@@ -214,6 +266,10 @@ def bcd_pass(W, X, y, beta, C, order, *, bias: float = 0.0, subproblem: str = "w
         KKT-violation threshold of the Shark solver (margin units).
     sqnorms : ndarray of shape (n,), optional
         Precomputed ``||x_i||^2 + bias**2``.
+    block_rows : int, default=1
+        1: the sequential pass; ``m > 1``: the block pass over blocks of ``m`` rows of
+        ``order`` (:mod:`streamwww.backends._block_kernels`), on numba's threads, the same
+        bits for any thread count.
     """
     if subproblem not in ("walrus", "shark"):
         raise ValueError(f"The 'subproblem' parameter must be 'walrus' or 'shark'. Got {subproblem!r} instead.")
@@ -230,4 +286,4 @@ def bcd_pass(W, X, y, beta, C, order, *, bias: float = 0.0, subproblem: str = "w
     models = np.arange(W3.shape[0], dtype=np.int64)
     solver = SOLVER_IDS[subproblem]
     CPUBackend().bcd_pass(W3, block, B3, np.broadcast_to(Cs, (W3.shape[0],)), models,
-                          np.asarray(order), bias, solver, shark_eps)
+                          np.asarray(order), bias, solver, shark_eps, block_rows=block_rows)

@@ -532,7 +532,7 @@ class CUDABackend:
         self._stream.synchronize()
         return dW
 
-    def overlap_pays(self, work: int) -> bool:
+    def overlap_pays(self, work: int, block_rows: int = 1) -> bool:
         """No: :meth:`certify_pass` runs its two parts one after the other on the stream."""
         return False
 
@@ -664,9 +664,11 @@ class CUDABackend:
     shrinks = True  # bcd_pass and hinge_sums take near= (streamwww.engine.shrink)
 
     def bcd_pass(self, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
-                 splits=None, near=None) -> None:
+                 splits=None, near=None, block_rows: int = 1) -> None:
         """One exact sequential BCD pass over ``order`` for each model in ``models`` (asynchronous);
-        ``near`` (host ``uint8``, ``(M, n, k - 1)``): shrinking's near-flags (engine.shrink)."""
+        ``near`` (host ``uint8``, ``(M, n, k - 1)``): shrinking's near-flags (engine.shrink).
+        ``block_rows`` must be 1: the block pass has no device kernel yet."""
+        _sequential_only(block_rows)
         models = np.ascontiguousarray(models, dtype=np.int64)
         splits = model_splits(splits, W.shape[0])
         order = np.ascontiguousarray(order, dtype=np.int64)
@@ -811,7 +813,7 @@ class CUDABackend:
         return part, h
 
     def certify_pass(self, W_cert, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
-                     splits=None, near=None, reach=0.0) -> tuple[np.ndarray, float]:
+                     splits=None, near=None, reach=0.0, block_rows: int = 1) -> tuple[np.ndarray, float]:
         """The objective terms of ``W_cert`` row by row, with the near-flags ``near``, then
         :meth:`bcd_pass` with them (one after the other on the device's stream); as
         :meth:`CPUBackend.certify_pass <streamwww.backends.cpu.CPUBackend.certify_pass>`."""
@@ -820,7 +822,7 @@ class CUDABackend:
         _, h = self._objective_rows(W_cert, block, bias, models, model_splits(splits, W.shape[0]), near, reach,
                                     keep_rows=True)
         waited = time.perf_counter() - t0
-        self.bcd_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near=near)
+        self.bcd_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near=near, block_rows=block_rows)
         return h, waited
 
     def _row_kernel(self, kernel, tpb, nblk, out_shape, dtype, W, block: DeviceBlock, bias, models,
@@ -908,3 +910,10 @@ class CUDABackend:
     def __repr__(self) -> str:
         mode = "exact" if self.parallel_blocks is None else f"row-parallel x{self.parallel_blocks}"
         return f"CUDABackend(device={self.device_name!r}, mode={mode})"
+
+
+def _sequential_only(block_rows: int) -> None:
+    """The device runs the sequential pass only (``block_rows == 1``)."""
+    if int(block_rows) != 1:
+        raise ValueError(f"block_rows={int(block_rows)}: the block pass has no GPU kernel yet; "
+                         "train with block_rows=1 on the GPU, or on the CPU (device='cpu')")

@@ -32,7 +32,8 @@ def gpu_pays(n_models: int | None, n_classes: int | None) -> bool:
     return int(n_models) >= AUTO_GPU_MIN_MODELS and int(n_classes) >= AUTO_GPU_MIN_CLASSES
 
 
-def get_backend(device: str = "auto", n_models: int | None = None, n_classes: int | None = None) -> Backend:
+def get_backend(device: str = "auto", n_models: int | None = None, n_classes: int | None = None,
+                n_threads: int | None = None) -> Backend:
     """Return the backend for ``device`` ('auto', 'cpu' or 'cuda').
 
     'auto' picks CUDA when a usable GPU and its libraries are present and, where the
@@ -41,6 +42,7 @@ def get_backend(device: str = "auto", n_models: int | None = None, n_classes: in
     at least 10 models of at least 100 classes; a smaller run does not probe for a GPU);
     else the CPU, saying why at INFO.
     'cuda' without a usable GPU raises :class:`~streamwww.errors.DeviceUnavailableError`.
+    ``n_threads``: the CPU backend's threads (None: numba's setting).
     """
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"The 'device' parameter must be one of 'auto', 'cpu', 'cuda'. Got {device!r} instead.")
@@ -72,4 +74,4 @@ def get_backend(device: str = "auto", n_models: int | None = None, n_classes: in
             raise DeviceUnavailableError(f"device='cuda' was requested but cannot be used: {reason}.")
         # said once per fit at INFO: a user who asked for 'auto' can see why no GPU was used
         logger.info("device='auto': training on the CPU (%s)", reason)
-    return CPUBackend()
+    return CPUBackend(n_threads)

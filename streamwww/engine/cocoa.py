@@ -180,7 +180,9 @@ class _Local:
     def __init__(self, cfg: SolverConfig, device: str, n_partitions: int, W: np.ndarray, train: bool,
                  sweeps: bool = True):
         self.cfg, self.train, self.sweeps = cfg, train, sweeps
-        self.backend = get_backend(device, n_models=len(cfg.Cs), n_classes=int(W.shape[2]))
+        # (the block pass runs on the CPU only; the worker's own cores: numba's pool there)
+        self.backend = get_backend("cpu" if cfg.block_rows > 1 and device == "auto" else device,
+                                   n_models=len(cfg.Cs), n_classes=int(W.shape[2]))
         self.alone = int(n_partitions) == 1  # the working copy is W_{t+1} itself
         M = len(cfg.Cs)
         self.every = np.arange(M, dtype=np.int64)
@@ -217,7 +219,8 @@ class _Local:
         for p in range(cfg.inner_passes):
             order = row_order(cfg.seed, t, first_shard, p, block.n_rows, cfg.row_order)
             backend.bcd_pass(self.Wl, dblock, dbeta, self.Cs, active, order, cfg.bias, self.solver,
-                             cfg.shark_eps, self.splits, **({} if near is None else {"near": near}))
+                             cfg.shark_eps, self.splits, block_rows=cfg.block_rows,
+                             **({} if near is None else {"near": near}))
         new = backend.get_beta(dbeta)
         self.local_sum += new.sum(axis=(1, 2))
         return new

@@ -67,6 +67,7 @@ class SolverConfig:
     shrinking: bool = False  # engine.shrink (False: what runs before shrinking existed did)
     row_order: int = 1  # engine.order's version (1: what runs before version 2 existed did)
     schedule: int = 1  # the "auto" schedule's version (engine.schedule; 1: evaluation_epoch's)
+    block_rows: int = 1  # the pass: 1 sequential, m > 1 the block pass of m rows (backends._block_kernels)
 
     @property
     def bias(self) -> float:
@@ -124,6 +125,8 @@ class SolverConfig:
             del out["row_order"]  # as before version 2 existed: old checkpoints stay comparable
         if self.schedule == 1:
             del out["schedule"]  # as before version 2 existed: old checkpoints stay comparable
+        if self.block_rows == 1:
+            del out["block_rows"]  # the sequential pass, as before the block pass existed
         return out
 
 

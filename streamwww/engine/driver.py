@@ -38,6 +38,7 @@ import numpy as np
 from streamwww.backends.base import Backend, model_splits, ordered_row_sums
 from streamwww.engine import objective
 from streamwww.engine.callback import call_back
+from streamwww.engine.compiling import compile_seconds, solver_clock, watch
 from streamwww.engine.config import Cursor, ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
 from streamwww.engine.schedule import Schedule
@@ -208,8 +209,10 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                    then=plan.groups(cur.epoch, cur.pos))
         sets_W = W_sets if keep_sets_W else None
 
+    # the training time leaves out Numba compiling kernels (a first run's: engine.compiling)
+    watch()
     while cur.epoch < cfg.max_iter and active.size:
-        t0 = time.perf_counter()
+        t0, c0 = solver_clock(), compile_seconds()
         rows = 0
         if late:
             betas.hold()  # W_{epoch}'s beta: a stop decided after this epoch returns to it
@@ -225,7 +228,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                         near.keep(group, shrunk["near"])  # for the epochs without objectives after
                 else:
                     backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits,
-                                     **shrunk)
+                                     block_rows=cfg.block_rows, **shrunk)
             shrunk = None
             n_rows = block.n_rows
             # Drop the group's rows and hand its beta over before the loop asks for
@@ -240,11 +243,14 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             if hooks.progress is not None:
                 hooks.progress(cur.epoch + 1, cur.pos, data.n_shards, n_rows)
             if hooks.checkpoint_due(before, cur.pos, data.n_shards):
-                cur.train_time += time.perf_counter() - t0  # the commit's capture is not training
+                cur.train_time += solver_clock() - t0  # the commit's capture is not training
                 hooks.commit(backend.to_host(W), cur, results, W_sets=sets_W)
-                t0 = time.perf_counter()
-        epoch_time = time.perf_counter() - t0 - (pending.seconds if pending is not None else 0.0)
+                t0 = solver_clock()
+        epoch_time = solver_clock() - t0 - (pending.seconds if pending is not None else 0.0)
         cur.train_time += epoch_time
+        compiled = compile_seconds() - c0
+        if compiled > 0:
+            logger.info("compiling kernels: %.3fs of epoch %d, not counted in its time", compiled, cur.epoch)
         cur.epoch, cur.pos = cur.epoch + 1, 0
         for i in active:
             results[i].n_iter = cur.epoch
@@ -334,6 +340,7 @@ class _Certificate:
         self.shrink, self.sets_only = shrink, sets_only
         self.shape = (len(cfg.Cs), int(data.n_classes))
         self.eps = cfg.shark_eps
+        self.block_rows = cfg.block_rows
         self.splits = model_splits(cfg.splits, len(cfg.Cs))
         # W_t, kept while W_{t+1} is trained; copied into the certificate before's W where
         # given (done with): no third copy of W at the peak, no fresh pages per certificate
@@ -349,20 +356,23 @@ class _Certificate:
         """The sums of ``group``'s shards (``host_beta`` before training) and the group's first
         pass over ``order``, with the group's sets when shrinking; returns the passes'
         keyword arguments for the sets (for ``inner_passes > 1``)."""
-        t = time.perf_counter()
+        t = solver_clock()
         rows = [int(self.shard_rows[s]) for s in group]
         for s, part in zip(group, split_rows(host_beta, rows)):  # (the CPU trains beta in place)
             self._beta[s] = part.sum(axis=(1, 2))[self.active]
         near = new_near(self.shape[0], block.n_rows, self.shape[1]) if self.shrink else None
-        setup = time.perf_counter() - t
+        setup = solver_clock() - t
+        c = compile_seconds()
         h, waited = self.backend.certify_pass(self.W, W, block, beta, Cs, self.active, order, self.bias, solver,
-                                              self.eps, self.splits, **near_args(near))
-        t = time.perf_counter()
+                                              self.eps, self.splits, block_rows=self.block_rows, **near_args(near))
+        # (the wait includes the objective kernel's compilation, which solver_clock leaves out already)
+        waited -= min(waited, compile_seconds() - c)
+        t = solver_clock()
         r0 = 0
         for s, n in zip(group, rows):
             self._hinge[s] = ordered_row_sums(h, r0, r0 + n)
             r0 += n
-        self.seconds += setup + waited + time.perf_counter() - t
+        self.seconds += setup + waited + solver_clock() - t
         return {} if near is None else {"near": near}
 
     def hinge(self) -> np.ndarray:

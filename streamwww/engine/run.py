@@ -24,6 +24,7 @@ from streamwww._params import (
     DEFAULTS,
     UNMIXED,
     resolve_memory_budget,
+    resolve_n_jobs,
     resolve_prefetch,
     resolve_seed,
 )
@@ -37,6 +38,7 @@ from streamwww.engine.config import (
     results_from_json,
     results_to_json,
 )
+from streamwww.engine.compiling import watch
 from streamwww.engine.driver import Hooks, late_allowed, run_bcd
 from streamwww.engine.order import ROW_ORDER
 from streamwww.engine.schedule import SCHEDULE
@@ -61,10 +63,11 @@ class Fit:
 
 
 def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every: int | str = 1,
-                  mix_shards: int = UNMIXED, splits=None, manifest: dict | None = None) -> SolverConfig:
+                  mix_shards: int = UNMIXED, splits=None, manifest: dict | None = None,
+                  block_rows: int = 1) -> SolverConfig:
     """The :class:`SolverConfig` of estimator parameters ``params`` (``get_params()``); with the
     ``manifest`` of the checkpoint it continues, that run's row-order version (engine.order)
-    and objective-schedule version (engine.schedule)."""
+    and objective-schedule version (engine.schedule); ``block_rows``: the pass."""
     gap_decay = params["gap_decay"]
     return SolverConfig(Cs=tuple(float(c) for c in Cs), tol=float(params["tol"]),
                         max_iter=int(params["max_iter"]),
@@ -78,7 +81,8 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         splits=None if splits is None else tuple(int(s) for s in splits),
                         shrinking=bool(params.get("shrinking", False)),
                         row_order=ROW_ORDER if manifest is None else int(manifest["config"].get("row_order", 1)),
-                        schedule=SCHEDULE if manifest is None else int(manifest["config"].get("schedule", 1)))
+                        schedule=SCHEDULE if manifest is None else int(manifest["config"].get("schedule", 1)),
+                        block_rows=int(block_rows))
 
 
 def check_manifest(path, manifest: dict, data) -> None:
@@ -164,6 +168,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     memory for the run (:meth:`~streamwww.io.ShardStore.keep_decoded`).
     """
     data = source.data
+    watch()  # a first run's compilations: said once, and left out of the solver time (engine.compiling)
     budget = resolve_memory_budget(memory_budget)
     prefetch = resolve_prefetch(prefetch, getattr(source, "remote", False))
     # Ctrl-C is watched from the start: a library callback running at that instant
@@ -171,8 +176,13 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     # progress first (it needs the beta writes and the executor), the backend last.
     with CtrlC() as interrupted, ExitStack() as stack:
         stack.enter_context(buffers.recycling())  # shard-sized arrays recycled during the run
-        backend = get_backend(params["device"], n_models=len(Cs), n_classes=int(data.n_classes))
+        threads = resolve_n_jobs(params.get("n_jobs"))
+        block_rows = int(params.get("block_rows", 1))
+        backend = get_backend(_device(params["device"], block_rows), n_models=len(Cs),
+                              n_classes=int(data.n_classes), n_threads=threads)
         stack.callback(backend.close)
+        logger.info("%d thread(s); %s", threads,
+                    "the sequential pass" if block_rows == 1 else f"the block pass of {block_rows} rows")
         # one model: the objectives of W_t may come with epoch t + 1's first pass: that pays
         # when a store is read from storage (one read per epoch, not two) and when the backend
         # overlaps the two passes (the CPU, on a second core)
@@ -187,14 +197,14 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
             data.keep_blocks(True)  # the shards' prepared blocks are kept for the run ...
             stack.callback(data.keep_blocks, False)
             source.store.keep_decoded(0)  # ... in place of their decoded arrays (not both)
-        late = late and (not kept or backend.overlap_pays(_epoch_work(source)))
+        late = late and (not kept or backend.overlap_pays(_epoch_work(source), block_rows))
         if late:
             logger.info("objectives late: W_t certified with the first pass of epoch t + 1")
         ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
         cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards if source.streamed else UNMIXED,
-                            splits, manifest)
+                            splits, manifest, block_rows=block_rows)
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
@@ -229,6 +239,17 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         raise KeyboardInterrupt
     return Fit(results, cfg, seed, beta=betas.get(0) if isinstance(betas, InMemoryBetas) else None,
                device=backend.name)
+
+
+def _device(device: str, block_rows: int) -> str:
+    """The device a run asks for: the block pass (``block_rows > 1``) runs on the CPU only, so
+    ``'auto'`` means the CPU there and ``'cuda'`` is refused."""
+    if int(block_rows) == 1:
+        return device
+    if device == "cuda":
+        raise ValueError(f"block_rows={int(block_rows)}: the block pass has no GPU kernel yet; train with "
+                         "block_rows=1 on the GPU, or with device='cpu'")
+    return "cpu"
 
 
 def _epoch_work(source) -> int:
@@ -411,7 +432,8 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
-        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits, manifest)
+        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits, manifest,
+                            block_rows=params.get("block_rows", 1))
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
@@ -532,7 +554,8 @@ def _fit_arrays_distributed(source, params: dict, Cs, client, *, partitions, inn
 
     data = source.data
     seed = resolve_seed(params["random_state"])
-    cfg = solver_config(params, Cs, seed, inner_passes, eval_every, UNMIXED, splits)
+    cfg = solver_config(params, Cs, seed, inner_passes, eval_every, UNMIXED, splits,
+                        block_rows=params.get("block_rows", 1))
     n = data.n_rows
     rows = partition_rows(n, int(partitions or _worker_count(client, n)), seed)
     blocks = []
