@@ -46,10 +46,24 @@ class ShardBackend(ABC):
         """The names under which a shard of ``layout`` (with weights or not)
         records its checksums."""
 
+    def document_names(self, layout: str, weights: bool = False) -> tuple[str, ...]:
+        """The arrays of a shard whose own metadata documents (outside the checksummed
+        chunks or files) are checksummed in the store's metadata (format version 4 on);
+        none by default: a format whose shard files are checksummed whole needs none."""
+        return ()
+
+    def document_checksums(self, root, shards: list[dict], layout: str,
+                           weights: bool = False) -> list[dict] | None:
+        """For each written shard (its record in ``shards``): ``{name: crc32c}`` of the
+        documents :meth:`document_names` lists, read back from below ``root``; None when
+        the format has none."""
+        return None
+
     @abstractmethod
     def read_shard_into(self, root: Path, i: int, out: dict[str, np.ndarray], *, layout: str,
                         n_features: int, handles: dict | None = None,
-                        checksums: dict | None = None) -> np.ndarray | None:
+                        checksums: dict | None = None,
+                        documents: dict | None = None) -> np.ndarray | None:
         """Read shard ``i`` into preallocated arrays, with only that shard's files read.
 
         ``out`` holds writable arrays (views into one buffer when several shards
@@ -68,6 +82,11 @@ class ShardBackend(ABC):
         must match them, and every chunk must exist, else
         :class:`~streamwww.errors.ChecksumError` (naming the file, the array and
         the chunk). Without it (version 1) nothing is verified.
+
+        ``documents``, if given (format version 4 on), is the shard's recorded
+        ``{name: crc32c}`` of the documents :meth:`document_names` lists: each
+        one read must match before it is used, else
+        :class:`~streamwww.errors.ChecksumError`.
 
         Returns the shard's CSR ``indptr`` (rows + 1 offsets from 0) when
         ``out`` holds the sparse layout's ``indices``, else None. The store validates shapes and ranges

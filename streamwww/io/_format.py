@@ -20,18 +20,30 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 FORMAT_NAME = "streamwww-shards"
-FORMAT_VERSION = 2
-# A store with per-row weights is written as version 3 (version 2 plus a
-# ``weight`` array per shard), so that a version-2 reader refuses it instead of
-# training without its weights; a store without weights is still version 2 and
-# keeps its fingerprint (docs/FORMAT.md, Sample weights).
+# Version 4 is version 2 (no weights) or 3 (weights) plus metadata checksums
+# (METADATA_HASH_KEY, DOCUMENT_CHECKSUM_KEY): every byte of metadata that decides
+# what is read or how rows are weighted is checked, so that a reader that does not
+# check them (versions 2 and 3 only) refuses the store instead of trusting it.
+FORMAT_VERSION = 4
+METADATA_VERSION = 4  # the first version whose metadata is checksummed
+# Version 3 was version 2 plus a ``weight`` array per shard, so that a version-2
+# reader refused it instead of training without its weights; from version 4 on
+# ``"weights": true`` alone says so (docs/FORMAT.md, Sample weights).
 WEIGHTS_FORMAT_VERSION = 3
-# Versions this streamwww reads. Version 1 (before 2026-11-24) records no content
-# checksums: it is read as before, with its own fingerprint (docs/FORMAT.md).
-READ_VERSIONS = (1, 2, 3)
+# Versions this streamwww reads. Version 1 records no content checksums, versions
+# 1 to 3 no metadata checksums: each is read as before, with its own fingerprint
+# (docs/FORMAT.md, Integrity).
+READ_VERSIONS = (1, 2, 3, 4)
 WEIGHT_ARRAY = "weight"  # per-row float64 sample weights (Zarr array / Parquet column)
 WEIGHT_HASH_KEY = "weight_sha256"  # per-shard record: SHA-256 of its weights
 CHECKSUM_KEY = "crc32c"  # per-shard record: {array name: [crc32c of each stored chunk]}
+# per-shard record (Zarr, version 4): {array name: crc32c of the array's zarr.json},
+# which decides how its chunks are decoded (dtype, byte order, codecs, shape, chunk grid)
+DOCUMENT_CHECKSUM_KEY = "zarr_json_crc32c"
+METADATA_HASH_KEY = "metadata_sha256"  # SHA-256 of streamwww.json (metadata_hash)
+# Not covered by METADATA_HASH_KEY: the hash itself, and the time of the conversion,
+# so that the same data converted twice has the same metadata hash.
+_UNHASHED_FIELDS = (METADATA_HASH_KEY, "created")
 DAMAGED_FIX = ("the store is damaged: convert it again from its source "
                "(streamwww convert ... --overwrite)")
 MARKER = "streamwww.json"
@@ -55,8 +67,25 @@ def index_dtype(nnz: int, n_features: int) -> np.dtype:
 
 
 def format_version_for(weighted: bool) -> int:
-    """The format version a store (or shard) is written with: 3 with weights, else 2."""
-    return WEIGHTS_FORMAT_VERSION if weighted else FORMAT_VERSION
+    """The format version a store (or shard) is written with: :data:`FORMAT_VERSION`,
+    with weights or without (``"weights": true`` tells them apart)."""
+    return FORMAT_VERSION
+
+
+def metadata_hash(meta: dict) -> str:
+    """SHA-256 of the compact, key-sorted JSON of ``streamwww.json`` without
+    ``metadata_sha256`` and ``created`` (docs/FORMAT.md, Integrity).
+
+    Every other field is covered, those that decide what is read or how rows are
+    weighted (``class_counts``, ``classes``, shapes, ``dtype``, shard records with
+    their row counts, offsets and the checksums of chunks and ``zarr.json``
+    documents, ``weights``) and provenance alike: the simplest list that leaves
+    none out. The JSON of the parsed file equals that of the dict it was written
+    from, so the hash is computed the same way on both sides.
+    """
+    body = {k: v for k, v in meta.items() if k not in _UNHASHED_FIELDS}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def shard_nbytes(layout: str, rows: int, nnz: int, n_features: int, dtype, weighted: bool = False) -> int:
@@ -150,6 +179,9 @@ def fingerprint(meta: dict) -> str:
     (``"weights": true``, version 3) adds ``"weights": true`` and each shard's
     weight hash; the payload of a store without weights is exactly that of
     version 2 before weights existed, so its fingerprint did not change.
+    Version 4 has the payload of versions 2 and 3 (its own ``format_version``
+    in it); its metadata checksums are checked on open instead
+    (:func:`metadata_hash`).
     """
     payload = {k: meta[k] for k in _FINGERPRINT_FIELDS}
     if meta["format_version"] == 1:

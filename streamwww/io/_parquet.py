@@ -112,7 +112,9 @@ class ParquetBackend(ShardBackend):
 
     def read_shard_into(self, root, i: int, out: dict[str, np.ndarray], *, layout: str,
                         n_features: int, handles: dict | None = None,
-                        checksums: dict | None = None) -> np.ndarray | None:
+                        checksums: dict | None = None,
+                        documents: dict | None = None) -> np.ndarray | None:
+        # (no documents: the file's crc32c covers its schema and footer too)
         where = location(root).child(self.shard_relpath(i))
         path = where.url
         # only the columns asked for are decoded (the whole file is checked)

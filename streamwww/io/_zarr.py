@@ -13,7 +13,9 @@ Layout (docs/FORMAT.md)::
 
 Each array's codecs are ``bytes``, Blosc, then ``crc32c`` (format version 2 on),
 every chunk is written (``write_empty_chunks``), and the crc32c of every chunk is
-recorded in the store's metadata; reads verify both (docs/FORMAT.md, Integrity).
+recorded in the store's metadata; reads verify both. From format version 4 on the
+crc32c of each array's ``zarr.json`` is recorded too, and checked before Zarr
+parses it (docs/FORMAT.md, Integrity).
 
 Chunks are compressed with Blosc(LZ4, byte shuffle): a training run decodes
 every shard every epoch, and LZ4 decodes about twice as fast as zstd level 3
@@ -29,9 +31,11 @@ import zarr
 from zarr.codecs import BloscCodec
 
 from streamwww._location import Location, location
+from streamwww.errors import ChecksumError
 from streamwww.io._backend import ShardBackend, check_fits
 from streamwww.io._chunks import (
     chunk_checksums,
+    crc32c,
     create_checksummed_array,
     fetch_arrays,
     plan_whole_chunks,
@@ -94,6 +98,22 @@ def _open_arrays(where: Location, names) -> dict:
     return where.fast_read(lambda: open_all(fast[0], [f"{fast[1]}/{n}" for n in names]), through_fsspec)
 
 
+def _check_documents(where: Location, names, documents: dict) -> None:
+    """Check the ``zarr.json`` of each array ``names`` of the shard at ``where``
+    against the crc32c recorded for it, before Zarr parses it: its dtype, byte
+    order, codecs, shape and chunk grid decide what the checked chunks decode to."""
+    docs = [where.child(name, "zarr.json") for name in names]
+    for name, doc, data in zip(names, docs, where.read_many(docs)):
+        expected = int(documents[name])
+        if data is None:
+            raise ChecksumError(doc.url, name, "metadata", "the array's zarr.json is missing",
+                                DAMAGED_FIX)
+        if (got := crc32c(data)) != expected:
+            raise ChecksumError(doc.url, name, "metadata", f"crc32c mismatch: the array's zarr.json "
+                                f"hashes to {got:#010x}, the metadata records {expected:#010x} "
+                                f"(it was edited or damaged)", DAMAGED_FIX)
+
+
 class ZarrBackend(ShardBackend):
     """Shards as Zarr v3 groups."""
 
@@ -112,6 +132,25 @@ class ZarrBackend(ShardBackend):
     def checksum_names(self, layout: str, weights: bool = False) -> tuple[str, ...]:
         names = ("X", "y") if layout == "dense" else ("indptr", "indices", "data", "y")
         return (*names, WEIGHT_ARRAY) if weights else names
+
+    def document_names(self, layout: str, weights: bool = False) -> tuple[str, ...]:
+        return self.checksum_names(layout, weights)
+
+    def document_checksums(self, root, shards: list[dict], layout: str,
+                           weights: bool = False) -> list[dict]:
+        root = location(root)
+        names = self.document_names(layout, weights)
+        docs = [root.child(s["name"], name, "zarr.json") for s in shards for name in names]
+        got = root.read_many(docs)  # (one concurrent batch on an object store)
+        out = []
+        for k in range(len(shards)):
+            sums = {}
+            for name, doc, data in zip(names, docs[k * len(names):], got[k * len(names):]):
+                if data is None:
+                    raise FileNotFoundError(f"{doc.url}: written, but not there to read back")
+                sums[name] = crc32c(data)
+            out.append(sums)
+        return out
 
     def write_shard(self, root, i: int, shard: ShardData, *, n_features: int,
                     row_offset: int) -> dict:
@@ -140,7 +179,8 @@ class ZarrBackend(ShardBackend):
 
     def read_shard_into(self, root, i: int, out: dict[str, np.ndarray], *, layout: str,
                         n_features: int, handles: dict | None = None,
-                        checksums: dict | None = None) -> np.ndarray | None:
+                        checksums: dict | None = None,
+                        documents: dict | None = None) -> np.ndarray | None:
         # Opening a group and its arrays reads their metadata (about a third of
         # a 50,000-row shard's read time); an opened store keeps the handles, and
         # each array's read plan (its chunk files, codecs and checks, _chunks.ChunkPlan).
@@ -150,6 +190,8 @@ class ZarrBackend(ShardBackend):
         names = [*out, "indptr"] if sparse else list(out)
         if arrays is None or any(name not in arrays for name in names):
             wanted = [n for n in names if n not in (arrays or {})]
+            if documents is not None:
+                _check_documents(root.child(self.shard_relpath(i)), wanted, documents)
             # every array's metadata at once, one trip through Zarr's event loop (a local
             # shard's four arrays: about 1.3 ms against 2.5 ms opened one by one after the group,
             # paid by every shard's first read), and on an object store one round trip

@@ -229,6 +229,13 @@ def _info(args: argparse.Namespace) -> int:
     print("checksums    " + ("crc32c of every stored chunk, checked on every read" if store.verified
                              else f"none (format version {store.format_version}): convert again "
                                   f"to add them"))
+    if store.metadata_verified:
+        print("metadata     sha256 of streamwww.json, checked on open" +
+              (", and crc32c of each array's zarr.json, checked on read" if store.format == "zarr"
+               else ""))
+    else:
+        print(f"metadata     not checksummed (format version {store.format_version}): convert "
+              f"again to cover it")
     prov = meta.get("provenance", {})
     source = prov.get("source", {})
     if source.get("path"):

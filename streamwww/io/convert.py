@@ -142,7 +142,7 @@ def convert_libsvm(input: str | os.PathLike, output: str | os.PathLike, *,
         compressed): one number per line, finite and >= 0, one line per data
         row of ``input`` in input order (blank and comment lines of the input
         are not rows). The weights are stored with their rows (also when
-        shuffled; format version 3, ``ShardStore.has_weights``) and read line
+        shuffled; ``"weights": true``, ``ShardStore.has_weights``) and read line
         by line along with the input. Cannot be combined with
         ``skip_bad_lines`` (a skipped row would take the next row's weight).
     storage_options : dict, optional

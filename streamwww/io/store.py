@@ -40,11 +40,14 @@ from streamwww.io._backend import available_formats, get_backend, make_csr
 from streamwww.io._format import (
     CHECKSUM_KEY,
     DAMAGED_FIX,
+    DOCUMENT_CHECKSUM_KEY,
     DTYPES,
     FORMAT_NAME,
     LAYOUTS,
     MARKER,
     MAX_SHARD_NNZ,
+    METADATA_HASH_KEY,
+    METADATA_VERSION,
     READ_VERSIONS,
     WEIGHT_ARRAY,
     WEIGHT_HASH_KEY,
@@ -54,6 +57,7 @@ from streamwww.io._format import (
     index_dtype,
     labels_from_json,
     labels_to_json,
+    metadata_hash,
     shard_nbytes,
 )
 from streamwww.io._progress import ProgressCallback, ProgressEvent
@@ -120,14 +124,18 @@ class ShardStore:
         classes, shard boundaries and each shard's content hash) and, from
         format version 2 on, each shard's recorded checksums.
     format_version : int
-        1 (no content checksums) or 2.
+        1 (no content checksums), 2 or 3 (no metadata checksums), or 4.
     verified : bool
         Whether reads verify content checksums (format version 2 on): every
         stored chunk (Zarr) or file (Parquet) is checked against the crc32c
         recorded at conversion, and a missing chunk is an error.
+    metadata_verified : bool
+        Whether the metadata is checksummed (format version 4 on): ``streamwww.json``
+        was checked against its ``metadata_sha256`` on open, and each Zarr array's
+        ``zarr.json`` is checked against its recorded crc32c when its shard is first read.
     has_weights : bool
         Whether the store holds per-row sample weights (``"weights": true``,
-        format version 3); :meth:`read_weights` reads them.
+        format version 3 or 4); :meth:`read_weights` reads them.
     """
 
     def __init__(self, path: Path | Location, metadata: dict):
@@ -153,6 +161,9 @@ class ShardStore:
         self.format_version: int = metadata["format_version"]
         self.verified: bool = self.format_version >= 2
         self._checksums = [s.get(CHECKSUM_KEY) if self.verified else None for s in shards]
+        self.metadata_verified: bool = self.format_version >= METADATA_VERSION
+        self._documents = [s.get(DOCUMENT_CHECKSUM_KEY) if self.metadata_verified else None
+                           for s in shards]
         self.has_weights: bool = metadata.get("weights") is True
         self._kept: dict[int, dict[str, np.ndarray]] = {}  # shard -> its decoded arrays (keep_decoded)
         self._kept_bytes = 0
@@ -302,7 +313,8 @@ class ShardStore:
         try:
             ptr = self._backend.read_shard_into(self.location, i, out, layout=self.layout,
                                                 n_features=self.n_features, handles=self._handles,
-                                                checksums=self._checksums[i])
+                                                checksums=self._checksums[i],
+                                                documents=self._documents[i])
         except ChecksumError as exc:  # names the file, the array and the chunk; add the shard
             raise ChecksumError(exc.path, exc.array, exc.chunk, exc.reason, exc.fix,
                                 where=where) from None
@@ -462,7 +474,9 @@ class ShardStore:
         ------
         ChecksumError
             The first shard whose stored bytes do not match their recorded
-            checksums, or that lacks a chunk (format version 2 on).
+            checksums, or that lacks a chunk (format version 2 on), or whose
+            arrays' ``zarr.json`` does not match its recorded crc32c (version 4 on;
+            ``streamwww.json`` itself was checked when the store was opened).
         ShardFormatError
             The first shard that cannot be read or does not match the metadata.
         """
@@ -505,9 +519,10 @@ def _validate_metadata(path: Path, meta) -> None:
                  and isinstance(s.get("sha256"), str), path, "bad shard record")
     weighted = meta.get("weights", False)
     _require(isinstance(weighted, bool), path, "field 'weights' is not true or false")
-    _require(weighted == (version >= WEIGHTS_FORMAT_VERSION), path,
-             f"'weights': {str(weighted).lower()} does not fit format version {version} "
-             f"(version {WEIGHTS_FORMAT_VERSION} is exactly the stores with weights)")
+    if version < METADATA_VERSION:  # (from version 4 on, either)
+        _require(weighted == (version == WEIGHTS_FORMAT_VERSION), path,
+                 f"'weights': {str(weighted).lower()} does not fit format version {version} "
+                 f"(version {WEIGHTS_FORMAT_VERSION} is exactly the stores with weights)")
     if weighted:
         for i, s in enumerate(meta["shards"]):
             _require(isinstance(s.get(WEIGHT_HASH_KEY), str), path,
@@ -522,12 +537,34 @@ def _validate_metadata(path: Path, meta) -> None:
                              for v in sums.values()),
                      path, f"shard {i}: field {CHECKSUM_KEY!r} is missing or not "
                      f"{{{', '.join(sorted(names))}}} -> lists of crc32c values")
+    if version >= METADATA_VERSION:
+        names = set(get_backend(meta["format"]).document_names(meta["layout"], weighted))
+        for i, s in enumerate(meta["shards"]):
+            docs = s.get(DOCUMENT_CHECKSUM_KEY)
+            _require(docs is None if not names else
+                     isinstance(docs, dict) and set(docs) == names
+                     and all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c < 2**32
+                             for c in docs.values()),
+                     path, f"shard {i}: field {DOCUMENT_CHECKSUM_KEY!r} is not "
+                     + (f"{{{', '.join(sorted(names))}}} -> crc32c values" if names
+                        else f"absent (format {meta['format']!r} has none)"))
+        _require(isinstance(meta.get(METADATA_HASH_KEY), str), path,
+                 f"field {METADATA_HASH_KEY!r} is missing or not str")
     _require(sum(s["rows"] for s in meta["shards"]) == meta["n_rows"], path,
              "shard rows do not add up to n_rows")
     _require(sum(s["nnz"] for s in meta["shards"]) == meta["nnz"], path,
              "shard nnz do not add up to nnz")
     _require(fingerprint(meta) == meta["fingerprint"], path,
              "fingerprint does not match the metadata (edited or corrupt)")
+    # last: a more specific problem found above is the one reported
+    if version >= METADATA_VERSION and metadata_hash(meta) != meta[METADATA_HASH_KEY]:
+        raise ShardFormatError(f"{_join(path, MARKER)}: the metadata does not match its checksum "
+                               f"({METADATA_HASH_KEY}): the file was edited or damaged; {DAMAGED_FIX}")
+
+
+def _join(path, name: str) -> str:
+    """``path/name`` for a local path or a URL, as shown in messages."""
+    return f"{str(path).rstrip('/')}/{name}"
 
 
 def open_store(path: str | os.PathLike | Location,
@@ -586,7 +623,7 @@ def open_store(path: str | os.PathLike | Location,
     except ValueError as exc:
         raise ShardFormatError(f"{shown}: cannot read {MARKER}: {exc}") from exc
     _validate_metadata(shown, meta)
-    if meta["format_version"] < 2:
+    if meta["format_version"] < METADATA_VERSION:
         _warn_unverified(shown, meta["format_version"])
     return ShardStore(loc, meta)
 
@@ -595,15 +632,24 @@ _WARNED: set[str] = set()
 
 
 def _warn_unverified(path: Path, version: int) -> None:
-    """Say once per store and process that its reads cannot be verified."""
+    """Say once per store and process what its reads cannot verify."""
     key = str(path)
     if key in _WARNED:
         return
     _WARNED.add(key)
-    logger.warning("%s: store format version %d carries no content checksums, so damaged shards "
-                   "cannot be detected; convert it again with this streamwww to add them "
-                   "(streamwww convert ... --overwrite; its fingerprint changes, so checkpoints "
-                   "of the old store do not resume on the new one).", path, version)
+    if version < 2:
+        logger.warning("%s: store format version %d carries no content checksums, so damaged shards "
+                       "cannot be detected (nor edited metadata); convert it again with this "
+                       "streamwww to add them (streamwww convert ... --overwrite; its fingerprint "
+                       "changes, so checkpoints of the old store do not resume on the new one).",
+                       path, version)
+        return
+    logger.warning("%s: store format version %d carries no metadata checksums, so an edit of "
+                   "%s (class counts, shard records) or of a Zarr array's zarr.json (dtype, byte "
+                   "order, codecs) cannot be detected; convert it again with this streamwww to "
+                   "add them (streamwww convert ... --overwrite; its fingerprint changes, so "
+                   "checkpoints of the old store do not resume on the new one).",
+                   path, version, MARKER)
 
 
 # --------------------------------------------------------------------------- writing
@@ -835,10 +881,15 @@ class ShardWriter:
 
 def build_metadata(*, format: str, layout: str, n_features: int, dtype: np.dtype,
                    classes: np.ndarray, writer: ShardWriter, provenance: dict) -> dict:
-    """Assemble ``streamwww.json`` for a finished writer (format version 3 and
-    ``"weights": true`` for a writer with weights, else version 2 without the key)."""
+    """Assemble ``streamwww.json`` for a finished writer (format version 4, with
+    ``"weights": true`` for a writer with weights): the checksums of the shards'
+    metadata documents (read back from the writer's root) and, last, the
+    metadata's own checksum (docs/FORMAT.md, Integrity)."""
     class_list, label_type = labels_to_json(classes)
     shards = writer.shards
+    documents = writer.backend.document_checksums(writer.root, shards, layout, writer.weighted)
+    for record, sums in zip(shards, documents or ()):
+        record[DOCUMENT_CHECKSUM_KEY] = sums
     meta = {
         "streamwww_format": FORMAT_NAME,
         "format_version": format_version_for(writer.weighted),
@@ -862,6 +913,7 @@ def build_metadata(*, format: str, layout: str, n_features: int, dtype: np.dtype
     if writer.weighted:
         meta["weights"] = True
     meta["fingerprint"] = fingerprint(meta)
+    meta[METADATA_HASH_KEY] = metadata_hash(meta)
     return meta
 
 
@@ -897,8 +949,8 @@ def write_store(path: str | os.PathLike, X, y, *, shard_rows: int | None = None,
         Replace an existing store at ``path``.
     sample_weight : array-like of shape (n_rows,), optional
         Per-row weights, finite and >= 0, not all zero; stored as float64
-        (format version 3, ``ShardStore.has_weights``). Without it the store
-        holds no weights (version 2).
+        (``"weights": true``, ``ShardStore.has_weights``). Without it the store
+        holds no weights.
     storage_options : dict, optional
         Options of a URL's file system (endpoint, credentials, ...).
 

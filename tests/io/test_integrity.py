@@ -29,7 +29,7 @@ import streamwww
 from streamwww.errors import CheckpointError, ChecksumError, ShardFormatError
 from streamwww.io import _chunks, _zarr, open_store, write_store
 from streamwww.io import store as store_mod
-from streamwww.io._format import fingerprint
+from streamwww.io._format import METADATA_HASH_KEY, fingerprint, metadata_hash
 
 DATA = Path(__file__).parent / "data"
 V1_FINGERPRINT = "b648fc430bace2013f25c8f298d66bc88611bb687fe7bb78f823e761dee1a366"
@@ -60,10 +60,12 @@ def _store(path, fmt="zarr", layout="sparse", shard_rows=40, **kw):
 
 
 def _rewrite_metadata(path: Path, edit) -> None:
+    """Edit streamwww.json as a forger would: fingerprint and metadata checksum recomputed."""
     marker = path / "streamwww.json"
     meta = json.loads(marker.read_text())
     edit(meta)
     meta["fingerprint"] = fingerprint(meta)
+    meta[METADATA_HASH_KEY] = metadata_hash(meta)
     marker.write_text(json.dumps(meta))
 
 
@@ -150,7 +152,12 @@ def test_zarr_array_rewritten_without_checksums(tmp_path):
     y = g["y"][:]
     del g["y"]
     g.create_array("y", data=y, chunks=(len(y),))  # same values, zarr's default codecs
-    err = _expect("chunk *", store.read_shard, 0)
+    err = _expect("chunk metadata", store.read_shard, 0)  # its zarr.json tells first (version 4)
+    assert "zarr.json hashes to" in err.reason
+    doc = (store.path / "shard-00000" / "y" / "zarr.json").read_bytes()
+    _rewrite_metadata(store.path, lambda m: m["shards"][0]["zarr_json_crc32c"].__setitem__(
+        "y", _chunks.crc32c(doc)))  # that forged too: the codecs still tell
+    err = _expect("chunk *", open_store(store.path).read_shard, 0)
     assert "codecs carry none" in err.reason
 
 
@@ -213,6 +220,10 @@ def test_tampered_metadata_checksums(tmp_path, fmt):
     with pytest.raises(ShardFormatError, match="fingerprint does not match"):
         open_store(store.path)  # edited without the fingerprint
     meta["fingerprint"] = fingerprint(meta)
+    marker.write_text(json.dumps(meta))
+    with pytest.raises(ShardFormatError, match="does not match its checksum.*edited or damaged"):
+        open_store(store.path)  # edited without the metadata checksum (format version 4)
+    meta[METADATA_HASH_KEY] = metadata_hash(meta)
     marker.write_text(json.dumps(meta))
     forged = open_store(store.path)  # opens, with another fingerprint ...
     assert forged.fingerprint != store.fingerprint
@@ -316,12 +327,13 @@ def test_v1_store_trains_the_same_model_and_its_checkpoint_resumes(tmp_path, mon
 
 
 def test_v2_store_trains_the_same_model_as_v1(tmp_path, monkeypatch):
-    """Checksums change no model: the same rows as a version-2 store train bitwise alike
-    (with the row order the expected model was recorded with, version 1)."""
+    """Checksums change no model: the same rows as a store of this version (content and
+    metadata checksums) train bitwise alike (with the row order the expected model was
+    recorded with, version 1)."""
     monkeypatch.setattr("streamwww.engine.run.ROW_ORDER", 1)
     X, y = _v1_arrays()
     s = write_store(tmp_path / "s", X, y, shard_rows=25)
-    assert s.format_version == 2 and s.verified and s.fingerprint != V1_FINGERPRINT
+    assert s.format_version == 4 and s.verified and s.fingerprint != V1_FINGERPRINT
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         m = streamwww.train(s, max_iter=3, **TRAIN)

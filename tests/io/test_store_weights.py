@@ -3,8 +3,9 @@
 A store may hold a float64 ``weight`` per row (a Zarr array / a Parquet column
 per shard), written by ``write_store(..., sample_weight=)`` or ``streamwww
 convert --weights FILE``, checksummed like every other array and covered by the
-fingerprint. A store without weights is written exactly as before (format
-version 2, same fingerprint).
+fingerprint. A store without weights is written as before weights existed
+(the same fingerprint formula; format version 4 for both, which adds metadata
+checksums).
 """
 
 from __future__ import annotations
@@ -83,7 +84,7 @@ def test_round_trip(tmp_path, fmt, layout, small_chunks):
                         sample_weight=w)
     plain = write_store(tmp_path / "p", X, y, shard_rows=40, format=fmt, layout=layout)
     assert store.has_weights and not plain.has_weights
-    assert store.metadata["weights"] is True and store.format_version == 3
+    assert store.metadata["weights"] is True and store.format_version == 4
     ids = list(range(store.n_shards))
     got = store.read_weights(ids)
     assert got.dtype == np.float64 and np.array_equal(got, w)
@@ -113,7 +114,7 @@ def test_weights_are_where_format_md_says(tmp_path, fmt):
     if fmt == "zarr":
         got = zarr.open_group(str(store.path / "shard-00001"), mode="r")["weight"][:]
         assert zarr.open_group(str(store.path / "shard-00001"), mode="r").attrs[
-            "streamwww"]["format_version"] == 3
+            "streamwww"]["format_version"] == 4
     else:
         got = pq.read_table(store.path / "shard-00001.parquet")["weight"].to_numpy()
     assert got.dtype == np.float64 and np.array_equal(got, w[100:])
@@ -121,12 +122,12 @@ def test_weights_are_where_format_md_says(tmp_path, fmt):
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_store_without_weights_is_unchanged(tmp_path, fmt):
-    """No 'weights' key, format version 2, no weight array or column, and the
-    fingerprint of the pre-weights formula; read_weights gives ones."""
+    """No 'weights' key, no weight array or column, and the fingerprint of the
+    pre-weights formula (format version 4 in it); read_weights gives ones."""
     X, y, _ = _data()
     store = write_store(tmp_path / "s", X, y, shard_rows=40, format=fmt, layout="sparse")
     meta = store.metadata
-    assert "weights" not in meta and meta["format_version"] == 2
+    assert "weights" not in meta and meta["format_version"] == 4
     assert all("weight_sha256" not in s for s in meta["shards"])
     assert store.fingerprint == _v2_fingerprint(meta) == fingerprint(meta)
     if fmt == "zarr":
@@ -258,8 +259,9 @@ def test_damaged_parquet_weight_column(tmp_path):
 
 
 @pytest.mark.parametrize("edit, match", [
-    (lambda m: m.pop("weights"), "does not fit format version 3"),
+    (lambda m: m.pop("weights"), "shard 0: field 'crc32c'"),  # (version 4: weights or not)
     (lambda m: m.update(format_version=2), "does not fit format version 2"),
+    (lambda m: m.update(format_version=3, weights=False), "does not fit format version 3"),
     (lambda m: m.update(weights="yes"), "'weights' is not true or false"),
     (lambda m: m.update(weights=1), "'weights' is not true or false"),
     (lambda m: m["shards"][0].pop("weight_sha256"), "shard 0: field 'weight_sha256'"),
@@ -287,7 +289,7 @@ def test_plain_store_claiming_weights_is_refused(tmp_path):
     meta = json.loads(marker.read_text())
     meta["weights"] = True
     marker.write_text(json.dumps(meta))
-    with pytest.raises(ShardFormatError, match="does not fit format version 2"):
+    with pytest.raises(ShardFormatError, match="shard 0: field 'weight_sha256' is missing"):
         open_store(store.path)
 
 
@@ -327,7 +329,7 @@ def test_convert_round_trip(tmp_path, fmt, layout):
                            shard_rows=700, block_bytes=8192)  # many blocks, several shards
     plain = convert_libsvm(src, tmp_path / "p", format=fmt, layout=layout, shard_rows=700,
                            block_bytes=8192)
-    assert store.has_weights and store.format_version == 3 and not plain.has_weights
+    assert store.has_weights and store.format_version == 4 and not plain.has_weights
     ids = list(range(store.n_shards))
     X, y, got = store.read_shards(ids, weights=True)
     assert np.array_equal(got, w) and np.array_equal(store.read_weights(ids), w)
