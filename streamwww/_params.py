@@ -107,18 +107,53 @@ MAX_BLOCK_ROWS = 4096
 
 
 def usable_cores() -> int:
-    """The cores this process may use: its CPU affinity and cgroup quota (loky's count, as
-    joblib and scikit-learn take it), capped by ``OMP_NUM_THREADS`` when that is set (as
-    joblib's workers and OpenMP programs read it) and by numba's thread pool
-    (``NUMBA_NUM_THREADS``)."""
-    import numba
-    from joblib.externals.loky import cpu_count  # (its cgroup and affinity rules)
+    """The cores this process may use: its CPU affinity and cgroup CPU quota (the rules of
+    loky's ``cpu_count``, which joblib and scikit-learn use), capped by ``OMP_NUM_THREADS``
+    when that is set (as joblib's workers and OpenMP programs read it) and by numba's
+    thread pool (``NUMBA_NUM_THREADS``).
 
-    cores = int(cpu_count())
+    Read here rather than through joblib: importing joblib costs every run's start a
+    twentieth of a second, for two files read."""
+    import numba
+
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    quota = _cgroup_quota()
+    if quota is not None:
+        cores = min(cores, quota)
     omp = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
     if omp.isdigit() and int(omp) > 0:
         cores = min(cores, int(omp))
     return max(1, min(cores, int(numba.config.NUMBA_NUM_THREADS)))
+
+
+def _cgroup_quota() -> int | None:
+    """The cgroup's CPU quota rounded up (v2 ``cpu.max``, v1 ``cpu.cfs_quota_us`` over
+    ``cpu.cfs_period_us``); None without one."""
+    import math
+
+    for path, read in (("/sys/fs/cgroup/cpu.max", lambda t: t.split()),
+                       ("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", None)):
+        try:
+            with open(path) as f:
+                text = f.read()
+            if read is not None:
+                quota, period = read(text)
+            else:
+                with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
+                    quota, period = text.strip(), f.read().strip()
+        except (OSError, ValueError):
+            continue
+        if quota in ("max", "-1"):
+            return None
+        try:
+            q, p = int(quota), int(period)
+        except ValueError:
+            return None
+        return max(1, math.ceil(q / p)) if q > 0 and p > 0 else None
+    return None
 
 
 def resolve_n_jobs(n_jobs, owner: str = "train") -> int:

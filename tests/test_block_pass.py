@@ -337,3 +337,20 @@ def test_the_command_line_takes_jobs_and_block_rows(tmp_path, rng):
     bad = subprocess.run(run + ["--jobs", "0"], capture_output=True, text=True, timeout=600)
     assert bad.returncode != 0 and "--jobs must be an int other than 0" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_a_cgroup_quota_caps_the_usable_cores(monkeypatch):
+    import builtins
+    import io
+
+    from streamwww import _params
+
+    real = builtins.open
+    files = {"/sys/fs/cgroup/cpu.max": "150000 100000\n"}
+    monkeypatch.setattr(builtins, "open", lambda p, *a, **k: io.StringIO(files[p]) if p in files else real(p, *a, **k))
+    assert _params._cgroup_quota() == 2
+    files["/sys/fs/cgroup/cpu.max"] = "max 100000\n"
+    assert _params._cgroup_quota() is None
+    files["/sys/fs/cgroup/cpu.max"] = "50000 100000\n"
+    monkeypatch.setattr(_params.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert _params._cgroup_quota() == 1 and _params.usable_cores() == 1

@@ -8,7 +8,9 @@ order:
 - ``today``: the defaults (the sequential pass; its objectives certified on a second core);
 - ``seq-1``: the sequential pass on one thread (``n_jobs=1``);
 - ``block-P``: the block pass of ``--block-rows`` rows on ``P`` threads, for each ``P`` of
-  ``--threads``.
+  ``--threads``;
+- ``before`` (with ``--before DIR``, a checkout of an earlier commit, e.g. ``git worktree
+  add DIR REV``): that code's defaults, for today's against it.
 
 A two-epoch run of each configuration first fills Numba's cache (not reported).  Reported
 per configuration: the ``fit`` call's wall time (start of the run, first epoch and
@@ -103,8 +105,9 @@ def child(spec: dict) -> dict:
     warnings.simplefilter("ignore")
     args = argparse.Namespace(**spec["args"])
     X, y = _load(spec["set"], args)
-    kw = dict(C=1.0, fit_intercept=spec["intercept"], random_state=0, max_iter=spec["max_iter"],
-              block_rows=spec["block_rows"], n_jobs=spec["n_jobs"])
+    kw = dict(C=1.0, fit_intercept=spec["intercept"], random_state=0, max_iter=spec["max_iter"])
+    if spec["block_rows"] != 1 or spec["n_jobs"] is not None:  # (the defaults: what code before them ran)
+        kw.update(block_rows=spec["block_rows"], n_jobs=spec["n_jobs"])
     kw.update(dict(tol=0.0, gap_decay=0.0009) if spec["stop"] == "paper" else dict(tol=1e-3))
     if spec["place"] == "memory":
         data = (X, y)
@@ -125,8 +128,11 @@ def child(spec: dict) -> dict:
 
 
 def _run_child(spec: dict) -> dict:
+    env = dict(os.environ)
+    if spec.get("code"):  # another checkout's streamwww, ahead of the installed one
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [spec["code"], env.get("PYTHONPATH")]))
     out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], capture_output=True, text=True,
-                         timeout=3600)
+                         timeout=3600, env=env)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -147,13 +153,17 @@ def main(argv=None) -> int:
     p.add_argument("--shard-rows", type=int, default=20_000)
     p.add_argument("--work", default="bench-out/threads")
     p.add_argument("--out", default="bench-out/threads.json")
+    p.add_argument("--before", help="a checkout of an earlier commit: its defaults run as 'before', side by side")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(args.child))))
         return 0
     threads = [int(t) for t in args.threads.split(",")]
-    configs = [("today", 1, None), ("seq-1", 1, 1)] + [(f"block-{t}", args.block_rows, t) for t in threads]
+    configs = [("today", 1, None, None), ("seq-1", 1, 1, None)] + [(f"block-{t}", args.block_rows, t, None)
+                                                                    for t in threads]
+    if args.before:
+        configs.insert(0, ("before", 1, None, str(Path(args.before).resolve())))
     shared = {k: getattr(args, k) for k in ("data_dir", "gen_rows", "work", "shard_rows")}
     results = []
     for name in args.sets.split(","):
@@ -164,10 +174,10 @@ def main(argv=None) -> int:
                              "max_iter": args.max_iter, "args": shared}
                     runs = {c[0]: [] for c in configs}
                     for c in configs:  # (a run of each first, not kept: every kernel compiled into the cache)
-                        _run_child({**spec0, "block_rows": c[1], "n_jobs": c[2], "max_iter": 2})
+                        _run_child({**spec0, "block_rows": c[1], "n_jobs": c[2], "code": c[3], "max_iter": 2})
                     for r in range(args.repeats):
                         for c in configs[r % len(configs):] + configs[:r % len(configs)]:  # rotating order
-                            runs[c[0]].append(_run_child({**spec0, "block_rows": c[1], "n_jobs": c[2]}))
+                            runs[c[0]].append(_run_child({**spec0, "block_rows": c[1], "n_jobs": c[2], "code": c[3]}))
                     row = {**{k: v for k, v in spec0.items() if k != "args"}, "runs": runs}
                     blocks = {x["model"] for c in configs if c[0].startswith("block") for x in runs[c[0]]}
                     row["block_models_equal"] = len(blocks) == 1
