@@ -710,11 +710,17 @@ def run_evaluate(args) -> int:
               f"model was not trained on: {summarize_classes(res['unknown_labels'], len(res['unknown_labels']), res['more_unknown'])} "
               f"(its {len(model.classes_)} classes: {summarize_classes(model.classes_)}); counted as wrong",
               file=sys.stderr)
+    if res["n_features"] is not None and res["n_features"] < model.n_features_in_:
+        # (a test store converted on its own ends at its own largest index: fewer features is
+        # often right, but data of another kind would score low without a word; more is refused)
+        print(f"streamwww evaluate: warning: {args.test} has {res['n_features']} features, the model "
+              f"{model.n_features_in_}: features {res['n_features'] + 1} to {model.n_features_in_} are taken "
+              "as 0 (convert test data with --like TRAIN_STORE to keep the training features)", file=sys.stderr)
     if args.json:
         from streamwww.runinfo import json_label
 
         obj = {"accuracy": res["accuracy"], "n_correct": res["n_correct"], "n_rows": res["n_rows"],
-               "n_unknown": res["n_unknown"]}
+               "n_unknown": res["n_unknown"], "n_features": res["n_features"]}
         if args.confusion:
             # rows: true labels in `labels` order, then a row for labels the model never saw
             obj["labels"] = [json_label(c) for c in res["labels"]]

@@ -39,6 +39,21 @@ def iter_batches(source, n_features: int, *, zero_based: bool = False,
             yield X, block.labels
 
 
+def _store_features(source, storage_options: dict | None = None) -> int | None:
+    """The feature count of ``source`` when it is a store (an object, its path or URL);
+    None for a LIBSVM file."""
+    if hasattr(source, "read_shard"):
+        return int(source.n_features)
+    from streamwww._location import located
+
+    where = located(source, storage_options)
+    if not where.isdir():
+        return None
+    from streamwww.io import open_store
+
+    return int(open_store(where).n_features)
+
+
 def predict_labels(model, source, **kw) -> Iterator[np.ndarray]:
     """Predicted labels for each block of ``source`` (store or LIBSVM file)."""
     for X, _ in iter_batches(source, model.n_features_in_, **kw):
@@ -68,12 +83,16 @@ def evaluate(model, source, *, confusion: bool = False, **kw) -> dict:
         ``n_rows``, ``n_correct``, ``accuracy`` (fraction), ``n_unknown`` (rows whose
         label the model never saw: counted as wrong), ``unknown_labels`` (those labels,
         sorted, at most :data:`UNKNOWN_SHOWN` of them: the smallest of those seen until
-        there were more) and ``more_unknown`` (whether there are others) and, with
+        there were more), ``more_unknown`` (whether there are others), ``n_features``
+        (a store's feature count, which may differ from the model's: the model's
+        features it lacks are 0; None for a LIBSVM file, whose indices beyond the
+        model's are refused as it is read) and, with
         ``confusion=True``, ``labels`` and ``confusion`` (rows: true label, with a
         last row for labels the model never saw; columns: predicted).
     """
     classes = np.asarray(model.classes_)
     k = len(classes)
+    n_features = _store_features(source, kw.get("storage_options"))
     n = correct = n_unknown = 0
     unknown: set = set()
     cm = np.zeros((k + 1, k), dtype=np.int64) if confusion else None
@@ -91,7 +110,7 @@ def evaluate(model, source, *, confusion: bool = False, **kw) -> dict:
             np.add.at(cm, (ti, pi), 1)
     out = {"n_rows": n, "n_correct": correct, "accuracy": correct / n if n else float("nan"),
            "n_unknown": n_unknown, "unknown_labels": sorted(unknown)[:UNKNOWN_SHOWN],
-           "more_unknown": len(unknown) > UNKNOWN_SHOWN}
+           "more_unknown": len(unknown) > UNKNOWN_SHOWN, "n_features": n_features}
     if confusion:
         out["labels"] = classes
         out["confusion"] = cm

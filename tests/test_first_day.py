@@ -215,3 +215,23 @@ def test_verbose_prints_each_epoch_once(tmp_path):
     epochs = re.findall(r"^epoch +(\d+) ", proc.stderr, re.M)
     assert epochs == ["1", "2", "3"], proc.stderr
     assert "device=" in proc.stderr  # -v still adds the library's other events
+
+
+def test_evaluate_says_when_the_store_has_fewer_features_than_the_model(tmp_path, capsys):
+    """A 36-feature model on a 16-feature store: the accuracy, and one line saying which
+    features were taken as 0 (none for a store of the model's features)."""
+    import json
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 36))
+    y = X[:, :3].argmax(1)
+    sw.train((X, y), max_iter=5, tol=1e-2, model_out=tmp_path / "m.npz")
+    write_store(tmp_path / "s16.zarr", X[:, :16], y)
+    write_store(tmp_path / "s36.zarr", X, y)
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "m.npz"), str(tmp_path / "s16.zarr")]) == 0
+    err = capsys.readouterr().err
+    assert "s16.zarr has 16 features, the model 36: features 17 to 36 are taken as 0" in err, err
+    assert main(["evaluate", str(tmp_path / "m.npz"), str(tmp_path / "s36.zarr"), "--json"]) == 0
+    cap = capsys.readouterr()
+    assert "features" not in cap.err and json.loads(cap.out)["n_features"] == 36
