@@ -354,3 +354,13 @@ def test_a_cgroup_quota_caps_the_usable_cores(monkeypatch):
     files["/sys/fs/cgroup/cpu.max"] = "50000 100000\n"
     monkeypatch.setattr(_params.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
     assert _params._cgroup_quota() == 1 and _params.usable_cores() == 1
+
+
+def test_the_block_pass_is_placed_on_the_cpu():
+    """One rule for every caller (a process's run, a cluster worker's): 'auto' takes the CPU
+    for the block pass, 'cuda' refuses it in one line."""
+    from streamwww.backends.select import get_backend
+
+    assert get_backend("auto", n_models=10, n_classes=100, block_rows=8).name == "cpu"
+    with pytest.raises(ValueError, match="the block pass has no GPU kernel yet"):
+        get_backend("cuda", block_rows=8)

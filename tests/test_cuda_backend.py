@@ -222,7 +222,7 @@ def test_a_fit_tells_auto_its_models_and_classes(monkeypatch, rng):
     seen = []
     real = select.get_backend
 
-    def spy(device="auto", n_models=None, n_classes=None, n_threads=None):
+    def spy(device="auto", n_models=None, n_classes=None, n_threads=None, block_rows=1):
         seen.append((device, n_models, n_classes))
         return real("cpu")
 

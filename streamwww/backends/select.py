@@ -33,7 +33,7 @@ def gpu_pays(n_models: int | None, n_classes: int | None) -> bool:
 
 
 def get_backend(device: str = "auto", n_models: int | None = None, n_classes: int | None = None,
-                n_threads: int | None = None) -> Backend:
+                n_threads: int | None = None, block_rows: int = 1) -> Backend:
     """Return the backend for ``device`` ('auto', 'cpu' or 'cuda').
 
     'auto' picks CUDA when a usable GPU and its libraries are present and, where the
@@ -42,10 +42,16 @@ def get_backend(device: str = "auto", n_models: int | None = None, n_classes: in
     at least 10 models of at least 100 classes; a smaller run does not probe for a GPU);
     else the CPU, saying why at INFO.
     'cuda' without a usable GPU raises :class:`~streamwww.errors.DeviceUnavailableError`.
-    ``n_threads``: the CPU backend's threads (None: numba's setting).
+    ``n_threads``: the CPU backend's threads (None: numba's setting).  The block pass
+    (``block_rows > 1``) runs on the CPU only: 'auto' takes the CPU for it, 'cuda' is refused.
     """
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"The 'device' parameter must be one of 'auto', 'cpu', 'cuda'. Got {device!r} instead.")
+    if int(block_rows) > 1:
+        if device == "cuda":
+            raise ValueError(f"block_rows={int(block_rows)}: the block pass has no GPU kernel yet; train with "
+                             "block_rows=1 on the GPU, or with device='cpu'")
+        device = "cpu"
     if device in ("auto", "cuda"):
         reason = None
         if device == "auto" and not gpu_pays(n_models, n_classes):

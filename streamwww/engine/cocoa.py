@@ -180,9 +180,8 @@ class _Local:
     def __init__(self, cfg: SolverConfig, device: str, n_partitions: int, W: np.ndarray, train: bool,
                  sweeps: bool = True):
         self.cfg, self.train, self.sweeps = cfg, train, sweeps
-        # (the block pass runs on the CPU only; the worker's own cores: numba's pool there)
-        self.backend = get_backend("cpu" if cfg.block_rows > 1 and device == "auto" else device,
-                                   n_models=len(cfg.Cs), n_classes=int(W.shape[2]))
+        # (the worker's own cores: numba's pool there)
+        self.backend = get_backend(device, n_models=len(cfg.Cs), n_classes=int(W.shape[2]), block_rows=cfg.block_rows)
         self.alone = int(n_partitions) == 1  # the working copy is W_{t+1} itself
         M = len(cfg.Cs)
         self.every = np.arange(M, dtype=np.int64)

@@ -63,11 +63,10 @@ class Fit:
 
 
 def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every: int | str = 1,
-                  mix_shards: int = UNMIXED, splits=None, manifest: dict | None = None,
-                  block_rows: int = 1) -> SolverConfig:
+                  mix_shards: int = UNMIXED, splits=None, manifest: dict | None = None) -> SolverConfig:
     """The :class:`SolverConfig` of estimator parameters ``params`` (``get_params()``); with the
     ``manifest`` of the checkpoint it continues, that run's row-order version (engine.order)
-    and objective-schedule version (engine.schedule); ``block_rows``: the pass."""
+    and objective-schedule version (engine.schedule)."""
     gap_decay = params["gap_decay"]
     return SolverConfig(Cs=tuple(float(c) for c in Cs), tol=float(params["tol"]),
                         max_iter=int(params["max_iter"]),
@@ -82,7 +81,7 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         shrinking=bool(params.get("shrinking", False)),
                         row_order=ROW_ORDER if manifest is None else int(manifest["config"].get("row_order", 1)),
                         schedule=SCHEDULE if manifest is None else int(manifest["config"].get("schedule", 1)),
-                        block_rows=int(block_rows))
+                        block_rows=int(params.get("block_rows", 1)))
 
 
 def check_manifest(path, manifest: dict, data) -> None:
@@ -178,8 +177,8 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         stack.enter_context(buffers.recycling())  # shard-sized arrays recycled during the run
         threads = resolve_n_jobs(params.get("n_jobs"))
         block_rows = int(params.get("block_rows", 1))
-        backend = get_backend(_device(params["device"], block_rows), n_models=len(Cs),
-                              n_classes=int(data.n_classes), n_threads=threads)
+        backend = get_backend(params["device"], n_models=len(Cs), n_classes=int(data.n_classes), n_threads=threads,
+                              block_rows=block_rows)
         stack.callback(backend.close)
         logger.info("%d thread(s); %s", threads,
                     "the sequential pass" if block_rows == 1 else f"the block pass of {block_rows} rows")
@@ -204,7 +203,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
         cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards if source.streamed else UNMIXED,
-                            splits, manifest, block_rows=block_rows)
+                            splits, manifest)
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
@@ -239,17 +238,6 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         raise KeyboardInterrupt
     return Fit(results, cfg, seed, beta=betas.get(0) if isinstance(betas, InMemoryBetas) else None,
                device=backend.name)
-
-
-def _device(device: str, block_rows: int) -> str:
-    """The device a run asks for: the block pass (``block_rows > 1``) runs on the CPU only, so
-    ``'auto'`` means the CPU there and ``'cuda'`` is refused."""
-    if int(block_rows) == 1:
-        return device
-    if device == "cuda":
-        raise ValueError(f"block_rows={int(block_rows)}: the block pass has no GPU kernel yet; train with "
-                         "block_rows=1 on the GPU, or with device='cpu'")
-    return "cpu"
 
 
 def _epoch_work(source) -> int:
@@ -432,8 +420,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
-        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits, manifest,
-                            block_rows=params.get("block_rows", 1))
+        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits, manifest)
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
@@ -554,8 +541,7 @@ def _fit_arrays_distributed(source, params: dict, Cs, client, *, partitions, inn
 
     data = source.data
     seed = resolve_seed(params["random_state"])
-    cfg = solver_config(params, Cs, seed, inner_passes, eval_every, UNMIXED, splits,
-                        block_rows=params.get("block_rows", 1))
+    cfg = solver_config(params, Cs, seed, inner_passes, eval_every, UNMIXED, splits)
     n = data.n_rows
     rows = partition_rows(n, int(partitions or _worker_count(client, n)), seed)
     blocks = []
