@@ -165,7 +165,7 @@ def _warning_line(command: str):
 
 # Commands that run compiled kernels (Numba's, compiled on a machine's first run of each).
 _COMPILING = frozenset({"convert", "make-data", "train", "resume", "predict", "evaluate", "demo"})
-_ALWAYS_COMPILING = frozenset({"convert", "make-data", "train", "resume", "demo"})  # (Numba imported anyway)
+_ALWAYS_COMPILING = _COMPILING - {"predict", "evaluate"}  # (they import Numba anyway)
 COMPILING_NOTE = ("streamwww: compiling its kernels for this machine (the first run after installing or "
                   "upgrading; up to a minute, not counted as solver time); later runs load them from "
                   "Numba's cache")

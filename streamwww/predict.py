@@ -21,15 +21,11 @@ def iter_batches(source, n_features: int, *, zero_based: bool = False,
     of a store or a LIBSVM file. ``true_labels`` are the original label values
     (the store's ``classes`` applied).
     """
-    if not hasattr(source, "read_shard") and isinstance(source, (str, os.PathLike)):
-        from streamwww._location import located
-
-        source = located(source, storage_options)
-    if hasattr(source, "read_shard") or source.isdir():
-        from streamwww.io import open_store
+    source = opened(source, storage_options)
+    if hasattr(source, "read_shard"):
         from streamwww.stream.sources import store_shards
 
-        yield from store_shards(source if hasattr(source, "read_shard") else open_store(source), n_features)
+        yield from store_shards(source, n_features)
     else:
         from streamwww.io import iter_libsvm_blocks
 
@@ -39,19 +35,19 @@ def iter_batches(source, n_features: int, *, zero_based: bool = False,
             yield X, block.labels
 
 
-def _store_features(source, storage_options: dict | None = None) -> int | None:
-    """The feature count of ``source`` when it is a store (an object, its path or URL);
-    None for a LIBSVM file."""
+def opened(source, storage_options: dict | None = None):
+    """``source`` as :func:`iter_batches` reads it: a store object (opened here from its path
+    or URL), or the Location of a LIBSVM file."""
     if hasattr(source, "read_shard"):
-        return int(source.n_features)
+        return source
     from streamwww._location import located
 
     where = located(source, storage_options)
     if not where.isdir():
-        return None
+        return where
     from streamwww.io import open_store
 
-    return int(open_store(where).n_features)
+    return open_store(where)
 
 
 def predict_labels(model, source, **kw) -> Iterator[np.ndarray]:
@@ -92,7 +88,8 @@ def evaluate(model, source, *, confusion: bool = False, **kw) -> dict:
     """
     classes = np.asarray(model.classes_)
     k = len(classes)
-    n_features = _store_features(source, kw.get("storage_options"))
+    source = opened(source, kw.get("storage_options"))  # (once: its metadata checked once)
+    n_features = int(source.n_features) if hasattr(source, "read_shard") else None
     n = correct = n_unknown = 0
     unknown: set = set()
     cm = np.zeros((k + 1, k), dtype=np.int64) if confusion else None
