@@ -1,8 +1,9 @@
-"""streamwww: exact Weston-Watkins linear multiclass SVMs on data larger than memory.
+"""streamwww: exact Weston-Watkins (and Crammer-Singer) linear multiclass SVMs on data larger than memory.
 
 Public API
 ----------
-WWClassifier       scikit-learn estimator
+WWClassifier       scikit-learn estimator (Weston-Watkins)
+CSClassifier       the same for Crammer-Singer (and ``CSClassifierCV``, as ``WWClassifierCV``)
 train              train one model or several (a list of C) in one pass over the data,
                    in memory or streamed from a shard store, with checkpoints
 resume             continue an interrupted run from its checkpoint directory
@@ -11,6 +12,7 @@ convert            convert a LIBSVM text file into a shard store (``streamwww co
 load_model, save_model   model files
 write_predictions  labels or scores of every row of a store, written shard by shard
 solve_subproblem   exact Walrus solver of the block subproblem (and ``solve_subproblem_batch``)
+solve_cs_subproblem  exact Crammer-Singer block step, a simplex projection (and ``..._batch``)
 objective          primal, dual and duality gap
 
 Attributes are imported on first use, so ``import streamwww`` (and the CLI) stay fast.
@@ -20,12 +22,14 @@ from __future__ import annotations
 
 from streamwww._lazy import lazy_getattr
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 # name -> (module, attribute); attribute None means the module itself.
 _LAZY = {
     "WWClassifier": ("streamwww.estimator", "WWClassifier"),
     "WWClassifierCV": ("streamwww.cv", "WWClassifierCV"),
+    "CSClassifier": ("streamwww.estimator", "CSClassifier"),
+    "CSClassifierCV": ("streamwww.cv", "CSClassifierCV"),
     "train": ("streamwww.api", "train"),
     "resume": ("streamwww.api", "resume"),
     "open_store": ("streamwww.io", "open_store"),
@@ -35,6 +39,8 @@ _LAZY = {
     "save_model": ("streamwww.model_io", "save_model"),
     "solve_subproblem": ("streamwww.solvers.walrus", "solve_subproblem"),
     "solve_subproblem_batch": ("streamwww.solvers.walrus", "solve_subproblem_batch"),
+    "solve_cs_subproblem": ("streamwww.solvers.simplex", "solve_cs_subproblem"),
+    "solve_cs_subproblem_batch": ("streamwww.solvers.simplex", "solve_cs_subproblem_batch"),
     "objective": ("streamwww.engine.objective", None),
 }
 

@@ -4,10 +4,9 @@ pyarrow's ``pa.array(ndarray)``, ``Array.to_numpy()`` and ``ChunkedArray.to_nump
 whether their argument is a pandas object, which imports pandas wherever it is installed
 (most data-science environments, and this project's test extra), and
 ``pyarrow.parquet.read_table`` imports ``pyarrow.dataset``, whose set-up does the same. That
-import is 0.25 s of a Parquet ``convert`` and 0.39 s (with ``pyarrow.dataset``) of a
-``train`` of a Parquet store on the machine of docs/benchmarks.md, a fifth to a quarter of a small
-file's command. Numbers and offsets move through Arrow's buffers here instead (zero-copy,
-both ways), and strings (a class label column of predictions) are encoded into Arrow's
+import is a large part of a small file's Parquet ``convert`` or ``train``
+(docs/benchmarks-convert.md, "Parquet without pandas"). Numbers and offsets move through
+Arrow's buffers here instead (zero-copy, both ways), and strings (a class label column of predictions) are encoded into Arrow's
 offsets and bytes here; what these functions do not cover (booleans, nulls, objects that
 are not all strings) goes through pyarrow's own conversion.
 """
@@ -44,9 +43,9 @@ def _strings(a: np.ndarray) -> pa.Array | None:
     object array holds anything but ``str`` (None, bytes, numbers: pyarrow's rules).
 
     The buffer is the encoding of all the strings joined (the same bytes as each one's
-    encoding, one after the other), made by ``str``'s own C loops: a million short labels
-    in 0.10-0.18 s on the development VM, against 0.04-0.12 s for ``pa.array``, which
-    imports pandas (0.25 s) first where it is installed."""
+    encoding, one after the other), made by ``str``'s own C loops: the same order of time
+    as ``pa.array``, without the pandas import ``pa.array`` does first where pandas is
+    installed."""
     items = a.tolist()
     if a.dtype.kind == "O" and not all(type(s) is str for s in items):
         return None

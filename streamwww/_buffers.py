@@ -4,11 +4,10 @@ A streamed epoch allocates the same few large arrays again and again: a group's
 rows (``y``, ``indices``, ``data`` or ``X``), its ``beta``, its row norms.  glibc
 returns large freed blocks to the OS (streamwww fixes its thresholds so that
 peak RSS stays bounded, :mod:`streamwww._memory`), so each new array is fresh
-zeroed pages, which the kernel hands out one page fault at a time: on the
-2-core development VM 24,000 faults (about 100 ms of system CPU) per epoch of
-a 200,000-row store in 5,000-row shards that fits its memory budget, 5,000
-(45 ms) with this pool; 48,000 beyond the budget, 13,000 with it
-(tools/bench_speed.py tax, docs/benchmarks.md).
+zeroed pages, which the kernel hands out one page fault at a time (system CPU
+every epoch); this pool removes most of those faults, within the memory budget
+or beyond it (tools/bench_speed.py; docs/benchmarks.md, "Fixed cost of a
+streamed epoch").
 
 :func:`empty` lends such arrays from a pool and takes them back when nothing
 references them any more, so their pages stay mapped and are reused.  A

@@ -466,10 +466,11 @@ class Location:
 
 
 # Zarr's asynchronous file systems, one per protocol and options in this process.
-# fsspec caches instances per thread, and each new s3fs instance builds a client
-# (about 40 ms of CPU: botocore loads its endpoint tables) on first use; the loader
-# threads of every run are new threads. One instance serves them all: Zarr runs all
-# its I/O in its own single event loop thread, where the client's session lives.
+# fsspec caches instances per thread, and each new s3fs instance builds a client on
+# first use, which costs CPU (botocore loads its endpoint tables; docs/benchmarks.md,
+# object storage, "One client per process"); the loader threads of every run are new
+# threads. One instance serves them all: Zarr runs all its I/O in its own single event
+# loop thread, where the client's session lives.
 _ZARR_FS: dict[tuple, Any] = {}
 _ZARR_FS_LOCK = threading.Lock()
 

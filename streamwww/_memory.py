@@ -27,14 +27,13 @@ def release_freed_memory() -> None:
     Fixed thresholds (trim and mmap 4 MiB) return them, at the price of fresh
     zeroed pages for every buffer of 4 MiB or more. Shards and ``beta`` are
     decoded in place (:mod:`streamwww.io._chunks`) and shard-sized arrays are
-    recycled (:mod:`streamwww._buffers`), so that price is small. Before
-    2026-11-27 the thresholds were 64 KiB (trim, as Dask sets for its worker
-    processes) and 128 KiB (mmap); at 4 MiB the 1-4 MiB buffers that Blosc
-    allocates and frees for every chunk it decodes are served again from the
-    heap instead of fresh pages (a 5,000-row store beyond its memory budget:
-    12,000 page faults per epoch fell to 200 and the epoch from 183 to 143 ms),
-    for 3 MiB more peak RSS on the allocator benchmark (137 against 134 MiB;
-    tools/bench_allocator.py, tools/bench_speed.py tax, docs/benchmarks.md).
+    recycled (:mod:`streamwww._buffers`), so that price is small. Lower
+    thresholds (a 64 KiB trim, as Dask sets for its worker processes, or a
+    128 KiB mmap) would make the 1-4 MiB buffers that Blosc allocates and frees
+    for every chunk it decodes fresh pages too; at 4 MiB they are served again
+    from the heap, which removes most of the page faults of an epoch beyond the
+    memory budget for a little more peak RSS (tools/bench_allocator.py,
+    tools/bench_speed.py; docs/benchmarks-archive.md, "glibc's thresholds at 4 MiB").
     The thresholds are the process's: they stay set after
     training. ``STREAMWWW_RELEASE_MEMORY=0`` keeps glibc's dynamic thresholds;
     any ``MALLOC_*`` environment variable also leaves them alone, and so does

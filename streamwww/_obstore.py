@@ -3,12 +3,11 @@
 Why not s3fs for these reads: a streamed epoch from ``s3://`` fetches every shard's
 objects (four per Zarr shard, one per Parquet shard), and s3fs's client
 (aiobotocore: request signing, header parsing and the body's reads in Python)
-spent about 6 ms of the reading process's CPU per GET on the 2-core benchmark
-VM, against about 0.5 ms for obstore (Rust's ``object_store``; the same 80
-objects read against the same loopback server, docs/STORAGE.md). On a machine
-whose cores train, that CPU is the difference between an epoch from S3 and one
-from the local disk. pyarrow's S3 file system was measured too: it sends a HEAD
-before every GET (twice the requests and round trips).
+spends far more of the reading process's CPU per GET than obstore (Rust's
+``object_store``) does (docs/STORAGE.md, "The S3 client of reads"). On a machine whose
+cores train, that CPU is the difference between an epoch from S3 and one from
+the local disk. Not pyarrow's S3 file system either: it sends a HEAD before
+every GET (twice the requests and round trips).
 
 What goes through here: :meth:`~streamwww._location.Location.read_bytes` and
 :meth:`~streamwww._location.Location.read_many` of ``s3://`` (and ``s3a://``)
@@ -223,7 +222,7 @@ def reader(protocol: str, path: str, storage_options: Mapping[str, Any]) -> Read
                 made = Reader(bucket, settings)
             except ImportError:
                 logger.debug("obstore is not installed: s3:// reads go through s3fs")
-            except Exception as exc:  # no credentials, a setting obstore refuses: s3fs as before
+            except Exception as exc:  # no credentials, a setting obstore refuses: s3fs, as without obstore
                 logger.debug("s3://%s: reads go through s3fs (%s: %s)", bucket, type(exc).__name__, exc)
         _READERS[key] = made
         return made

@@ -50,7 +50,7 @@ def _choice(owner, name, value, options):
 
 def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay,
                  subproblem, random_state, device, verbose, inner_passes=1, eval_every=1,
-                 mix_shards=1, shrinking=True, n_jobs=None, block_rows=1,
+                 mix_shards=1, shrinking=True, n_jobs=None, block_rows=1, loss="ww",
                  allow_C_list: bool = False) -> tuple[float, ...]:
     """Validate training parameters; return ``C`` as a tuple of floats."""
     check_n_jobs(owner, n_jobs)
@@ -74,6 +74,11 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
     _real(owner, "intercept_scaling", intercept_scaling, low=0.0)
     _real(owner, "gap_decay", gap_decay, low=0.0, high=1.0, allow_none=True)
     _choice(owner, "subproblem", subproblem, ("walrus", "shark"))
+    _choice(owner, "loss", loss, LOSSES)
+    if loss == "cs" and subproblem != "walrus":
+        raise ValueError(f"{owner}: subproblem={subproblem!r} names a Weston-Watkins block solver; "
+                         "Crammer-Singer (loss='cs') steps by its exact simplex projection: leave "
+                         "subproblem='walrus'")
     if not isinstance(shrinking, (bool, np.bool_)):
         _fail(owner, "shrinking", "an instance of 'bool'", shrinking)
     _choice(owner, "device", device, ("auto", "cpu", "cuda"))
@@ -101,6 +106,9 @@ def check_block_rows(owner: str, block_rows) -> None:
             not 1 <= block_rows <= MAX_BLOCK_ROWS:
         _fail(owner, "block_rows", f"an int in [1, {MAX_BLOCK_ROWS}]", block_rows)
 
+
+#: The losses a model can minimize: Weston-Watkins, Crammer-Singer.
+LOSSES = ("ww", "cs")
 
 #: The largest block of the block pass (its Gram entries grow as the square).
 MAX_BLOCK_ROWS = 4096
@@ -199,9 +207,8 @@ DEFAULTS = {
 }
 
 # prefetch="auto": shards loading ahead from a local store, and from an object store,
-# where only loads in flight together hide its latency (docs/benchmarks.md, object
-# storage: with 20 ms added per request, an epoch took 0.9-1.2x the one without with 6
-# shards ahead, 1.1-1.4x with 2)
+# where only loads in flight together hide its latency: 6 ahead hide a request latency
+# that 2 do not (docs/STORAGE.md, "Stores on an object store")
 LOCAL_PREFETCH, REMOTE_PREFETCH = 2, 6
 
 
@@ -231,5 +238,5 @@ def resolve_memory_budget(value, owner: str = "train") -> int:
     return int(value)
 
 # Shard mixing needs several shards: in-memory data (one shard) trains unmixed, and
-# so did every checkpoint written before the option existed (their manifests lack it).
+# so does a checkpoint whose manifest lacks the option.
 UNMIXED = 1

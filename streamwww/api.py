@@ -58,8 +58,10 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
           mix_shards: int = DEFAULTS["mix_shards"], model_out=None, callback=None, progress=None,
           class_weight=None, sample_weight=None, cv=None, client=None, workers: int | None = None,
           partitions: int | None = None, storage_options: dict | None = None,
-          memory_budget=DEFAULTS["memory_budget"], n_jobs: int | None = None, block_rows: int = 1):
-    """Train Weston-Watkins linear SVM(s) and return fitted :class:`~streamwww.WWClassifier` (s).
+          memory_budget=DEFAULTS["memory_budget"], n_jobs: int | None = None, block_rows: int = 1,
+          loss: str = "ww"):
+    """Train Weston-Watkins (or Crammer-Singer) linear SVM(s) and return fitted
+    :class:`~streamwww.WWClassifier` (s) (:class:`~streamwww.CSClassifier` (s)).
 
     Parameters
     ----------
@@ -103,17 +105,18 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         spaced by each model's progress, after epochs 1 and 2, then after half the
         epochs its stopping rule is predicted away at its rate so far, at least 1
         and at most ``2 isqrt(e)`` after epoch ``e`` (:mod:`streamwww.engine.schedule`;
-        a checkpoint from before 2026-11-27 resumes with the earlier fixed spacing).
+        a checkpoint of schedule version 1, without ``schedule`` in its config, resumes
+        with version 1's fixed spacing).
         Shrinking's sets hold until the next objective pass.  A cluster run
         certifies every round with ``'auto'`` (docs/TRAINING.md).
     mix_shards : int, default=2
         Shards trained together as one block, their rows interleaved in a seeded
         random order; the groups are cut anew every epoch from the shuffled
         shard order.  ``1`` trains shard by shard, which converges several times
-        slower: with fixed shard membership (letter in 8 shards: not at
-        0.0009 gap_1 after 300 epochs; 2 shards per group: 95; in memory: 89;
-        docs/benchmarks.md, out-of-core part (e)).  Costs ``mix_shards`` shards of memory per group.  Ignored
-        for in-memory data (one shard).
+        slower in epochs, with fixed shard membership (docs/benchmarks.md, "(e)
+        Convergence in epochs: one shuffled block vs 8 fixed shards").  Costs
+        ``mix_shards`` shards of memory per group.  Ignored for in-memory data (one
+        shard).
     model_out : str or Path, optional
         Save the model (or, with a list of ``C``, ``<stem>-C<value><suffix>`` per model);
         a path or a URL.
@@ -176,6 +179,10 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
         The pass (:class:`~streamwww.WWClassifier`'s ``block_rows``): 1 sequential,
         ``m > 1`` the block pass that spreads one model's epoch over ``n_jobs`` threads;
         recorded in the checkpoint and the model.
+    loss : {'ww', 'cs'}, default='ww'
+        The model: Weston-Watkins (:class:`~streamwww.WWClassifier`), or Crammer-Singer
+        (:class:`~streamwww.CSClassifier`, LIBLINEAR's ``-s 4``), trained by the same engine
+        with its exact simplex step; recorded in the checkpoint and the model file.
     """
     result, fit = train_fitted(**locals())  # every argument, as given
     _warn(result, fit, "train")
@@ -232,7 +239,8 @@ def _train_fitted(data, **options):
 
 
 def _estimators(result):
-    """``train_fitted``'s models as fitted :class:`~streamwww.WWClassifier` (a CV fit as it is)."""
+    """``train_fitted``'s models as fitted :class:`~streamwww.WWClassifier` or
+    :class:`~streamwww.CSClassifier`, as their loss says (a CV fit as it is)."""
     from streamwww.estimator import WWClassifier  # scikit-learn: imported for estimators only
 
     if isinstance(result, list):
@@ -244,7 +252,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
            device, verbose, checkpoint_dir, checkpoint_every, prefetch, inner_passes, eval_every, mix_shards,
            model_out, callback, progress, class_weight=None, sample_weight=None, cluster=None,
            memory_budget=DEFAULTS["memory_budget"], checkpoint_interval=DEFAULTS["checkpoint_interval"],
-           n_jobs=None, block_rows=1):
+           n_jobs=None, block_rows=1, loss="ww"):
     """:func:`train` without the convergence warnings (its callers warn at the user's line);
     ``cluster`` (:func:`~streamwww.engine.run.cluster_options`): on a Dask cluster."""
     Cs = check_params("train", C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
@@ -252,7 +260,7 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
                       shrinking=shrinking,
                       random_state=random_state, device=device, verbose=verbose,
                       inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
-                      n_jobs=n_jobs, block_rows=block_rows, allow_C_list=True)
+                      n_jobs=n_jobs, block_rows=block_rows, loss=loss, allow_C_list=True)
     resolve_memory_budget(memory_budget, "train")  # validated before any work
     resolve_prefetch(prefetch)
     if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 0:
@@ -262,7 +270,8 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     params = model_settings(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                             intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                             shrinking=shrinking, random_state=random_state, device=device, verbose=verbose,
-                            class_weight=class_weight, warm_start=False, n_jobs=n_jobs, block_rows=block_rows)
+                            class_weight=class_weight, warm_start=False, n_jobs=n_jobs, block_rows=block_rows,
+                            loss=loss)
     source, n_features_in, feature_names = _source(data, params, class_weight, sample_weight)
     many = isinstance(C, (list, tuple, np.ndarray))
     outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
@@ -291,9 +300,9 @@ def _source(data, params: dict, class_weight, sample_weight):
     if isinstance(data, tuple) and len(data) == 2:
         from sklearn.utils.validation import validate_data  # arrays: checked as scikit-learn checks them
 
-        from streamwww.estimator import WWClassifier
+        from streamwww.estimator import estimator_class
 
-        template = WWClassifier(**params)
+        template = estimator_class(params.get("loss", "ww"))(**{k: v for k, v in params.items() if k != "loss"})
         X, y = validate_data(template, data[0], data[1], accept_sparse="csr",
                              dtype=[np.float64, np.float32], order="C", reset=True)
         source = ArraySource.from_labels(X, classification_targets(y), "train", class_weight=class_weight,
@@ -303,15 +312,16 @@ def _source(data, params: dict, class_weight, sample_weight):
                      f"path. Got {type(data).__name__} instead.")
 
 
-def _train_cv(data, *, C, cv, model_out, sample_weight, options, **params):
-    """:func:`train` with ``cv``: a :class:`~streamwww.WWClassifierCV` fit (one pass for all folds
-    and C), without its warning; ``(estimator, Fit)``."""
-    from streamwww.cv import WWClassifierCV
+def _train_cv(data, *, C, cv, model_out, sample_weight, options, loss="ww", **params):
+    """:func:`train` with ``cv``: a :class:`~streamwww.WWClassifierCV` (or, for ``loss='cs'``,
+    :class:`~streamwww.CSClassifierCV`) fit (one pass for all folds and C), without its
+    warning; ``(estimator, Fit)``."""
+    from streamwww.cv import cv_class
 
     out = located(model_out) if model_out is not None else None
     if out is not None:
         check_writable(out)
-    est = WWClassifierCV(Cs=list(np.atleast_1d(C)), cv=cv, **params)
+    est = cv_class(loss)(Cs=list(np.atleast_1d(C)), cv=cv, **params)
     run = {**options, "run_info": {"model_out": out.url if out is not None else None}}
     if isinstance(data, tuple) and len(data) == 2:
         fit = est._fit_cv(data[0], data[1], sample_weight=sample_weight, **run)
@@ -362,19 +372,20 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
                placement=None, storage_options=None, memory_budget=DEFAULTS["memory_budget"], n_jobs=None):
     """:func:`resume` of a cross-validation run: the same :class:`~streamwww.WWClassifierCV` fit,
     continued, without its warning; ``(estimator, Fit)``."""
-    from streamwww.cv import WWClassifierCV
+    from streamwww.cv import WWClassifierCV, cv_class
 
     cfg, run = manifest["config"], manifest["run"]
     params = {k: v for k, v in manifest["estimator_params"].items() if k in WWClassifierCV._get_param_names()}
     params.update(random_state=int(cfg["seed"]), verbose=verbose, n_jobs=n_jobs,
                   block_rows=int(cfg.get("block_rows", 1)))
-    params.setdefault("shrinking", False)  # a checkpoint from before shrinking: its runs did not shrink
+    params.setdefault("shrinking", False)  # estimator params without it: a run that did not shrink
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:
         params["max_iter"] = max_iter
     out = _resumed_model_out(run, model_out)
     out = None if out is None else located(out, storage_options)
-    est = WWClassifierCV(Cs=run["cv_Cs"], cv=int(run["cv"]), refit=bool(run.get("refit", True)), **params)
+    est = cv_class(cfg.get("loss", "ww"))(Cs=run["cv_Cs"], cv=int(run["cv"]), refit=bool(run.get("refit", True)),
+                                         **params)
     fit = est._fit_cv(store, checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
                       checkpoint_interval=_recorded_interval(run),
                       prefetch=run["prefetch"], inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
@@ -387,7 +398,7 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
 
 
 def _recorded_interval(run: dict) -> float:
-    """The run's ``checkpoint_interval``: a checkpoint written before it existed committed every epoch."""
+    """The run's ``checkpoint_interval``: 0 (a commit every epoch) where the manifest has none."""
     return float(run.get("checkpoint_interval", 0.0))
 
 
@@ -475,8 +486,9 @@ def resume_fitted(checkpoint_dir, **options):
                           callback=callback, progress=progress, max_iter=max_iter, placement=placement,
                           storage_options=storage_options, memory_budget=memory_budget, n_jobs=o["n_jobs"])
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose,
-              "n_jobs": o["n_jobs"], "block_rows": int(cfg.get("block_rows", 1))}  # (the pass it resolved)
-    params.setdefault("shrinking", False)  # a checkpoint from before shrinking: its runs did not shrink
+              "n_jobs": o["n_jobs"], "block_rows": int(cfg.get("block_rows", 1)),  # (the pass it resolved)
+              "loss": cfg.get("loss", "ww")}
+    params.setdefault("shrinking", False)  # estimator params without it: a run that did not shrink
     params["class_weight"] = _recorded_class_weight(store, params.get("class_weight"))
     if max_iter is not None:
         params["max_iter"] = max_iter

@@ -553,7 +553,7 @@ class CheckpointDir:
         self._doing = "deleting superseded objects"
         previous = self._previous
         # What the new manifest superseded is known exactly: no directory scan per
-        # commit (that was O(shards) per commit). One scan per process clears what a
+        # commit (a scan is O(shards)). One scan per process clears what a
         # killed run left behind; while training goes on it spares beta versions
         # newer than the manifest's (they may be this run's writes in flight).
         kept = [m for m in (manifest, previous) if m is not None]
@@ -672,13 +672,15 @@ class CheckpointDir:
         bdir.remove_many(drop, recursive=True)
 
 
-def check_compatible(path, manifest: dict[str, Any], config: dict[str, Any], fingerprint) -> None:
-    """Refuse to continue a checkpoint with other settings (``max_iter`` may change) or other data."""
+def check_compatible(path, manifest: dict[str, Any], config: dict[str, Any], fingerprint,
+                     omitted: dict[str, Any] | None = None) -> None:
+    """Refuse to continue a checkpoint with other settings (``max_iter`` may change) or other
+    data.  ``omitted``: the value of each setting a config may leave out (either side)."""
     saved = manifest["config"]
-    diffs = [f"{k}: checkpoint has {saved.get(k)!r}, now {config[k]!r}" for k in config
-             if k != "max_iter" and saved.get(k) != config[k]]
-    if "splits" in saved and "splits" not in config:  # a cross-validation run, continued without
-        diffs.append(f"splits: checkpoint has {saved['splits']!r}, now None")
+    omitted = omitted or {}
+    diffs = [f"{k}: checkpoint has {saved.get(k, omitted.get(k))!r}, now {config.get(k, omitted.get(k))!r}"
+             for k in dict.fromkeys([*config, *saved])
+             if k != "max_iter" and saved.get(k, omitted.get(k)) != config.get(k, omitted.get(k))]
     if diffs:
         raise CheckpointError(f"{path}: the checkpoint was made with other settings ("
                               + "; ".join(diffs) + "); use a new checkpoint directory or the same settings")

@@ -174,8 +174,8 @@ COMPILING_NOTE = ("streamwww: compiling its kernels for this machine (the first 
 def _announce_compiling(stream=None):
     """Say once (on stderr, a terminal or not; not under -q) when Numba starts compiling a
     kernel in this process: the first run after installing compiles every kernel a command
-    uses into Numba's cache, which is tens of seconds of silence otherwise (``streamwww
-    demo``: about 30 s of its first 35-40 s on two cores, docs/benchmarks.md, "Cold start").
+    uses into Numba's cache, which is a long silence otherwise (most of a first ``streamwww
+    demo``: docs/benchmarks.md, "Cold start").
     Numba's compile events come on cache misses only (numba.core.event); the listener is
     returned to be unregistered.  (A fit's own note, streamwww.engine.compiling, is
     filtered from the command line's log: this one replaces it.)"""
@@ -208,8 +208,8 @@ def run() -> NoReturn:
 
     A command's start-up (importing NumPy, SciPy, Numba, Zarr; loading its kernels from
     Numba's cache) makes hundreds of thousands of long-lived objects, and the cyclic
-    garbage collector walks them again and again while they are made: 9-12 % of the
-    wall time of ``convert`` or ``train`` on a small file (docs/benchmarks.md, "The
+    garbage collector walks them again and again while they are made: a sizeable share
+    of the wall time of ``convert`` or ``train`` on a small file (docs/benchmarks.md, "The
     command line's garbage collector"). So the collector is off for the first
     :data:`STARTUP_SECONDS` of a command; then what is alive is frozen (:func:`gc.freeze`:
     never walked again) and the collector is on for the rest of a long command. Objects
@@ -218,8 +218,9 @@ def run() -> NoReturn:
     Before the interpreter shuts down, every object alive is frozen too: the command has
     finished, and what it wrote is committed and closed, but Numba and LLVM leave
     hundreds of thousands of objects that the interpreter's last collections would walk,
-    about 0.2 s of every command on a 2-core machine. ``atexit`` handlers, temporary
-    folders' clean-up and the flushing of the standard streams still run. Only the
+    a cost every command would pay (docs/benchmarks.md, "Side by side with the authors'
+    C++"). ``atexit`` handlers, temporary folders' clean-up and the flushing of the
+    standard streams still run. Only the
     console script does this: :func:`main` called in a process that goes on (tests,
     notebooks) leaves the collector alone.
     """

@@ -203,8 +203,12 @@ def register(sub) -> None:
                    help="seed of the shard and row orders (default: a fresh one, printed; as in the Python API)")
     p.add_argument("--no-intercept", action="store_true", help="no intercept (constant) feature")
     p.add_argument("--intercept-scaling", type=float, default=1.0, help="value of the constant feature")
+    p.add_argument("--loss", choices=("ww", "cs"), default="ww",
+                   help="the model: ww Weston-Watkins, or cs Crammer-Singer (LIBLINEAR's -s 4), trained by the "
+                        "same engine with its exact simplex step; recorded in the model (default ww)")
     p.add_argument("--subproblem", choices=("walrus", "shark"), default="walrus",
-                   help="block solver: exact Walrus, or Shark's iterative one (baseline); default walrus")
+                   help="Weston-Watkins block solver: exact Walrus, or Shark's iterative one (baseline); "
+                        "default walrus")
     p.add_argument("--no-shrinking", action="store_true",
                    help="pass over every dual coordinate each epoch (default: leave out those the last "
                         "objective pass found settled; docs/TRAINING.md)")
@@ -509,8 +513,9 @@ def _report_run(args, result, paths, command: str) -> None:
 def _warn_not_converged(fit, command: str, cv: bool = False) -> None:
     """One line on stderr per model that hit --max-iter (``cv``: one for a cross-validation
     run's models), in the command line's words (the Python API's ConvergenceWarning would
-    import scikit-learn, 0.5-1.4 s, to print a line that names a source line of ours and
-    Python parameter names)."""
+    import scikit-learn, a slow import, to print a line that names a source line of ours and
+    Python parameter names; docs/benchmarks.md, "A command line run that stops at
+    `--max-iter`")."""
     if cv:
         from streamwww.cv import cv_not_converged  # (scikit-learn: a cross-validation run imported it)
 
@@ -581,7 +586,8 @@ def run_train(args) -> int:
                                    model_out=args.model_out, class_weight=class_weight, cv=args.cv,
                                    client=args.scheduler, workers=args.workers, partitions=args.partitions,
                                    callback=rep.epoch_done, progress=rep.progress, storage_options=options,
-                                   memory_budget=args.memory_budget, n_jobs=args.jobs, block_rows=args.block_rows)
+                                   memory_budget=args.memory_budget, n_jobs=args.jobs, block_rows=args.block_rows,
+                                   loss=args.loss)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
     _warn_not_converged(fit, "train", cv=args.cv is not None)

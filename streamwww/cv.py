@@ -19,6 +19,7 @@ from __future__ import annotations
 import numbers
 import time
 import warnings
+from contextlib import nullcontext
 
 import numpy as np
 from scipy.stats import rankdata
@@ -28,14 +29,15 @@ from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from streamwww._params import check_params, resolve_seed
+from streamwww._textdata import text_as_store
 from streamwww.engine.run import cluster_options, fit_placed
-from streamwww.estimator import WWClassifier
+from streamwww.estimator import WWClassifier, estimator_class
 from streamwww.fitted import fitted_attributes
 from streamwww.labels import classification_targets
 from streamwww.stream.folds import MAX_SPLITS, shard_folds, train_bits
 from streamwww.stream.sources import ArraySource, StoreSource, store_without_y
 
-__all__ = ["WWClassifierCV", "cv_plan", "cv_results", "score_store"]
+__all__ = ["WWClassifierCV", "CSClassifierCV", "cv_class", "cv_plan", "cv_results", "score_store"]
 
 
 def _Cs(Cs, owner: str) -> list:
@@ -201,7 +203,8 @@ class WWClassifierCV(WWClassifier):
                 "subproblem": self.subproblem, "shrinking": self.shrinking, "random_state": seed,
                 "device": self.device,
                 "verbose": self.verbose, "class_weight": self.class_weight, "warm_start": False,
-                "n_jobs": self.n_jobs, "block_rows": self.block_rows}
+                "n_jobs": self.n_jobs, "block_rows": self.block_rows,
+                **({} if self._loss == "ww" else {"loss": self._loss})}
 
     def fit(self, X, y=None, sample_weight=None, groups=None, **train_options):
         """Train every (fold, ``C``) model in the same passes, score them, keep the best.
@@ -209,7 +212,9 @@ class WWClassifierCV(WWClassifier):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features), or str, Path, ShardStore
-        y : array-like of shape (n_samples,), or None for a store
+            Rows; a shard store; or a LIBSVM text file (with ``y=None``), converted as
+            :meth:`WWClassifier.fit` converts it (into ``checkpoint_dir`` when given).
+        y : array-like of shape (n_samples,), or None for a store or a file
         sample_weight : array-like of shape (n_samples,), optional
             Training weights (held-out rows are scored unweighted, as GridSearchCV does).
         groups : array-like, optional
@@ -222,7 +227,10 @@ class WWClassifierCV(WWClassifier):
         -------
         self : WWClassifierCV
         """
-        fit = self._fit_cv(X, y, sample_weight, groups, **train_options)
+        # a LIBSVM text file: converted as WWClassifier.fit converts it (into checkpoint_dir
+        # when one is given, else a temporary store removed after the fit)
+        with text_as_store(X, train_options.get("checkpoint_dir")) if y is None else nullcontext(X) as X:
+            fit = self._fit_cv(X, y, sample_weight, groups, **train_options)
         warn_cv(fit, type(self).__name__)
         return self
 
@@ -237,7 +245,7 @@ class WWClassifierCV(WWClassifier):
                      intercept_scaling=self.intercept_scaling, gap_decay=self.gap_decay,
                      subproblem=self.subproblem, random_state=self.random_state, device=self.device,
                      verbose=self.verbose, shrinking=self.shrinking, n_jobs=self.n_jobs,
-                     block_rows=self.block_rows, allow_C_list=True))
+                     block_rows=self.block_rows, loss=self._loss, allow_C_list=True))
         seed = resolve_seed(self.random_state)
         store = store_without_y(X, y, f"{owner}.fit")
         if store is not None:
@@ -278,7 +286,8 @@ class WWClassifierCV(WWClassifier):
             j = n_splits * len(Cs) + best
             fitted.update(fitted_attributes(fit, j, source))
             fitted["n_features_in_"] = n_features
-            best_est = WWClassifier(C=Cs[best], **{k: v for k, v in self._solver_params(seed).items() if k != "C"})
+            best_est = estimator_class(self._loss)(C=Cs[best], **{k: v for k, v in self._solver_params(seed).items()
+                                                                  if k not in ("C", "loss")})
             best_est._set_fitted({**fitted_attributes(fit, j, source), "n_features_in_": n_features})
             fitted["best_estimator_"] = best_est
         else:
@@ -318,7 +327,7 @@ class WWClassifierCV(WWClassifier):
         for s, test in enumerate(tests):
             t0 = time.perf_counter()
             for c in range(n_C):
-                est = WWClassifier(C=fit.cfg.Cs[s * n_C + c])
+                est = estimator_class(self._loss)(C=fit.cfg.Cs[s * n_C + c])
                 est._set_fitted({**fitted_attributes(fit, s * n_C + c, source), "n_features_in_": n_features})
                 scores[s, c] = scorer(est, X[test], y[test])
             seconds[s] = time.perf_counter() - t0
@@ -327,3 +336,20 @@ class WWClassifierCV(WWClassifier):
     def decision_function(self, X):
         check_is_fitted(self, "coef_")
         return super().decision_function(X)
+
+
+class CSClassifierCV(WWClassifierCV):
+    """Crammer-Singer linear SVM with ``C`` chosen by cross-validation, all folds in one pass.
+
+    :class:`WWClassifierCV` for the loss of :class:`~streamwww.CSClassifier`: the same
+    parameters, attributes and single pass over the data; ``best_estimator_`` is a
+    ``CSClassifier``.  A class of its own rather than a ``loss`` parameter, as the
+    estimators are (``WWClassifier``, ``CSClassifier``): the class names the model.
+    """
+
+    _loss = "cs"
+
+
+def cv_class(loss: str) -> type[WWClassifierCV]:
+    """The cross-validating estimator of a loss: ``'ww'`` :class:`WWClassifierCV`, ``'cs'`` :class:`CSClassifierCV`."""
+    return CSClassifierCV if loss == "cs" else WWClassifierCV

@@ -1,4 +1,5 @@
-"""scikit-learn estimator for the Weston-Watkins linear SVM."""
+"""scikit-learn estimators for the Weston-Watkins and Crammer-Singer linear SVMs: one
+class, the loss a class attribute (``_loss``) that the engine reads from the settings."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from streamwww.stream.sources import ArraySource, StoreSource, as_store, store_s
 if TYPE_CHECKING:
     from streamwww.engine.run import Fit
 
-__all__ = ["WWClassifier"]
+__all__ = ["WWClassifier", "CSClassifier", "estimator_class"]
 
 class WWClassifier(ClassifierMixin, BaseEstimator):
     """Linear Weston-Watkins multiclass SVM, trained exactly by dual block coordinate descent.
@@ -135,6 +136,8 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     per class.
     """
 
+    _loss = "ww"  # the loss this class trains (fitted.model_params names it where it is not WW)
+
     def __init__(self, C=1.0, tol=1e-3, max_iter=1000, fit_intercept=True, intercept_scaling=1.0,
                  gap_decay=None, subproblem="walrus", shrinking=True, random_state=None, device="auto",
                  verbose=0, class_weight=None, warm_start=False, client=None, n_jobs=None, block_rows=1):
@@ -188,7 +191,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
                             gap_decay=self.gap_decay, subproblem=self.subproblem, shrinking=self.shrinking,
                             random_state=self.random_state, device=self.device,
                             verbose=self.verbose, n_jobs=self.n_jobs, block_rows=self.block_rows,
-                            allow_C_list=allow_C_list)
+                            loss=self._loss, allow_C_list=allow_C_list)
 
     def fit(self, X, y=None, sample_weight=None):
         """Fit the model to ``X`` (dense or sparse) and labels ``y``, or to a shard store.
@@ -270,8 +273,10 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     @classmethod
     def from_fitted(cls, model: FittedModel) -> "WWClassifier":
         """The fitted estimator of a :class:`~streamwww.fitted.FittedModel` (its settings
-        copied, as scikit-learn's ``clone`` copies them)."""
-        est = cls(**copy.deepcopy(model.params))
+        copied, as scikit-learn's ``clone`` copies them): a :class:`WWClassifier` or a
+        :class:`CSClassifier` as the model's loss says, whichever class is asked."""
+        params = copy.deepcopy(model.params)
+        est = estimator_class(params.pop("loss", "ww"))(**params)
         est._set_fitted(model.attributes())
         return est
 
@@ -322,3 +327,35 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
             total += len(hit)
         n = total if sample_weight is None else float(np.sum(sample_weight))
         return correct / n if n else float("nan")
+
+
+class CSClassifier(WWClassifier):
+    """Linear Crammer-Singer multiclass SVM, trained exactly by dual block coordinate descent.
+
+    Solves ``min_W 1/2 ||W||_F^2 + C sum_i max(0, max_{j != y_i} 1 - (w_{y_i} - w_j)^T x_i)``,
+    the problem of LIBLINEAR's ``-s 4`` and of scikit-learn's
+    ``LinearSVC(multi_class="crammer_singer")``, by the engine of :class:`WWClassifier`:
+    the same dual variables and passes, each row's block step the exact projection onto a
+    simplex (``beta_i >= 0``, ``1^T beta_i <= C w_i``; :mod:`streamwww.solvers.simplex`),
+    so streamed stores, checkpoints, several ``C``, weights, shrinking, clusters and GPUs
+    work as they do for WW, and every stop is certified by the duality gap.
+
+    Parameters and attributes are :class:`WWClassifier`'s; ``subproblem`` names WW's
+    block solver and must stay ``'walrus'`` (the exact step).  Model files record the
+    loss; :func:`streamwww.load_model` returns a ``CSClassifier`` for them.
+
+    Examples
+    --------
+    >>> import numpy as np, streamwww as sw
+    >>> X = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    >>> clf = sw.CSClassifier(C=10.0, random_state=0).fit(X, [0, 1, 2, 0])
+    >>> clf.predict(X).tolist()
+    [0, 1, 2, 0]
+    """
+
+    _loss = "cs"
+
+
+def estimator_class(loss: str) -> type[WWClassifier]:
+    """The estimator class of a loss: ``'ww'`` :class:`WWClassifier`, ``'cs'`` :class:`CSClassifier`."""
+    return CSClassifier if loss == "cs" else WWClassifier

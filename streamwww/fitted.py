@@ -5,9 +5,9 @@
 ``get_params()`` without ``client``).  :func:`streamwww.api.train_fitted` returns these
 records and :func:`streamwww.model_io.save_model` writes them; the estimators are built
 from them (``WWClassifier.from_fitted``) only where a user asks for estimators.  Why a second form: importing
-scikit-learn takes a second or more (it imports SciPy's statistics and, when installed,
-pandas), which the command line would pay before every small job only to write a model
-file (issue 18).
+scikit-learn is slow (it imports SciPy's statistics and, when installed, pandas), which the
+command line would pay before every small job only to write a model file
+(docs/benchmarks.md, "Everyday commands").
 """
 
 from __future__ import annotations
@@ -24,12 +24,13 @@ SETTINGS = ("C", "block_rows", "class_weight", "device", "fit_intercept", "gap_d
             "max_iter", "n_jobs", "random_state", "shrinking", "subproblem", "tol", "verbose", "warm_start")
 
 
-def model_settings(**values) -> dict:
-    """The settings dict of a model with these values (every name of :data:`SETTINGS`)."""
+def model_settings(loss: str = "ww", **values) -> dict:
+    """The settings dict of a model with these values (every name of :data:`SETTINGS`), and
+    ``loss`` where it is not Weston-Watkins (:func:`model_params`)."""
     if set(values) != set(SETTINGS):
         missing, extra = sorted(set(SETTINGS) - set(values)), sorted(set(values) - set(SETTINGS))
         raise TypeError(f"model_settings: missing {missing}, unknown {extra}")
-    return {k: values[k] for k in SETTINGS}
+    return {**{k: values[k] for k in SETTINGS}, **({} if loss == "ww" else {"loss": loss})}
 
 
 def class_scores(coef: np.ndarray, intercept: np.ndarray, X) -> np.ndarray:
@@ -51,8 +52,12 @@ def predicted_labels(classes, scores: np.ndarray) -> np.ndarray:
 
 def model_params(model) -> dict:
     """An estimator's ``get_params()`` without what is not a model setting (``client``):
-    what fits, manifests and model files take."""
-    return {k: v for k, v in model.get_params().items() if k != "client"}
+    what fits, manifests and model files take.  The loss is its class's (``WWClassifier``,
+    ``CSClassifier``), named as ``"loss"`` only where it is not Weston-Watkins: records
+    without it are Weston-Watkins models."""
+    params = {k: v for k, v in model.get_params().items() if k != "client"}
+    loss = getattr(model, "_loss", "ww")
+    return params if loss == "ww" else {**params, "loss": loss}
 
 
 def _fitted_vars(obj) -> dict:
@@ -87,6 +92,11 @@ class FittedModel:
     def C(self) -> float:
         return self.params["C"]
 
+    @property
+    def loss(self) -> str:
+        """``'ww'`` (Weston-Watkins) or ``'cs'`` (Crammer-Singer)."""
+        return self.params.get("loss", "ww")
+
     def attributes(self) -> dict:
         """The fitted attributes (the names that end in ``_``)."""
         return _fitted_vars(self)
@@ -112,7 +122,8 @@ class FittedModel:
         return predicted_labels(self.classes_, self.decision_function(X))
 
     def __repr__(self) -> str:
-        return (f"FittedModel(C={self.C:g}, classes={len(np.asarray(self.classes_))}, "
+        loss = "" if self.loss == "ww" else f"loss={self.loss!r}, "
+        return (f"FittedModel({loss}C={self.C:g}, classes={len(np.asarray(self.classes_))}, "
                 f"n_features_in={self.n_features_in_}, n_iter={self.n_iter_})")
 
 

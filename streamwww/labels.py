@@ -16,7 +16,8 @@ __all__ = ["check_n_classes", "classification_targets", "encode_labels", "format
 def classification_targets(y) -> np.ndarray:
     """``y`` as 1-D labels under scikit-learn's rules for classifiers (not continuous)."""
     # scikit-learn loads on first use: convert, info and predict of a store need it not
-    # (importing it took 0.5-0.8 s of every command's start-up)
+    # (its import would be a large part of every command's start-up; docs/benchmarks.md,
+    # "Everyday commands")
     from sklearn.utils.multiclass import check_classification_targets
     from sklearn.utils.validation import column_or_1d
 

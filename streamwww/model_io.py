@@ -3,7 +3,8 @@
 A model file is a NumPy ``.npz`` archive (no pickle) with arrays ``coef``
 (n_classes, n_features, float64), ``intercept`` (n_classes,), ``classes``
 (n_classes,; numbers or unicode strings) and ``meta``: a JSON document
-(``format``, ``version``, estimator ``params``, ``n_iter``, ``converged``,
+(``format``, ``version``, estimator ``params`` (with ``loss: "cs"`` for a Crammer-Singer
+model; none: Weston-Watkins), ``n_iter``, ``converged``,
 ``seed``, ``history``, ``n_features_in``, ``feature_names_in``).  It is written to a
 temporary name, fsynced and renamed, so a model file is complete or absent; on an
 object store (a URL, or a :class:`~streamwww._location.Location` with its storage
@@ -250,6 +251,8 @@ def _model_problem(arrays: dict, meta: dict) -> str | None:
     names = meta.get("feature_names_in")
     if names is not None and (not isinstance(names, list) or len(names) != n_features):
         return f"feature_names_in does not name the {n_features} features"
+    if meta["params"].get("loss", "ww") not in ("ww", "cs"):  # (a model of a loss this version does not know)
+        return f"its loss {meta['params']['loss']!r} is not one of 'ww', 'cs'"
     cw = meta["params"].get("class_weight")
     if isinstance(cw, dict) and len(cw.get("per_class", ())) != k:
         return f"class_weight does not give one weight per class ({k})"

@@ -72,7 +72,7 @@ def describe_model(path, storage_options: dict | None = None) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``kind`` ('model'), ``path``, ``classes``, ``n_classes``, ``n_features``, ``C``,
+        ``kind`` ('model'), ``path``, ``loss`` ('ww' or 'cs'), ``classes``, ``n_classes``, ``n_features``, ``C``,
         ``class_weight``, ``settings`` (the estimator parameters), ``epochs``,
         ``converged``, ``seed``, ``final`` (the last evaluated epoch: ``epoch``,
         ``primal``, ``dual``, ``gap``, ``rel_gap``, ``time``), ``history_length``.
@@ -88,10 +88,10 @@ def describe_model(path, storage_options: dict | None = None) -> dict[str, Any]:
     cw = params.get("class_weight")
     if isinstance(cw, dict):
         cw = [{"label": json_label(c), "weight": float(w)} for c, w in cw.items()]
-    return plain({"kind": "model", "path": str(path), "classes": [json_label(c) for c in model.classes_],
+    return plain({"kind": "model", "path": str(path), "loss": model.loss, "classes": [json_label(c) for c in model.classes_],
                   "n_classes": len(model.classes_), "n_features": int(model.n_features_in_),
                   "C": float(model.C), "class_weight": cw,
-                  "settings": {k: v for k, v in params.items() if k != "class_weight"},
+                  "settings": {k: v for k, v in params.items() if k not in ("class_weight", "loss")},
                   "epochs": int(model.n_iter_), "converged": bool(model.converged_), "seed": int(model.seed_),
                   "final": _last(model.history_), "history_length": len(model.history_)})
 
@@ -209,6 +209,9 @@ def describe_checkpoint(path, verify: bool = False, storage_options: dict | None
                              "resumes_from": resumes_from}})
 
 
+LOSS_NAMES = {"ww": "Weston-Watkins (ww)", "cs": "Crammer-Singer (cs)"}
+
+
 def _g(x, fmt: str = ".8g") -> str:
     return "-" if x is None else format(x, fmt)
 
@@ -223,6 +226,7 @@ def format_model(info: dict[str, Any]) -> list[str]:
     cw_text = ("none" if cw is None else cw if isinstance(cw, str)
                else ", ".join(f"{d['label']}: {d['weight']:g}" for d in cw))
     return [f"model        {info['path']}",
+            f"loss         {LOSS_NAMES[info['loss']]}",
             f"classes      {info['n_classes']}: {shown}",
             f"features     {info['n_features']}",
             f"C            {info['C']:g}",
@@ -252,7 +256,8 @@ def format_checkpoint(info: dict[str, Any]) -> list[str]:
              f"data         {data.get('path', data.get('kind'))}: {data.get('n_rows')} rows, "
              f"{data.get('n_features')} features",
              "C values     " + ", ".join(f"{c:g}" for c in info["Cs"][:12]) + (", ..." if len(info["Cs"]) > 12 else ""),
-             "settings     " + ", ".join(f"{k}={v}" for k, v in cfg.items() if k != "Cs" and k != "splits"),
+             f"loss         {LOSS_NAMES[cfg.get('loss', 'ww')]}",
+             "settings     " + ", ".join(f"{k}={v}" for k, v in cfg.items() if k not in ("Cs", "splits", "loss")),
              f"class weight {info['estimator_params'].get('class_weight')}",
              f"position     epoch {cur.get('epoch')}, {cur.get('pos')} shard(s) into the next; solver time "
              f"{_g(cur.get('train_time'), '.1f')} s; step {info['step']}, committed {created}"

@@ -453,3 +453,20 @@ def test_a_scheduler_address_that_is_not_one_is_one_error_naming_it():
                                          r"\(missing port number"):
         with connect("nonsense"):
             pass
+
+
+def test_crammer_singer_on_a_cluster(client, store):
+    """CS rounds: one partition is the sequential CS run bitwise; two reach its optimum."""
+    kw = dict(KW, loss="cs")
+    seq = sw.train(store, max_iter=5, eval_every=1, **kw)
+    k1 = sw.train(store, client=client, partitions=1, max_iter=5, eval_every=1, **kw)
+    for a, b in zip(seq, k1):
+        assert type(b) is sw.CSClassifier
+        assert np.array_equal(a.coef_, b.coef_) and np.array_equal(a.intercept_, b.intercept_)
+    tight = dict(C=0.05, tol=4e-7, max_iter=5000, random_state=1, device="cpu", loss="cs")
+    one = sw.train(store, **tight)
+    two = sw.train(store, client=client, partitions=2, **tight)
+    assert one.converged_ and two.converged_
+    assert two.history_[-1]["primal"] == pytest.approx(one.history_[-1]["primal"], rel=1e-6)
+    duals = [h["dual"] for h in two.history_]
+    assert all(d1 >= d0 - 1e-12 * abs(d0) for d0, d1 in zip(duals, duals[1:]))

@@ -1,8 +1,8 @@
 """Run the CUDA kernel suite (tests/cuda_sim) under Numba's CUDA simulator.
 
 ``NUMBA_ENABLE_CUDASIM`` only takes effect before ``numba.cuda`` is first
-imported, so the suite runs in child processes (two at once, one per file, to
-use two cores); each test here reports one child's result.
+imported, so the suite runs in child processes (all at once, one per file, to
+use the cores); each test here reports one child's result.
 """
 
 import importlib.util
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = ["tests/cuda_sim/test_kernels.py", "tests/cuda_sim/test_backend.py"]
+FILES = ["tests/cuda_sim/test_kernels.py", "tests/cuda_sim/test_backend.py", "tests/cuda_sim/test_cs.py"]
 MISSING = [name for name in ("numba_cuda", "cuda.bindings")
            if importlib.util.find_spec(name.split(".")[0]) is None or importlib.util.find_spec(name) is None]
 

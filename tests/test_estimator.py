@@ -1,4 +1,4 @@
-"""WWClassifier: scikit-learn conformance, labels, determinism, bad input, train()."""
+"""WWClassifier (and CSClassifier): scikit-learn conformance, labels, determinism, bad input, train()."""
 
 import warnings
 
@@ -18,7 +18,8 @@ from .conftest import auto_epochs, make_classification
 WEIGHT_CHECKS = ("check_sample_weight_equivalence_on_dense_data", "check_sample_weight_equivalence_on_sparse_data")
 
 
-@parametrize_with_checks([sw.WWClassifier(random_state=0), sw.WWClassifierCV(Cs=[0.1, 1.0], cv=3, random_state=0)],
+@parametrize_with_checks([sw.WWClassifier(random_state=0), sw.WWClassifierCV(Cs=[0.1, 1.0], cv=3, random_state=0),
+                          sw.CSClassifier(random_state=0), sw.CSClassifierCV(Cs=[0.1, 1.0], cv=3, random_state=0)],
                          expected_failed_checks=lambda est: {
     name: "needs a tighter tol than the default (run at tol=1e-8 by test_sample_weight_checks)"
     for name in WEIGHT_CHECKS})
@@ -28,8 +29,10 @@ def test_sklearn_compatible(estimator, check):
 
 @pytest.mark.parametrize("name", WEIGHT_CHECKS)
 @pytest.mark.parametrize("est", [sw.WWClassifier(random_state=0, tol=1e-8, max_iter=100_000),
-                                 sw.WWClassifierCV(Cs=[0.1, 1.0], cv=3, random_state=0, tol=1e-8, max_iter=100_000)],
-                         ids=["WWClassifier", "WWClassifierCV"])
+                                 sw.WWClassifierCV(Cs=[0.1, 1.0], cv=3, random_state=0, tol=1e-8, max_iter=100_000),
+                                 sw.CSClassifier(random_state=0, tol=1e-8, max_iter=100_000),
+                                 sw.CSClassifierCV(Cs=[0.1, 1.0], cv=3, random_state=0, tol=1e-8, max_iter=100_000)],
+                         ids=["WWClassifier", "WWClassifierCV", "CSClassifier", "CSClassifierCV"])
 def test_sample_weight_checks(name, est):
     from sklearn.utils import estimator_checks
 

@@ -88,6 +88,15 @@ def test_wwclassifier_fits_a_libsvm_file(text, tmp_path, scratch):
     assert clf.score(sw.open_store(tmp_path / "ref.zarr")) > 0.5
 
 
+def test_the_cv_estimators_fit_a_libsvm_file(text, tmp_path, scratch):
+    for cls in (sw.WWClassifierCV, sw.CSClassifierCV):
+        cv = cls(Cs=[0.1, 1.0], cv=2, random_state=0, max_iter=5).fit(text)
+        assert list(scratch.iterdir()) == []  # the converted store went with the fit
+        store = sw.convert(text, tmp_path / f"{cls.__name__}.zarr")
+        ref = cls(Cs=[0.1, 1.0], cv=2, random_state=0, max_iter=5).fit(store.path)
+        assert np.array_equal(cv.coef_, ref.coef_) and cv.best_C_ == ref.best_C_
+
+
 def test_convert_is_exported():
     from streamwww.io import convert_libsvm
 

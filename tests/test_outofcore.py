@@ -107,9 +107,9 @@ def _run_worker(store, ck, *options, env=None):
 # memory (written by commits only), beyond the budget (memory_budget=0) in a scratch file or,
 # without room for one, written every epoch; one model read from disk (its objectives late: a
 # checkpoint holds W_e uncertified, a stop rewinds); the block pass on two threads, against
-# the reference on one
+# the reference on one; Crammer-Singer
 @pytest.mark.parametrize("options", [(), ("0.05", "auto"), ("0.05", "0"), ("0.05", "0", "versions"),
-                                     ("0", "0", "0.5"), ("0.05", "0", "threads")])
+                                     ("0", "0", "0.5"), ("0.05", "0", "threads"), ("0.05", "0", "cs")])
 def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, options):
     env = None
     block = {}
@@ -117,6 +117,8 @@ def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, op
         options, env = options[:-1], {"NO_SCRATCH_ROOM": "1"}
     if options[-1:] == ("threads",):
         options, env, block = options[:-1], {"TRAIN_BLOCK_ROWS": "8", "TRAIN_JOBS": "2"}, {"block_rows": 8}
+    if options[-1:] == ("cs",):
+        options, env, block = options[:-1], {"TRAIN_LOSS": "cs"}, {"loss": "cs"}
     rng = np.random.default_rng(2024)
     X, y = _data(rng, n=900, d=20, k=6)
     store = tmp_path / "s.zarr"

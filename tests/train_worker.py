@@ -6,7 +6,8 @@ A checkpoint at every shard by default (interval 0); an interval in seconds
 commits less often, which must not change the model either. With the environment
 variable ``NO_SCRATCH_ROOM=1`` no scratch file can be made (as on a full disk): a
 ``beta`` beyond the memory budget is written as a version every epoch.  ``TRAIN_BLOCK_ROWS``
-and ``TRAIN_JOBS`` set ``block_rows`` and ``n_jobs`` (the block pass on threads).
+and ``TRAIN_JOBS`` set ``block_rows`` and ``n_jobs`` (the block pass on threads), ``TRAIN_LOSS``
+the loss (``cs``: Crammer-Singer).
 """
 
 import errno
@@ -37,6 +38,8 @@ if __name__ == "__main__":
         scratch.ShardScratch.__init__ = full
     if os.environ.get("TRAIN_BLOCK_ROWS"):
         settings["block_rows"] = int(os.environ["TRAIN_BLOCK_ROWS"])
+    if os.environ.get("TRAIN_LOSS"):
+        settings["loss"] = os.environ["TRAIN_LOSS"]
     if os.environ.get("TRAIN_JOBS"):
         settings["n_jobs"] = int(os.environ["TRAIN_JOBS"])
     if len(sys.argv) > 3:

@@ -9,8 +9,8 @@ model") and computes the same steps in three stages:
    entries with the block's earlier rows, ``g_jl = x_j^T x_l + bias^2`` (``l < j``);
 2. in order ``j = 1 .. m``: the exact scores ``s_j = s0_j + sum_{l<j} g_jl u_l`` (``u_l`` is
    row ``l``'s class-space step, only its changed classes added, ``l`` increasing), then
-   the row's exact block step (Walrus, Shark, or Walrus on the shrunk coordinates) on
-   ``s_j``, giving ``u_j``;
+   the row's exact block step (Walrus, Shark, Crammer-Singer's simplex step, or Walrus on
+   the shrunk coordinates) on ``s_j``, giving ``u_j``;
 3. in parallel over fixed ranges of ``W``'s rows: ``W[f, :] += x_jf u_j`` for every row
    ``j`` of the block in order ``j`` (each entry of ``W`` gets the sequential pass's
    additions in its order).
@@ -46,7 +46,7 @@ from streamwww.backends._kernels import (
     row_scores,
 )
 from streamwww.backends.rowmath import c_index, row_weight
-from streamwww.solvers import WALRUS  # noqa: F401  (the solver id the kernel branches on)
+from streamwww.solvers import SHARK  # noqa: F401  (the solver id the kernel branches on)
 
 __all__ = ["block_pass", "block_pass_serial", "hinge_rows_par", "RANGES_PER_THREAD"]
 
@@ -231,14 +231,14 @@ def _ranges_impl(X, D, R, bounds):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _live(near, mdl, i, bm, C, sq, shrink, km, at):
+def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver):
     """Row ``i``'s coordinates in play: 0 (skipped: held out and at 0, a zero row, whose
-    ``beta`` is set to ``C`` here, or none in play), ``km`` (the full step), or fewer
+    ``beta`` is set to its minimizer here, or none in play), ``km`` (the full step), or fewer
     (``at[:na]``): the sequential pass's decisions, from the row's own ``beta``."""
     if C == 0.0 and _at_zero(bm[i]):
         return 0
     if sq == 0.0:
-        _zero_row(bm[i], C)
+        _zero_row(bm[i], C, solver)
         return 0
     if shrink and C != 0.0:
         return _active_coords(near[mdl, i], bm[i], at)
@@ -261,7 +261,7 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
     """
     k = _n_classes(W, ktag)
     km = k - 1
-    shrink = near.shape[1] > 0 and solver == WALRUS
+    shrink = near.shape[1] > 0 and solver != SHARK
     m = max(1, block_rows)
     D = W.shape[1]
     T = max(1, n_threads)
@@ -297,7 +297,8 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
         split = splits[mdl]
         # 0. which rows step (contiguous parts of order per thread)
         for t in prange(T):
-            _liveness(near, mdl, bm, Cm, weights, trains, split, sqnorms, shrink, km, order, play, t, T, ats[t])
+            _liveness(near, mdl, bm, Cm, weights, trains, split, sqnorms, shrink, km, order, play, t, T, ats[t],
+                      solver)
         n_live = 0
         for p in range(n_rows):
             if play[p] != 0:
@@ -323,7 +324,8 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
                 C = Cm * row_weight(weights, trains, split, i)
                 na = NA[j, 0]
                 if na < km:
-                    N[j] = _row_step_some(s, y[i], sqnorms[i], bm[i], C, AT[j], na, v, bnew, U[j], idx, CLS[j])
+                    N[j] = _row_step_some(s, y[i], sqnorms[i], bm[i], C, AT[j], na, v, bnew, U[j], idx, CLS[j],
+                                         solver)
                 else:
                     N[j] = _row_step(s, y[i], sqnorms[i], bm[i], C, solver, eps, v, bnew, U[j], idx, grad, CLS[j],
                                      k)
@@ -338,12 +340,13 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
 # lines every thread writes.
 
 @njit(cache=True, nogil=True)
-def _liveness(near, mdl, bm, Cm, weights, trains, split, sqnorms, shrink, km, order, play, t, T, at):
+def _liveness(near, mdl, bm, Cm, weights, trains, split, sqnorms, shrink, km, order, play, t, T, at, solver):
     """Stage 0 for thread ``t`` of ``T``: ``play[p]`` (:func:`_live`) for its part of ``order``."""
     n_rows = order.shape[0]
     for p in range((t * n_rows) // T, ((t + 1) * n_rows) // T):
         i = order[p]
-        play[p] = _live(near, mdl, i, bm, Cm * row_weight(weights, trains, split, i), sqnorms[i], shrink, km, at)
+        play[p] = _live(near, mdl, i, bm, Cm * row_weight(weights, trains, split, i), sqnorms[i], shrink, km, at,
+                        solver)
     hold((near, bm, weights, trains, sqnorms, order, play, at))
 
 
@@ -394,7 +397,8 @@ block_pass = njit(cache=True, parallel=True)(_block_pass)
 block_pass_serial = njit(cache=True, nogil=True)(_block_pass)
 
 
-def _hinge_rows_par(W, X, y, weights, trains, splits, bias, models, rows, h, near, reach, n_threads, ktag):
+def _hinge_rows_par(W, X, y, weights, trains, splits, bias, models, rows, h, near, reach, loss_id, n_threads,
+                    ktag):
     """:func:`streamwww.backends._kernels._hinge_rows` with each model's rows spread over
     ``n_threads`` threads (contiguous parts of ``rows``): ``h[mi, i]`` and the near-flags of
     each row are computed by one thread, by the same formula, so the terms (and their sum in
@@ -412,7 +416,7 @@ def _hinge_rows_par(W, X, y, weights, trains, splits, bias, models, rows, h, nea
             for q in range((t * n) // T, ((t + 1) * n) // T):
                 i = rows[q]
                 h[mi, i] = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
-                                          reach, k, ktag, record)[0]
+                                          reach, k, ktag, record, loss_id)[0]
 
 
 hinge_rows_par = njit(cache=True, parallel=True)(_hinge_rows_par)

@@ -28,14 +28,25 @@ the rows of ``order`` one after another, exactly as the CPU kernel does; the
    own: ``O(p)`` time, one barrier).  ``p > T``: bitonic sort of the
    ``next_pow2(p)`` padded list, ``O(log^2 p)`` barriers, ``p / T``
    compare-exchanges per thread per stage;
-4. thread 0 runs the Walrus event sweep (:func:`.rowmath.walrus_sweep`,
-   the CPU kernel's sweep: ``O(n_u + n_m)`` steps, usually far fewer than
-   ``k``); the block writes ``b`` in parallel;
+4. Weston-Watkins (``solver=WALRUS``): thread 0 runs the Walrus event sweep
+   (:func:`.rowmath.walrus_sweep`, the CPU kernel's sweep: ``O(n_u + n_m)``
+   steps, usually far fewer than ``k``); the block writes ``b`` in parallel.
+   Crammer-Singer (``solver=SIMPLEX``: ``b`` the minimizer over the simplex
+   ``b >= 0, 1^T b <= C`` instead of the box ``[0, C]^m``): thread 0 runs the
+   threshold sweep (:func:`streamwww.solvers.simplex.simplex_sweep`, ``O(r)``
+   steps for the ``r`` positive entries of ``b``) and writes ``b = v - theta``
+   on them (:func:`~streamwww.solvers.simplex.simplex_write`, which rescales
+   ``b`` where rounding made its sum exceed ``C``) -- the CPU kernel's two
+   plain functions, compiled as device functions;
 5. ``Delta = b - beta_i`` in parallel; ``dk[c(t)] = -Delta_t`` and
    ``dk[y] = sum Delta`` (block reduction); ``beta_i <- b``;
 6. ``W[f, :] += x_f dk`` for the row's nonzeros ``f`` (and the intercept row),
    skipping classes with ``dk[j] == 0`` and the whole update when ``beta_i`` did
    not change (as on the CPU).
+
+A row with ``||x_i|| = 0`` cannot move ``W``: it is set to its exact block minimizer,
+``beta_i = C`` (WW: the box's corner) or ``beta_i = (C, 0, ..., 0)`` (CS: a vertex of
+the simplex), as on the CPU (``_kernels._zero_row``).
 
 Results equal the CPU kernels' up to rounding (summation order, FMA contraction).
 
@@ -43,7 +54,11 @@ Per-class vectors (scores/``dk``, ``v``, ``b``, candidate and sorted lists) live
 in shared memory when ``k`` and ``next_pow2(k - 1)`` fit the compile-time
 capacity ``KC`` (default 1024 classes, about 34 KiB), otherwise in a per-model
 global scratch array — the same code on both.  Shark's iterative block solver
-(``solver=1``, a baseline) runs serially in thread 0.
+(``solver=SHARK``, a WW baseline) runs serially in thread 0.
+
+Objective (:func:`hinge_kernel`): one thread per row sums the row's hinge terms
+``max(0, 1 - (s_y - s_j))`` over ``j != y`` (``loss_id=WW_LOSS``) or takes their
+maximum (``loss_id=CS_LOSS``, the Crammer-Singer hinge).
 
 The kernels read ``W`` and update it in place; results are exact per model
 (no atomics, no cross-block communication), so several models — a grid of
@@ -64,12 +79,16 @@ from streamwww.backends.rowmath import (
     v_entry,
     walrus_sweep,
 )
-from streamwww.solvers import SHARK, WALRUS
+from streamwww.solvers import CS_LOSS, SHARK, SIMPLEX, WALRUS, WW_LOSS
 from streamwww.solvers.shark import shark_kernel
+from streamwww.solvers.simplex import simplex_sweep, simplex_write
 
-__all__ = ["bcd_kernel", "parallel_bcd_kernel", "hinge_kernel", "sum_kernel", "fill_kernel", "next_pow2", "WALRUS", "SHARK"]
+__all__ = ["bcd_kernel", "parallel_bcd_kernel", "hinge_kernel", "sum_kernel", "fill_kernel", "next_pow2", "WALRUS",
+           "SHARK", "SIMPLEX", "WW_LOSS", "CS_LOSS"]
 
 _sweep = cuda.jit(device=True)(walrus_sweep)
+_simplex_sweep = cuda.jit(device=True)(simplex_sweep)
+_simplex_write = cuda.jit(device=True)(simplex_write)
 _shark = cuda.jit(device=True)(shark_kernel.py_func)
 _row_weight = cuda.jit(device=True)(row_weight.py_func)  # takes arrays: a device function, not @njit
 
@@ -176,16 +195,26 @@ def _bitonic_sort(lst, v, p, tid, nthreads):
 
 
 @cuda.jit(device=True)
-def _walrus_block(v, cand, srt, bn, ist, fst, p, C, tid, nthreads):
+def _exact_block(v, cand, srt, bn, ist, fst, p, C, solver, tid, nthreads):
     """Steps 3-4 for one row, by the whole block: sort the ``p >= 1`` positive
-    candidates, run the Walrus sweep in thread 0, write ``b`` into ``bn`` in
-    parallel.  Every thread of the block must call it (it synchronizes)."""
+    candidates, then the exact step into ``bn`` (zeroed by the caller).  Walrus
+    (``solver == WALRUS``): the sweep in thread 0, ``b`` written in parallel.  The
+    simplex step (``solver == SIMPLEX``, Crammer-Singer): the sweep and the write in
+    thread 0, as the CPU's :func:`~streamwww.solvers.simplex.simplex_kernel` (the
+    write's rescaling needs the sum of ``b`` in sorted order).  Every thread of the
+    block must call it (it synchronizes)."""
     if p <= nthreads:
         _rank_sort(cand, srt, v, p, tid)
         lst = srt
     else:
         _bitonic_sort(cand, v, p, tid, nthreads)
         lst = cand
+    if solver == SIMPLEX:
+        if tid == 0:
+            r, theta = _simplex_sweep(v, lst, p, C)
+            _simplex_write(v, lst, r, theta, C, bn)
+        cuda.syncthreads()
+        return
     if tid == 0:
         nu, nm, gamma, _ = _sweep(v, lst, p, C)
         ist[1] = nu
@@ -290,18 +319,23 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
     (``kk >= max(k, next_pow2(k-1))``) hold the per-class vectors when ``use_shared`` is false,
     and Shark's gradient always; block ``b`` of model ``mi`` uses slot ``mi * n_blocks + b``.
 
-    Shrinking (``shrink``; ``near[M, n, m]`` the near-flags of the last objective pass, see
-    :mod:`streamwww.engine.shrink`): row ``i`` updates only the coordinates ``t`` with
-    ``near[mdl, i, t]`` set or ``beta_it != 0``, the others held at 0 -- they are left out of
-    the candidate list, which is the same restricted problem (``b_t = clip(v_t - gamma, 0, C)``
-    with ``b_t = 0`` where ``v_t`` is taken as ``-inf``); a row with none is skipped.
+    ``solver``: ``WALRUS`` (WW, the box ``[0, C w_i]``), ``SIMPLEX`` (Crammer-Singer, the
+    simplex ``beta_i >= 0``, ``1^T beta_i <= C w_i``) or ``SHARK`` (WW, approximate).
+
+    Shrinking (``shrink``, with ``WALRUS`` or ``SIMPLEX``; ``near[M, n, m]`` the near-flags of
+    the last objective pass, see :mod:`streamwww.engine.shrink`): row ``i`` updates only the
+    coordinates ``t`` with ``near[mdl, i, t]`` set or ``beta_it != 0``, the others held at 0 --
+    they are left out of the candidate list, which is the same restricted problem
+    (``b_t = clip(v_t - gamma, 0, C)``, or ``(v_t - theta)_+``, with ``b_t = 0`` where ``v_t``
+    is taken as ``-inf``); a row with none is skipped.
 
     ``parallel=False`` is the exact sequential pass: one block per model (``n_blocks = 1``)
     visits ``order`` in turn.  ``parallel=True`` is the row-parallel (PASSCoDe-style) pass:
     block ``b`` takes the rows ``order[b], order[b + n_blocks], ...``; each row is solved
-    exactly (Walrus) from the scores it reads, which other blocks may be changing at the same
-    time, and its update is added to ``W`` with atomics, so ``W == W(beta)`` holds up to
-    rounding whatever the interleaving and the duality gap stays a true certificate.  One
+    exactly (Walrus or the simplex step) from the scores it reads, which other blocks may be
+    changing at the same time, and its update is added to ``W`` with atomics, so
+    ``W == W(beta)`` holds up to rounding whatever the interleaving and the duality gap stays
+    a true certificate.  One
     body, two compilations (``parallel`` is a compile-time constant): the row steps exist once.
     """
     TPB = tpb
@@ -364,9 +398,10 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
                 if at_zero:
                     continue
             if sq == 0.0:
-                # ||x_i|| = 0: W cannot move; the exact block minimizer is beta_i = C.
+                # ||x_i|| = 0: W cannot move; the exact block minimizer is beta_i = C (WW),
+                # or (C, 0, ..., 0) (Crammer-Singer; _kernels._zero_row).
                 for t in range(tid, m, TPB):
-                    brow[t] = C
+                    brow[t] = C if solver != SIMPLEX or t == 0 else 0.0
                 cuda.syncthreads()
                 continue
             if shrink and C != 0.0:
@@ -423,9 +458,9 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
             # 3-4. the block subproblem: b -> bn
             if C == 0.0:
                 pass  # bn stays 0: the box is {0}
-            elif solver == WALRUS:
+            elif solver == WALRUS or solver == SIMPLEX:
                 if p > 0:
-                    _walrus_block(v, cand, srt, bn, ist, fst, p, C, tid, TPB)
+                    _exact_block(v, cand, srt, bn, ist, fst, p, C, solver, tid, TPB)
             else:
                 if tid == 0:
                     _shark(v[:m], brow, C, sq, eps, bn[:m], grad[:m])
@@ -501,10 +536,11 @@ def _row_score(dense: bool):
 
 @functools.lru_cache(maxsize=None)
 def hinge_kernel(dense: bool, tpb: int):
-    """Per-block partial sums of the weighted WW hinge loss: ``out[mi, blk]``; grid ``(ceil(n / tpb), L)``.
+    """Per-block partial sums of the weighted hinge loss: ``out[mi, blk]``; grid ``(ceil(n / tpb), L)``.
 
     One thread per row: ``s_y`` first, then ``sum_{j != y} max(0, 1 - (s_y - s_j))`` one class at
-    a time (no per-row storage, any ``k``).  Deterministic: fixed tree per block, host sums blocks.
+    a time (no per-row storage, any ``k``); with ``loss_id == CS_LOSS`` the maximum of those terms
+    (the Crammer-Singer hinge) instead of their sum.  Deterministic: fixed tree per block, host sums blocks.
     With ``record``, also the near-flags of shrinking: ``near[mdl, i, t] = 1`` where
     ``1 - (s_y - s_c(t)) > -reach`` (0 for a row of weight 0), as the CPU kernel; with
     ``keep_rows``, each row's weighted loss in ``h[mi, i]`` as well.
@@ -514,7 +550,7 @@ def hinge_kernel(dense: bool, tpb: int):
 
     @cuda.jit
     def kernel(W, data, indices, indptr, ncols, y, weights, trains, splits, n, bias, models, out, h, near, reach,
-               record, keep_rows):
+               record, keep_rows, loss_id):
         tid = cuda.threadIdx.x
         blk = cuda.blockIdx.x
         mi = cuda.blockIdx.y
@@ -531,7 +567,10 @@ def hinge_kernel(dense: bool, tpb: int):
             for j in range(k):
                 if j != yi:
                     sj = score(W, mdl, data, indices, lo, hi, bias, j)
-                    loss += hinge_term(sy, sj)
+                    if loss_id == CS_LOSS:
+                        loss = max(loss, hinge_term(sy, sj))
+                    else:
+                        loss += hinge_term(sy, sj)
                     if record:  # t with c(t) = j
                         near[mdl, i, j - 1 if j != 0 else yi - 1] = 1 if 1.0 - (sy - sj) > -reach else 0
             loss *= w

@@ -7,13 +7,17 @@ step on row ``i`` (Algorithm 1 of Wang & Scott, ICML 2021):
 
 1. ``s = W^T x_i``;
 2. ``v_t = (1 - (s_y - s_c(t))) / ||x_i||^2 + beta_it + sum_u beta_iu``;
-3. ``b = walrus(v, C)`` (or Shark's iterative solver);
+3. ``b = walrus(v, C)`` (or Shark's iterative solver; Crammer-Singer: ``b`` the
+   simplex step, :mod:`streamwww.solvers.simplex`, the box replaced by ``b >= 0``,
+   ``1^T b <= C``);
 4. ``W[:, y] += x_i sum_t (b_t - beta_it)``, ``W[:, c(t)] -= x_i (b_t - beta_it)``;
    ``beta_i <- b``.
 
 A row with ``||x_i|| = 0`` cannot move ``W``; its exact block minimizer is
 ``beta_i = C`` (the dual gains ``C (k-1)`` for free, matching the constant hinge
 loss ``k - 1`` such a row has in the primal), so the duality gap stays exact.
+Crammer-Singer's hinge of such a row is 1 and its dual term ``1^T beta_i`` is at
+most ``C``: ``beta_i = (C, 0, ..., 0)``, exact in floating point.
 
 Weights (DESIGN.md's per-row box): row ``i`` with weight ``w_i`` has the box
 ``[0, C w_i]`` in the dual and its hinge counts ``w_i`` times in the primal;
@@ -38,7 +42,7 @@ expose): a CSR row's gather reads ``Wm[f, :]`` for features ``f`` the hardware c
 predict, and with many classes ``W`` is far larger than the caches (sector: 46 MB,
 840 bytes per feature).  The gather asks for the rows of the feature
 ``PREFETCH_AHEAD`` places further on; the sums, their order and every result are
-unchanged (measured on sector's rows in a random order: 15-25 % off the gather).
+unchanged (docs/benchmarks-archive.md, "Software prefetch in the CSR gather").
 """
 
 from __future__ import annotations
@@ -52,18 +56,17 @@ from numba.extending import intrinsic, overload
 from streamwww.backends._lanes import (lanes, lanes_load, lanes_load_row, lanes_madd, lanes_store, lanes_store_row,
                                        lanes_zero)
 from streamwww.backends.rowmath import c_index, hinge_term, row_weight, v_entry
-from streamwww.solvers import SHARK, WALRUS  # noqa: F401  (the solver ids the kernels branch on)
+from streamwww.solvers import CS_LOSS, SHARK, SIMPLEX, WALRUS  # noqa: F401  (the ids the kernels branch on)
 from streamwww.solvers.shark import shark_kernel
+from streamwww.solvers.simplex import simplex_kernel
 from streamwww.solvers.walrus import walrus_kernel
 
 # Up to this many classes the kernels are compiled once per k (see ``ktag``):
 # with k a compile-time constant a row's k scores, and the row of W a step adds
 # to, are one vector (_lanes), and a shrunk step scores and scatters all k classes
-# rather than the few in play (dna, k=3, and satimage, k=6: training passes 0.70x
-# as long as with the unrolled scalar loops before, which had taken the gather from
-# 0.35 to 0.13 ms per pass on dna and 0.68 to 0.35 ms on satimage against the generic
-# build).  Beyond it one generic build serves all k (letter, k=26, as k lanes with
-# whole-row shrunk steps: 1.23x as long).
+# rather than the few in play.  Beyond it one generic build serves all k: there k lanes
+# with whole-row shrunk steps are slower than the generic loops over the classes in play
+# (docs/benchmarks-archive.md, "k classes as one vector").
 SMALL_K = 8
 
 
@@ -80,9 +83,9 @@ def hold(typingctx, arrays):
     helper's array argument is a reference of its own, taken at the call (``NRT_incref``,
     an atomic add) and dropped after its last use (``NRT_decref``).  Numba's pruning of
     such pairs fails when that last use sits inside a branch (a decref on each path):
-    then every row paid them, a quarter of satimage's ``fit`` in ``perf`` (11 % of all
-    samples in ``NRT_incref``/``NRT_decref``).  A helper that ends with ``hold((a, b))``
-    uses its arrays once more after every branch, and the pairs are pruned.  An intrinsic
+    then every row pays them, a large part of a small-k ``fit`` (docs/benchmarks-archive.md,
+    "No reference counting per row in the objective pass").  A helper that ends with
+    ``hold((a, b))`` uses its arrays once more after every branch, and the pairs are pruned.  An intrinsic
     that emits no instruction: a compiled function would be a call wherever LLVM cannot
     inline it (a kernel loaded from Numba's cache calls it as an external symbol), and a
     call takes references to the tuple's arrays -- atomic operations on lines that every
@@ -238,9 +241,9 @@ def _scores_pair(Wm, X, i1, i2, bias, s1, s2, ktag):
     lanes), each row's sums in the order :func:`row_scores` adds them, two chains at once.
 
     A CSR row's scores are :func:`row_scores`' bits.  A dense row's zeros are added rather
-    than skipped (``0 * w``: a branch per value cost more than the add, 1.5x on satimage's
-    pass), which can change only the sign of a score that is zero: every hinge term and
-    near-flag, ``1 - (s_y - s_c)``, is the same bits either way (``x - (+-0) = x``,
+    than skipped (``0 * w``: a branch per value costs more than the add; docs/benchmarks-archive.md,
+    "The objective pass"), which can change only the sign of a score that is zero: every
+    hinge term and near-flag, ``1 - (s_y - s_c)``, is the same bits either way (``x - (+-0) = x``,
     ``(+-0) - x = -x``, ``1 - (+-0) = 1``; ``W`` and ``x`` are finite)."""
     raise NotImplementedError  # compiled only, through the overload below
 
@@ -249,8 +252,9 @@ def _scores_pair(Wm, X, i1, i2, bias, s1, s2, ktag):
 def _scores_pair_impl(Wm, X, i1, i2, bias, s1, s2, ktag):
     # An objective pass scores rows at a fixed W, so rows are independent; one row's
     # gather is a chain of dependent adds (its accumulator), which leaves the CPU's adders
-    # idle between them: two rows' chains interleaved keep them busier (dna's CSR rows;
-    # on satimage's dense rows the branch on zeros was the cost, docs/benchmarks.md).
+    # idle between them: two rows' chains interleaved keep them busier (CSR rows; on dense
+    # rows adding the zeros without a branch is what counts, docs/benchmarks-archive.md, "The
+    # objective pass").
     if not lanes(ktag):  # the callers' `if len(ktag):` is pruned before typing in the generic build
         return None
     if isinstance(X, types.BaseTuple):
@@ -311,7 +315,7 @@ def _add_rows_impl(Wm, f, a, dk, k, ktag):
 
 @njit(cache=True, nogil=True, inline="always")
 def _scatter_csr(Wm, data, indices, lo, hi, bias, dk, cls, n, k, few, ktag):
-    """Step 4 for a CSR row (``few`` tested once per row, not per feature: 10 % on sector)."""
+    """Step 4 for a CSR row (``few`` tested once per row, not per feature)."""
     if few:
         for p in range(lo, hi):
             _add_row_some(Wm, indices[p], data[p], dk, cls, n)
@@ -357,6 +361,8 @@ def _row_step(s, y, sq, brow, C, solver, eps, v, bnew, dk, idx, grad, cls, k):
             bnew[t] = 0.0
     elif solver == WALRUS:
         walrus_kernel(v, C, bnew, idx)
+    elif solver == SIMPLEX:
+        simplex_kernel(v, C, bnew, idx)
     else:
         shark_kernel(v, brow, C, sq, eps, bnew, grad)
     n = 0
@@ -378,9 +384,11 @@ def _row_step(s, y, sq, brow, C, solver, eps, v, bnew, dk, idx, grad, cls, k):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _zero_row(brow, C):
+def _zero_row(brow, C, solver):
+    """The exact block minimizer of a row with ``||x_i|| = 0``: the box's corner ``C``, or
+    for Crammer-Singer (``solver == SIMPLEX``) the simplex's vertex ``(C, 0, ..., 0)``."""
     for t in range(brow.shape[0]):
-        brow[t] = C
+        brow[t] = C if t == 0 or solver != SIMPLEX else 0.0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -389,8 +397,8 @@ def _few(n, k, ktag):
 
     Skipping the classes whose ``dk`` is 0 leaves ``W`` bitwise the same: adding
     ``x * 0.0`` never changes a float (``W`` is never ``-0.0``).  Near the
-    optimum few classes change per row (sector, k = 105: about 12), as the
-    authors' C++ implementation also exploits.
+    optimum few of the k classes change per row, as the authors' C++
+    implementation also exploits.
     """
     return len(ktag) == 0 and 0 < n and 2 * n <= k
 
@@ -454,8 +462,8 @@ def _active_coords(near_row, brow, at):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _row_step_some(s, y, sq, brow, C, at, na, v, bnew, dk, idx, cls):
-    """:func:`_row_step` (Walrus) on the coordinates ``at[:na]``, the others held at 0:
+def _row_step_some(s, y, sq, brow, C, at, na, v, bnew, dk, idx, cls, solver):
+    """:func:`_row_step` (Walrus, or the simplex step) on the coordinates ``at[:na]``, the others held at 0:
     the exact minimizer of the row's subproblem restricted to them (the same problem
     on fewer coordinates, since the held ones are 0).  ``cls[:na]`` must hold their
     classes ``c(at[q])``; on return ``cls[:n]`` holds the changed classes as in
@@ -467,7 +475,10 @@ def _row_step_some(s, y, sq, brow, C, at, na, v, bnew, dk, idx, cls):
     for q in range(na):
         t = at[q]
         v[q] = v_entry(sy, s[c_index(t, y)], sq, brow[t], bsum)
-    walrus_kernel(v[:na], C, bnew[:na], idx[:na])
+    if solver == SIMPLEX:
+        simplex_kernel(v[:na], C, bnew[:na], idx[:na])
+    else:
+        walrus_kernel(v[:na], C, bnew[:na], idx[:na])
     n = 0
     total = 0.0
     for q in range(na):
@@ -559,11 +570,11 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
     Shrinking (``near`` of shape ``(M, n, m)``; shape ``(0, 0, 0)``: none): row ``i``
     of model ``mdl`` updates only the coordinates :func:`_active_coords` names from
     ``near[mdl, i]``; a row with none is skipped, a row with all takes the full step.
-    Walrus only (the Shark solver ignores ``near``).
+    Exact steps only (the Shark solver ignores ``near``).
     """
     k = _n_classes(W, ktag)
     m = k - 1
-    shrink = near.shape[1] > 0 and solver == WALRUS
+    shrink = near.shape[1] > 0 and solver != SHARK
     for mi in prange(models.shape[0]):
         mdl = models[mi]
         Wm = W[mdl]
@@ -585,7 +596,7 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
                 continue
             sq = sqnorms[i]
             if sq == 0.0:
-                _zero_row(bm[i], C)
+                _zero_row(bm[i], C, solver)
                 continue
             if shrink and C != 0.0:
                 na = _active_coords(near[mdl, i], bm[i], at)
@@ -600,7 +611,7 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
                             dk[j] = 0.0  # the step sets the changed classes': all k scatter
                     else:
                         row_scores_some(Wm, X, i, bias, s, y[i], cls, na, k)
-                    n = _row_step_some(s, y[i], sq, bm[i], C, at, na, v, bnew, dk, idx, cls)
+                    n = _row_step_some(s, y[i], sq, bm[i], C, at, na, v, bnew, dk, idx, cls, solver)
                     if n:
                         row_scatter(Wm, X, i, bias, dk, cls, n, k, len(ktag) == 0, ktag)
                     continue
@@ -618,17 +629,23 @@ bcd_pass_serial = njit(cache=True, nogil=True)(_bcd_pass)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _row_hinge(s, y, k):
+def _row_hinge(s, y, k, loss_id):
+    """Row hinge at scores ``s``: WW's sum over the classes ``j != y`` of
+    ``max(0, 1 - (s_y - s_j))``, or Crammer-Singer's maximum of them."""
     sy = s[y]
-    loss = 0.0
+    total = 0.0
+    top = 0.0
+    # one loop for both (a branch around array reads would cost reference counts per row)
     for j in range(k):
         if j != y:
-            loss += hinge_term(sy, s[j])
-    return loss
+            h = hinge_term(sy, s[j])
+            total += h
+            top = max(top, h)
+    return top if loss_id == CS_LOSS else total
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _objective_row(Wm, X, y, weights, trains, split, bias, i, s, near, mdl, reach, k, ktag, record):
+def _objective_row(Wm, X, y, weights, trains, split, bias, i, s, near, mdl, reach, k, ktag, record, loss_id):
     """Row ``i``'s weighted hinge loss at ``Wm`` (0.0 and ``False`` for a row of weight 0,
     which is not scored); with ``record``, its near-flags ``near[mdl, i, t]``: 1 where the
     margin of class ``c(t)`` is below ``1 + reach`` (0 for an unscored row)."""
@@ -636,22 +653,25 @@ def _objective_row(Wm, X, y, weights, trains, split, bias, i, s, near, mdl, reac
     if w != 0.0:
         row_scores(Wm, X, i, bias, s, k, ktag)
     hold((Wm, X))
-    return _objective_of(w, s, y, i, near, mdl, reach, k, record)
+    return _objective_of(w, s, y, i, near, mdl, reach, k, record, loss_id)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _objective_pair(Wm, X, y, weights, trains, split, bias, i1, i2, s1, s2, near, mdl, reach, k, ktag, record):
+def _objective_pair(Wm, X, y, weights, trains, split, bias, i1, i2, s1, s2, near, mdl, reach, k, ktag, record,
+                    loss_id):
     """:func:`_objective_row` of rows ``i1`` and ``i2`` (``k <= SMALL_K``), scored together by
     :func:`_scores_pair`: ``(loss1, scored1, loss2, scored2)``, the one-row results' bits."""
     _scores_pair(Wm, X, i1, i2, bias, s1, s2, ktag)
-    loss1, scored1 = _objective_of(row_weight(weights, trains, split, i1), s1, y, i1, near, mdl, reach, k, record)
-    loss2, scored2 = _objective_of(row_weight(weights, trains, split, i2), s2, y, i2, near, mdl, reach, k, record)
+    loss1, scored1 = _objective_of(row_weight(weights, trains, split, i1), s1, y, i1, near, mdl, reach, k, record,
+                                   loss_id)
+    loss2, scored2 = _objective_of(row_weight(weights, trains, split, i2), s2, y, i2, near, mdl, reach, k, record,
+                                   loss_id)
     hold((Wm, X))
     return loss1, scored1, loss2, scored2
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _objective_of(w, s, y, i, near, mdl, reach, k, record):
+def _objective_of(w, s, y, i, near, mdl, reach, k, record, loss_id):
     """:func:`_objective_row` once row ``i``'s scores are in ``s`` (unread when ``w`` is 0)."""
     m = k - 1
     loss = 0.0
@@ -664,15 +684,15 @@ def _objective_of(w, s, y, i, near, mdl, reach, k, record):
             sy = s[y[i]]
             for t in range(m):
                 near[mdl, i, t] = 1 if 1.0 - (sy - s[c_index(t, y[i])]) > -reach else 0
-        loss = w * _row_hinge(s, y[i], k)
+        loss = w * _row_hinge(s, y[i], k, loss_id)
     hold((s, y, near))  # one exit, every array held to it: no refcounts per row
     return loss, w != 0.0
 
 
-def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach, ktag):
+def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach, loss_id, ktag):
     """``out[mi] = sum_i w_i sum_{j != y_i} max(0, 1 - (s_y - s_j))`` for model ``models[mi]``
     (``w_i`` the row's :func:`row_weight`; rows of weight 0 are not scored), the rows added
-    in storage order.
+    in storage order; with ``loss_id == CS_LOSS`` the maximum over ``j`` replaces the sum.
 
     With ``near`` of shape ``(M, n, m)`` (else ``(0, 0, 0)``) it also records, for
     shrinking, ``near[models[mi], i, t] = 1`` where ``1 - (s_y - s_c(t)) > -reach``:
@@ -690,20 +710,21 @@ def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach,
             start = n - n % 2
             for i in range(0, start, 2):
                 loss, scored, loss2, scored2 = _objective_pair(W[mdl], X, y, weights, trains, splits[mdl], bias, i,
-                                                               i + 1, s, s2, near, mdl, reach, k, ktag, record)
+                                                               i + 1, s, s2, near, mdl, reach, k, ktag, record,
+                                                               loss_id)
                 if scored:
                     total += loss
                 if scored2:
                     total += loss2
         for i in range(start, n):
             loss, scored = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
-                                          reach, k, ktag, record)
+                                          reach, k, ktag, record, loss_id)
             if scored:
                 total += loss
         out[mi] = total
 
 
-def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, reach, ktag):
+def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, reach, loss_id, ktag):
     """:func:`_hinge_sum`'s terms, row by row: ``h[mi, i]`` for the rows ``rows`` (0.0 for an
     unscored row), and their near-flags.  Added in storage order (:func:`ordered_sum`) they
     are :func:`_hinge_sum`'s total, bitwise (adding 0.0 changes no sum)."""
@@ -720,17 +741,17 @@ def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, r
             for q in range(0, start, 2):
                 i, i2 = rows[q], rows[q + 1]
                 loss, _, loss2, _ = _objective_pair(W[mdl], X, y, weights, trains, splits[mdl], bias, i, i2, s, s2,
-                                                    near, mdl, reach, k, ktag, record)
+                                                    near, mdl, reach, k, ktag, record, loss_id)
                 h[mi, i] = loss
                 h[mi, i2] = loss2
         for q in range(start, n):
             i = rows[q]
             h[mi, i] = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
-                                      reach, k, ktag, record)[0]
+                                      reach, k, ktag, record, loss_id)[0]
 
 
 # As for the passes: models in parallel, and a serial build for one model (a
-# thread-pool region per shard cost ~10x the evaluation on a busy 2-core machine).
+# thread-pool region per shard can cost more than the evaluation on a busy machine).
 hinge_sum = njit(cache=True, parallel=True)(_hinge_sum)
 hinge_sum_serial = njit(cache=True, nogil=True)(_hinge_sum)
 hinge_rows = njit(cache=True, parallel=True)(_hinge_rows)

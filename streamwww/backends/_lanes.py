@@ -3,10 +3,9 @@ r"""``k`` float64 lanes in one LLVM vector value: a row's scores, or a row of ``
 Why this is hand-written: Numba has no SIMD type, and LLVM's vectorizers leave the
 kernels' k-long gather ``s[j] += a * W[f, j]`` scalar when ``k`` is a small compile-time
 constant (the loop is unrolled into ``k`` scalar chains before the loop vectorizer sees
-it, and the SLP vectorizer does not start from loop-carried sums): on satimage (k = 6)
-each feature of a row then cost 6 loads, 6 multiplies and 6 adds, in both the gather and
-the scatter.  :class:`Lanes` is a Numba type whose value is an LLVM ``<k x double>``;
-the intrinsics below load, multiply-add and store it.  Each lane does exactly the
+it, and the SLP vectorizer does not start from loop-carried sums): each feature of a
+row then costs k loads, k multiplies and k adds, in both the gather and the scatter.
+:class:`Lanes` is a Numba type whose value is an LLVM ``<k x double>``; the intrinsics below load, multiply-add and store it.  Each lane does exactly the
 scalar code's IEEE operations in the same order (a product rounded, then a sum
 rounded: ``fmul`` and ``fadd`` without fast-math flags, which LLVM never contracts into
 a fused multiply-add), so every result is bitwise the same as the scalar loop's.

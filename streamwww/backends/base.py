@@ -94,8 +94,9 @@ def make_block(X, y, bias: float, weights=None, trains=None, sqnorms=None) -> Bl
     the features are added in the same order and a zero adds nothing)."""
     if sp.issparse(X) and _dense_is_smaller(X):
         # Nearly dense rows: the dense kernel skips zeros in the same feature
-        # order, so the model is bitwise the same, ~10% faster (satimage, letter),
-        # and the array is no larger than the CSR arrays it replaces.
+        # order, so the model is bitwise the same and the pass faster (docs/benchmarks.md,
+        # "Reading the core numbers"), and the array is no larger than the CSR arrays it
+        # replaces.
         X = X.toarray()
     if sp.issparse(X):
         X = sp.csr_matrix(X) if not isinstance(X, sp.csr_matrix) else X
@@ -167,23 +168,26 @@ class Backend(Protocol):
         ``order`` (:mod:`streamwww.backends._block_kernels`; the same bits for any thread count).
 
         Row ``i``'s box is ``[0, Cs[mdl] * w_i]`` with ``w_i`` the block's row weight,
-        0 when ``splits[mdl] >= 0`` and the row does not train in that split.  With
-        ``near`` (host ``uint8``, ``(M, n, k - 1)``; Walrus only) row ``i`` updates only the
+        0 when ``splits[mdl] >= 0`` and the row does not train in that split; with
+        ``solver == SIMPLEX`` (Crammer-Singer) the simplex ``beta_i >= 0``,
+        ``1^T beta_i <= Cs[mdl] * w_i`` replaces the box.  With
+        ``near`` (host ``uint8``, ``(M, n, k - 1)``; exact steps only, not Shark's) row ``i`` updates only the
         coordinates ``t`` with ``near[mdl, i, t]`` or ``beta_it != 0``
         (:mod:`streamwww.engine.shrink`)."""
 
     def hinge_sums(self, W: Any, block: Any, bias: float, models: np.ndarray,
                    splits: np.ndarray | None = None, near: np.ndarray | None = None,
-                   reach: float = 0.0) -> np.ndarray:
-        """Per model, the block's WW hinge loss, each row weighted as in :meth:`bcd_pass`
-        (float64, host); with ``near``, also fills the listed models' near-flags: 1 where
-        ``1 - (s_y - s_c(t)) > -reach``."""
+                   reach: float = 0.0, loss: int = 0) -> np.ndarray:
+        """Per model, the block's hinge loss (``loss``: ``WW_LOSS``, the sum over the classes,
+        or ``CS_LOSS``, their maximum; :mod:`streamwww.solvers`), each row weighted as in
+        :meth:`bcd_pass` (float64, host); with ``near``, also fills the listed models'
+        near-flags: 1 where ``1 - (s_y - s_c(t)) > -reach``."""
 
     def certify_pass(self, W_cert: Any, W: Any, block: Any, beta: Any, Cs: np.ndarray, models: np.ndarray,
                      order: np.ndarray, bias: float, solver: int, eps: float,
                      splits: np.ndarray | None = None, near: np.ndarray | None = None,
-                     reach: float = 0.0, block_rows: int = 1) -> tuple[np.ndarray, float]:
-        """The objective terms of ``W_cert`` row by row (``h[len(models), n]``, host; added in
+                     reach: float = 0.0, block_rows: int = 1, loss: int = 0) -> tuple[np.ndarray, float]:
+        """The objective terms (of ``loss``, as in :meth:`hinge_sums`) of ``W_cert`` row by row (``h[len(models), n]``, host; added in
         storage order by :func:`ordered_row_sums` they are :meth:`hinge_sums`), filling
         ``near``, and :meth:`bcd_pass` of ``W`` over ``order`` (a permutation of the rows)
         with those flags.  Returns ``(h, seconds)``, ``seconds`` the wall time the

@@ -22,11 +22,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 # The block pass opens three parallel regions a block, with a short serial step between them.
-# GNU OpenMP's idle threads spin GOMP_SPINCOUNT times before they sleep; on a busy 2-core
-# machine its default let them fall asleep between regions, and every region then waited for
-# them to wake (two threads slower than one).  A spin count is set where the user set
+# GNU OpenMP's idle threads spin GOMP_SPINCOUNT times before they sleep; on a busy machine
+# its default lets them fall asleep between regions, and every region then waits for them
+# to wake (two threads can be slower than one).  A spin count is set where the user set
 # neither it nor OMP_WAIT_POLICY (read when the OpenMP runtime loads: at the first parallel
-# kernel); docs/TRAINING.md, "Threads".
+# kernel); docs/TRAINING.md, "Threads"; docs/benchmarks.md, "Threads for one model".
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "300000"
 
@@ -36,7 +36,7 @@ import numpy as np  # noqa: E402
 from streamwww.backends import _block_kernels as BK  # noqa: E402
 from streamwww.backends import _kernels as K  # noqa: E402
 from streamwww.backends.base import Block, make_block, model_splits, ordered_row_sums  # noqa: E402
-from streamwww.solvers import SOLVER_IDS  # noqa: E402
+from streamwww.solvers import LOSS_IDS, SIMPLEX, SOLVER_IDS, WW_LOSS  # noqa: E402
 from streamwww.solvers.shark import SHARK_EPS  # noqa: E402
 
 __all__ = ["CPUBackend", "bcd_pass"]
@@ -106,7 +106,7 @@ class CPUBackend:
         kernel(*args, K.ktag(W.shape[2]))
 
     def certify_pass(self, W_cert, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None,
-                     near=None, reach=0.0, block_rows: int = 1) -> tuple[np.ndarray, float]:
+                     near=None, reach=0.0, block_rows: int = 1, loss: int = WW_LOSS) -> tuple[np.ndarray, float]:
         """The objective terms of ``W_cert`` row by row (``h[len(models), n]``) with the
         near-flags ``near`` filled, and :meth:`bcd_pass` over ``order`` (a permutation of the
         block's rows) with those flags.  The sequential pass of one model with a second
@@ -122,7 +122,7 @@ class CPUBackend:
         chunks = _chunks(block, W.shape[2]) if overlap else 1
         cuts = np.linspace(0, order.shape[0], chunks + 1).astype(np.int64)
         score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, order[lo:hi], h, splits, near, reach,  # noqa: E731
-                                                parallel=chunks == 1)
+                                                loss, parallel=chunks == 1)
         train = lambda lo, hi: self.bcd_pass(W, block, beta, Cs, models, order[lo:hi], bias, solver, eps,  # noqa: E731
                                              splits, near=near, block_rows=block_rows)
         t0 = time.perf_counter()
@@ -162,9 +162,10 @@ class CPUBackend:
         make several chunks."""
         return int(block_rows) == 1 and self.threads() > 1 and int(work) >= MIN_CHUNKS * CHUNK_WORK
 
-    def _hinge_rows(self, W, block: Block, bias, models, rows, h, splits, near, reach, parallel=True) -> None:
+    def _hinge_rows(self, W, block: Block, bias, models, rows, h, splits, near, reach, loss,
+                    parallel=True) -> None:
         args = (W, _rows(block), block.y, *_row_weights(block), model_splits(splits, W.shape[0]), float(bias),
-                models, rows, h, _NONE_U8 if near is None else near, float(reach))
+                models, rows, h, _NONE_U8 if near is None else near, float(reach), int(loss))
         threads = self.threads() if parallel else 1
         if threads == 1:
             K.hinge_rows_serial(*args, K.ktag(W.shape[2]))
@@ -173,18 +174,19 @@ class CPUBackend:
         else:  # fewer models than threads: each model's rows in parallel
             BK.hinge_rows_par(*args, threads, K.ktag(W.shape[2]))
 
-    def hinge_sums(self, W, block: Block, bias, models, splits=None, near=None, reach=0.0) -> np.ndarray:
+    def hinge_sums(self, W, block: Block, bias, models, splits=None, near=None, reach=0.0,
+                   loss: int = WW_LOSS) -> np.ndarray:
         models = np.ascontiguousarray(models, dtype=np.int64)
         threads = self.threads()
         if 1 < threads and models.shape[0] < threads:  # rows in parallel, added in storage order
             h = np.zeros((models.shape[0], block.n_rows), dtype=np.float64)
             self._hinge_rows(W, block, bias, models, np.arange(block.n_rows, dtype=np.int64), h, splits, near,
-                             reach)
+                             reach, loss)
             return ordered_row_sums(h, 0, block.n_rows)
         out = np.zeros(models.shape[0], dtype=np.float64)
         kernel = K.hinge_sum_serial if models.shape[0] == 1 or threads == 1 else K.hinge_sum
         kernel(W, _rows(block), block.y, *_row_weights(block), model_splits(splits, W.shape[0]),
-               float(bias), models, out, _NONE_U8 if near is None else near, float(reach),
+               float(bias), models, out, _NONE_U8 if near is None else near, float(reach), int(loss),
                K.ktag(W.shape[2]))
         return out
 
@@ -211,11 +213,12 @@ _NONE_I = np.zeros(0, dtype=np.int64)
 _NONE_U8 = np.zeros((0, 0, 0), dtype=np.uint8)
 
 
-# certify_pass's chunks: about this many multiply-adds of the gather each (~0.3 ms), and
-# at most MAX_CHUNKS; a smaller block is scored, then trained (no hand-off would pay).
+# certify_pass's chunks: about this many multiply-adds of the gather each, and
+# at most MAX_CHUNKS; a smaller block is scored, then trained (no hand-off would pay;
+# docs/TRAINING.md, "Objectives one epoch late").
 CHUNK_WORK = 400_000
 MAX_CHUNKS = 32
-MIN_CHUNKS = 4  # fewer: the hand-offs and copies cost what the overlap gains (dna, satimage)
+MIN_CHUNKS = 4  # fewer: the hand-offs and copies cost what the overlap gains
 
 
 def _chunks(block: Block, k: int) -> int:
@@ -236,7 +239,7 @@ def _rows(block: Block):
 
 
 def bcd_pass(W, X, y, beta, C, order, *, bias: float = 0.0, subproblem: str = "walrus",
-             shark_eps: float = SHARK_EPS, sqnorms=None, block_rows: int = 1) -> None:
+             shark_eps: float = SHARK_EPS, sqnorms=None, block_rows: int = 1, loss: str = "ww") -> None:
     """One exact block-coordinate-descent pass over a block of rows, in place.
 
     This is the unit the streaming trainer and the GPU backend build on: it
@@ -270,9 +273,14 @@ def bcd_pass(W, X, y, beta, C, order, *, bias: float = 0.0, subproblem: str = "w
         1: the sequential pass; ``m > 1``: the block pass over blocks of ``m`` rows of
         ``order`` (:mod:`streamwww.backends._block_kernels`), on numba's threads, the same
         bits for any thread count.
+    loss : {'ww', 'cs'}, default='ww'
+        Weston-Watkins (``beta_i`` in the box ``[0, C]``), or Crammer-Singer (``beta_i >= 0``,
+        ``1^T beta_i <= C``; its exact simplex step, whatever ``subproblem`` says).
     """
     if subproblem not in ("walrus", "shark"):
         raise ValueError(f"The 'subproblem' parameter must be 'walrus' or 'shark'. Got {subproblem!r} instead.")
+    if loss not in LOSS_IDS:
+        raise ValueError(f"The 'loss' parameter must be 'ww' or 'cs'. Got {loss!r} instead.")
     single = W.ndim == 2
     W3 = W[None] if single else W
     B3 = beta[None] if single else beta
@@ -284,6 +292,6 @@ def bcd_pass(W, X, y, beta, C, order, *, bias: float = 0.0, subproblem: str = "w
         block.sqnorms = np.ascontiguousarray(sqnorms, dtype=np.float64)
     Cs = np.atleast_1d(np.asarray(C, dtype=np.float64))
     models = np.arange(W3.shape[0], dtype=np.int64)
-    solver = SOLVER_IDS[subproblem]
+    solver = SIMPLEX if loss == "cs" else SOLVER_IDS[subproblem]
     CPUBackend().bcd_pass(W3, block, B3, np.broadcast_to(Cs, (W3.shape[0],)), models,
                           np.asarray(order), bias, solver, shark_eps, block_rows=block_rows)

@@ -2,6 +2,9 @@ r"""CUDA backend: ``W`` resident on the GPU, shards streamed in, exact kernels i
 
 Same interface as :class:`streamwww.backends.cpu.CPUBackend` (see
 :class:`streamwww.backends.base.Backend`); the driver never branches on the device.
+Both losses: Weston-Watkins (the Walrus step, or Shark's) and Crammer-Singer (the
+simplex step, ``solver=SIMPLEX``; its hinge, ``loss=CS_LOSS``), with the CPU's
+results up to rounding (:mod:`streamwww.backends._cuda_kernels`).
 
 Importing this module is cheap and imports no CUDA library: :func:`unavailable_reason`
 answers "can the GPU be used?" from the installed packages and the CUDA driver
@@ -49,6 +52,7 @@ import scipy.sparse as sp
 
 from streamwww.backends.base import Block, model_splits
 from streamwww.errors import DeviceUnavailableError
+from streamwww.solvers import CS_LOSS, WW_LOSS
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +136,7 @@ def fix_simulator_shared_memory_race() -> None:
     The simulator runs one Python thread per CUDA thread; every thread calls
     ``cuda.shared.array`` and the first one to reach a source line creates the
     array, but the check-then-insert is not locked.  When two threads race there
-    (seen about once in 100 launches with 8 threads), they get *different*
+    (rarely, with several threads per block), they get *different*
     "shared" arrays and the block computes garbage.  This replaces the method by
     the same logic under a lock (and a cheaper caller lookup).  Only used under
     ``NUMBA_ENABLE_CUDASIM=1``.
@@ -342,7 +346,8 @@ def _give_back(pool_ref, bufs):
 
 # --------------------------------------------------------------------------- the backend
 class CUDABackend:
-    """Weights on one CUDA GPU; exact sequential BCD kernels in numba-cuda.
+    """Weights on one CUDA GPU; exact sequential BCD kernels in numba-cuda (Weston-Watkins
+    and Crammer-Singer).
 
     Parameters
     ----------
@@ -426,7 +431,7 @@ class CUDABackend:
         self._none_i64 = cuda.device_array(0, dtype=np.int64)  # "no split bits"
         try:  # the first kernel compiles here, not in the middle of a fit
             self._fill(cuda.device_array(1, dtype=np.float64, stream=self._stream), 0.0)
-        except Exception as exc:  # noqa: BLE001 - seen: numba-cuda 0.30.4 under numpy 2.5 (np.row_stack)
+        except Exception as exc:  # noqa: BLE001 - e.g. numba-cuda 0.30.4 under numpy 2.5 (np.row_stack)
             raise DeviceUnavailableError(
                 f"device='cuda' was requested but numba-cuda cannot compile a kernel here "
                 f"({type(exc).__name__}: {exc}); docs/gpu.md, 'Installing and selecting the device'") from exc
@@ -666,7 +671,9 @@ class CUDABackend:
     def bcd_pass(self, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
                  splits=None, near=None, block_rows: int = 1) -> None:
         """One exact sequential BCD pass over ``order`` for each model in ``models`` (asynchronous);
-        ``near`` (host ``uint8``, ``(M, n, k - 1)``): shrinking's near-flags (engine.shrink).
+        ``solver``: ``WALRUS``/``SHARK`` (WW's box) or ``SIMPLEX`` (Crammer-Singer's simplex,
+        :mod:`streamwww.solvers`); ``near`` (host ``uint8``, ``(M, n, k - 1)``): shrinking's
+        near-flags (engine.shrink; exact steps only, Shark ignores them).
         ``block_rows`` must be 1: the block pass has no device kernel yet."""
         _sequential_only(block_rows)
         models = np.ascontiguousarray(models, dtype=np.int64)
@@ -679,10 +686,11 @@ class CUDABackend:
             raise ValueError(f"W must have at least two classes. Got k={k}.")
         if tuple(beta.shape) != (M, block.n_rows, k - 1):
             raise ValueError(f"beta has shape {tuple(beta.shape)}, expected {(M, block.n_rows, k - 1)}.")
-        dnear = None if near is None or int(solver) != self._K.WALRUS else \
+        exact_step = int(solver) != self._K.SHARK  # Walrus or the simplex step
+        dnear = None if near is None or not exact_step else \
             (self._cuda.to_device(np.ascontiguousarray(near, dtype=np.uint8), stream=self._stream), True)
-        if self.parallel_blocks is not None and int(solver) == self._K.WALRUS:
-            self._parallel_pass(W, block, beta, Cs, models, order, bias, eps, splits, dnear)
+        if self.parallel_blocks is not None and exact_step:
+            self._parallel_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, dnear)
             return
         self._exact_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, dnear)
 
@@ -713,15 +721,18 @@ class CUDABackend:
         """``(||W_m||^2, sum(beta_m))`` on the host for the listed models (device reductions)."""
         return self._sums(W, True)[models], self._sums(beta.array, False)[models]
 
-    def _parallel_pass(self, W, block, beta, Cs, models, order, bias, eps, splits, near=None):
-        """Row-parallel pass with a safeguard: undo and redo exactly if the dual decreased."""
+    def _parallel_pass(self, W, block, beta, Cs, models, order, bias, solver, eps, splits, near=None):
+        """Row-parallel pass with a safeguard: undo and redo exactly if the dual decreased.
+
+        ``solver``: Walrus or the simplex step (the dual ``sum(beta) - ||W||^2 / 2`` is the
+        same function for both losses, only the feasible set differs)."""
         cuda = self._cuda
         st = self._stream
         block.ready.wait(st)
         beta.ready.wait(st)
         if np.unique(order).shape[0] != order.shape[0]:
             # a row visited twice could be solved by two blocks at once: not supported
-            self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps, splits, near)
+            self._exact_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near)
             return
         wsq0, bs0 = self._dual_parts(W, beta, models)
         if self._backup is None or self._backup[0].shape != W.shape:
@@ -742,7 +753,7 @@ class CUDABackend:
             W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, block.weights,
             block.trains, beta.array, self._small(Cs, np.float64), self._small(splits, np.int64),
             self._small(models, np.int64), self._small(order, np.int64),
-            float(bias), int(self._K.WALRUS), 0.0, scr_f, scr_i, bool(use_shared), *(near or self._no_near()))
+            float(bias), int(solver), 0.0, scr_f, scr_i, bool(use_shared), *(near or self._no_near()))
         self._release_small()
         wsq1, bs1 = self._dual_parts(W, beta, models)
         d0 = bs0 - 0.5 * wsq0
@@ -758,30 +769,33 @@ class CUDABackend:
         self._pool.give([B0buf])
         self.fallbacks += 1
         self.parallel_blocks = None
-        self._exact_pass(W, block, beta, Cs, models, order, bias, self._K.WALRUS, eps, splits, near)
+        self._exact_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near)
 
     # ------------------------------------------------------------------ objective
-    def hinge_sums(self, W, block: DeviceBlock, bias, models, splits=None, near=None, reach=0.0) -> np.ndarray:
-        """Per listed model, the block's weighted WW hinge loss (float64, host); with ``near``
-        (host ``uint8``, ``(M, n, k - 1)``), also shrinking's near-flags of the listed models
-        (engine.shrink), filled in place."""
+    def hinge_sums(self, W, block: DeviceBlock, bias, models, splits=None, near=None, reach=0.0,
+                   loss: int = WW_LOSS) -> np.ndarray:
+        """Per listed model, the block's weighted hinge loss (float64, host): ``loss`` ``WW_LOSS``
+        (WW, the sum over the classes) or ``CS_LOSS`` (Crammer-Singer, their maximum;
+        :mod:`streamwww.solvers`); with ``near`` (host ``uint8``, ``(M, n, k - 1)``), also
+        shrinking's near-flags of the listed models (engine.shrink), filled in place."""
         models = np.ascontiguousarray(models, dtype=np.int64)
         splits = model_splits(splits, W.shape[0])
+        loss = _loss_id(loss)
         L = models.shape[0]
         if L == 0 or block.n_rows == 0:
             return np.zeros(L)
         if near is not None:
-            return self._objective_rows(W, block, bias, models, splits, near, reach)[0].sum(axis=1)
+            return self._objective_rows(W, block, bias, models, splits, near, reach, loss=loss)[0].sum(axis=1)
         if self._cupy is not None:
             try:
-                return self._hinge_cupy(W, block, float(bias), models, splits)
+                return self._hinge_cupy(W, block, float(bias), models, splits, loss)
             except Exception as exc:  # noqa: BLE001
                 self._cupy_failed(exc)
         tpb = 8 if self.simulator else 128
         nblk = (block.n_rows + tpb - 1) // tpb
         part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
                                 np.float64, W, block, bias, models, with_y=True, splits=splits,
-                                extra=(self._no_rows(), self._no_near()[0], 0.0, False, False))
+                                extra=(self._no_rows(), self._no_near()[0], 0.0, False, False, loss))
         return part.sum(axis=1)
 
     def _no_rows(self):
@@ -789,9 +803,11 @@ class CUDABackend:
             self._empty_rows = self._cuda.to_device(np.zeros((1, 1), dtype=np.float64))
         return self._empty_rows
 
-    def _objective_rows(self, W, block, bias, models, splits, near, reach, keep_rows: bool = False):
-        """The hinge kernel with shrinking's near-flags (``near``, host, filled for the listed
-        models) and, with ``keep_rows``, each row's loss: ``(block partial sums, h or None)``."""
+    def _objective_rows(self, W, block, bias, models, splits, near, reach, keep_rows: bool = False,
+                        loss: int = WW_LOSS):
+        """The hinge kernel (``loss``: the loss id) with shrinking's near-flags (``near``, host,
+        filled for the listed models) and, with ``keep_rows``, each row's loss:
+        ``(block partial sums, h or None)``."""
         L = models.shape[0]
         st = self._stream
         dnear = self._no_near()[0] if near is None else self._cuda.device_array(near.shape, dtype=np.uint8,
@@ -802,7 +818,7 @@ class CUDABackend:
         nblk = (block.n_rows + tpb - 1) // tpb
         part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
                                 np.float64, W, block, bias, models, with_y=True, splits=splits,
-                                extra=(dh, dnear, float(reach), near is not None, bool(keep_rows)))
+                                extra=(dh, dnear, float(reach), near is not None, bool(keep_rows), int(loss)))
         h = dh.copy_to_host(stream=st) if keep_rows else None
         if near is not None:
             host = dnear.copy_to_host(stream=st)
@@ -813,14 +829,17 @@ class CUDABackend:
         return part, h
 
     def certify_pass(self, W_cert, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
-                     splits=None, near=None, reach=0.0, block_rows: int = 1) -> tuple[np.ndarray, float]:
-        """The objective terms of ``W_cert`` row by row, with the near-flags ``near``, then
-        :meth:`bcd_pass` with them (one after the other on the device's stream); as
+                     splits=None, near=None, reach=0.0, block_rows: int = 1,
+                     loss: int = WW_LOSS) -> tuple[np.ndarray, float]:
+        """The objective terms (of ``loss``, as in :meth:`hinge_sums`) of ``W_cert`` row by row,
+        with the near-flags ``near``, then :meth:`bcd_pass` with them (one after the other on
+        the device's stream); as
         :meth:`CPUBackend.certify_pass <streamwww.backends.cpu.CPUBackend.certify_pass>`."""
         models = np.ascontiguousarray(models, dtype=np.int64)
+        loss = _loss_id(loss)
         t0 = time.perf_counter()
         _, h = self._objective_rows(W_cert, block, bias, models, model_splits(splits, W.shape[0]), near, reach,
-                                    keep_rows=True)
+                                    keep_rows=True, loss=loss)
         waited = time.perf_counter() - t0
         self.bcd_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near=near, block_rows=block_rows)
         return h, waited
@@ -875,7 +894,7 @@ class CUDABackend:
                 S[r0:r1] = Sc
             yield S
 
-    def _hinge_cupy(self, W, block, bias, models, splits, max_bytes: int = 256 << 20):
+    def _hinge_cupy(self, W, block, bias, models, splits, loss: int = WW_LOSS, max_bytes: int = 256 << 20):
         cp = self._cupy
         y = cp.asarray(block.y).astype(cp.int64)
         weights = cp.asarray(block.weights) if block.weights.shape[0] else None
@@ -890,7 +909,11 @@ class CUDABackend:
             if split >= 0:  # the same weights as rowmath.row_weight
                 held = ((cp.asarray(block.trains) >> split) & 1).astype(cp.float64)
                 w = held if w is None else w * held
-            out[j] = float(H.sum() if w is None else (H.sum(axis=1) * w).sum())
+            if loss == CS_LOSS:  # the row's largest term
+                Hr = H.max(axis=1)
+                out[j] = float(Hr.sum() if w is None else (Hr * w).sum())
+            else:
+                out[j] = float(H.sum() if w is None else (H.sum(axis=1) * w).sum())
         return out
 
     # ------------------------------------------------------------------ housekeeping
@@ -910,6 +933,15 @@ class CUDABackend:
     def __repr__(self) -> str:
         mode = "exact" if self.parallel_blocks is None else f"row-parallel x{self.parallel_blocks}"
         return f"CUDABackend(device={self.device_name!r}, mode={mode})"
+
+
+def _loss_id(loss) -> int:
+    """The hinge id the objective kernels take (:mod:`streamwww.solvers`): ``WW_LOSS`` or ``CS_LOSS``."""
+    loss = int(loss)
+    if loss not in (WW_LOSS, CS_LOSS):
+        raise ValueError(f"The 'loss' argument must be a loss id, {WW_LOSS} (WW_LOSS) or {CS_LOSS} (CS_LOSS). "
+                         f"Got {loss!r} instead.")
+    return loss
 
 
 def _sequential_only(block_rows: int) -> None:

@@ -16,10 +16,9 @@ __all__ = ["get_backend", "gpu_pays"]
 _BACKENDS = {"cpu": "streamwww.backends.cpu", "cuda": "streamwww.backends.cuda"}
 
 # Where 'auto' takes a usable GPU: the exact kernel runs one thread block per model
-# (one SM), so a single model is latency-bound there.  Measured on an H200 against
-# the CPU backend on 16 cores (docs/gpu.md, 2026-11-26): one model 0.15-0.33x the
-# CPU's speed (k = 26, 105, 1000); ten models in one launch 1.79x (sector, k = 105)
-# and 1.15x (k = 1000) but 0.13x at k = 26.
+# (one SM), so a single model is latency-bound there and slower than the CPU backend;
+# only many models of many classes in one launch beat the CPU (docs/gpu.md, "On an
+# H200").
 AUTO_GPU_MIN_MODELS = 10
 AUTO_GPU_MIN_CLASSES = 100
 
@@ -55,7 +54,7 @@ def get_backend(device: str = "auto", n_models: int | None = None, n_classes: in
     if device in ("auto", "cuda"):
         reason = None
         if device == "auto" and not gpu_pays(n_models, n_classes):
-            # the CPU whatever the hardware: no probe of the driver (0.2 ms, every fit of a small problem)
+            # the CPU whatever the hardware: no probe of the driver, a cost every fit of a small problem would pay
             reason = (f"{n_models} model(s) of {n_classes} classes: the GPU's exact kernel, one thread block "
                       f"per model, was measured slower than the CPU below {AUTO_GPU_MIN_MODELS} models of "
                       f"{AUTO_GPU_MIN_CLASSES} classes; device='cuda' uses a GPU anyway")

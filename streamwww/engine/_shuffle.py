@@ -1,9 +1,9 @@
 """A seeded permutation, compiled: the row order of a pass (version 2, engine.order).
 
 Written here rather than taken from NumPy because of its cost per call: NumPy's
-seeded permutation (a ``SeedSequence``, a ``PCG64`` and ``Generator.permutation``)
-takes about 90 us for 2,000 rows on the benchmark machine, a fifth of a dna epoch
-(0.45 ms), paid every pass of every shard; this kernel takes about 7 us.
+seeded permutation (a ``SeedSequence``, a ``PCG64`` and ``Generator.permutation``),
+paid every pass of every shard, is a sizeable part of a small shard's epoch; this
+kernel costs a small fraction of it (docs/TRAINING.md, "The loop", row orders).
 
 The stream is SplitMix64 (Steele, Lea & Flood, 2014; the generator Java's
 ``SplittableRandom`` and the seeding of xoshiro use) started at a hash of the key,

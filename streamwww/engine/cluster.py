@@ -88,7 +88,7 @@ def connect(client=None, workers: int | None = None):
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"The 'workers' parameter must be an int >= 1. Got {workers!r} instead.")
     # The scheduler starts an HTTP server even without a dashboard, on port 8787 unless told:
-    # a second run at the same time warned that the port was taken. A free port, no dashboard.
+    # a second run at the same time would warn that the port is taken. A free port, no dashboard.
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
                       scheduler_kwargs={"dashboard": False}) as cluster, Client(cluster) as c:
         logger.info("started a local Dask cluster of %d worker processes", workers)

@@ -23,13 +23,13 @@ function of the shard sizes and the seed).  Round ``t``:
 ``beta_t + gamma (beta' - beta_t)`` is in the box for any ``gamma`` in ``[0, 1]``
 and ``gamma`` maximizes the dual on the segment, so the dual never decreases and
 every round gains at least what CoCoA's averaging (``gamma = 1 / K``, Ma et al.
-2015) gains, which converges.  It replaced CoCoA+'s adding with ``sigma' = K``
-(whose rounds the line search reaches at least as fast): measured in
-docs/DISTRIBUTED.md, ``K = 4`` needs about half the rounds of ``sigma' = K``.  With
+2015) gains, which converges.  It is used instead of CoCoA+'s adding with
+``sigma' = K``, whose rounds the line search reaches at least as fast, and in fewer
+rounds (docs/DISTRIBUTED.md, "What a round does" and "What a round costs").  With
 ``K = 1`` the step is 1 by definition and the working copy is ``W_{t+1}``: the
 rounds are the sequential epochs, bitwise.  ``gamma = 1`` for a model leaves its
 ``beta'`` as it is (no arithmetic), so a round whose steps are all 1 leaves one
-version per shard, as before.
+version per shard.
 
 Tasks are pure and idempotent: task ``(t, k)`` reads the versions it is given and
 writes versions numbered from them under their own names, so a task that Dask runs
@@ -64,7 +64,7 @@ from streamwww.engine.callback import call_back
 from streamwww.engine.config import ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
 from streamwww.engine.shrink import near_args, new_near, round_shrinks
-from streamwww.solvers import SOLVER_IDS
+from streamwww.solvers import SHARK
 from streamwww.stream.betas import DiskBetas, split_rows
 from streamwww.stream.sources import StoreData
 
@@ -115,9 +115,9 @@ _STORES: dict[tuple[object, str], object] = {}  # per worker process: opened sto
 
 # Per worker process, from a run's first task to release_stores(): the scope in which the
 # tasks' shard-sized arrays are recycled (streamwww._buffers).  Every round reads the same
-# groups and beta again; without it each was fresh memory, and Dask's workers set
-# MALLOC_TRIM_THRESHOLD_, which fixes glibc's mmap threshold: each such array was new
-# zeroed pages (about 1 ms per MiB on the benchmark machine, most of a round's overhead).
+# groups and beta again; without it each would be fresh memory, and Dask's workers set
+# MALLOC_TRIM_THRESHOLD_, which fixes glibc's mmap threshold: each such array would be new
+# zeroed pages, most of a round's overhead (docs/DISTRIBUTED.md, "Pipelined rounds").
 _RECYCLING: contextlib.ExitStack | None = None
 _RECYCLING_LOCK = threading.Lock()
 
@@ -187,7 +187,7 @@ class _Local:
         self.every = np.arange(M, dtype=np.int64)
         self.splits = None if cfg.splits is None else np.asarray(cfg.splits, dtype=np.int64)
         self.Cs = np.asarray(cfg.Cs, dtype=np.float64)
-        self.solver = SOLVER_IDS[cfg.subproblem]
+        self.solver = cfg.solver_id
         self.W = W
         self.W0 = self.backend.put_W(W) if sweeps else None  # W_t, for the certificate's sweep
         self.Wl = self.backend.put_W(W) if train else None  # the working copy W_t + Delta W_k
@@ -228,7 +228,7 @@ class _Local:
         """Add the hinge sums of the (device) block ``dblock`` at ``W_t``; fill ``near``
         with its near-flags at ``W_t`` when given."""
         self.hinge += self.backend.hinge_sums(self.W0, dblock, self.cfg.bias, self.every, self.splits,
-                                              **near_args(near))
+                                              loss=self.cfg.loss_id, **near_args(near))
 
     def result(self) -> dict:
         out = {"hinge": self.hinge, "beta_sum": self.beta_sum, "local_sum": self.local_sum,
@@ -459,10 +459,10 @@ class ArrayParts:
 
 def pipelines(cfg: SolverConfig) -> bool:
     """Whether a cluster run of a store pipelines its rounds (:func:`run_rounds`): with
-    shrinking (Walrus) on the ``"auto"`` objective schedule, where the shrinking sets may
+    shrinking (an exact step) on the ``"auto"`` objective schedule, where the shrinking sets may
     come from an earlier ``W`` than the round's (as in one process, where they hold
     across the epochs without objectives)."""
-    return bool(cfg.shrinking) and cfg.subproblem == "walrus" and cfg.eval_every == "auto"
+    return bool(cfg.shrinking) and cfg.solver_id != SHARK and cfg.eval_every == "auto"
 
 
 @dataclass

@@ -12,17 +12,19 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from streamwww._params import UNMIXED
+from streamwww.solvers import LOSS_IDS, SIMPLEX, SOLVER_IDS
 from streamwww.solvers.shark import SHARK_EPS
 
-__all__ = ["SolverConfig", "ModelResult", "Cursor", "results_to_json", "results_from_json",
+__all__ = ["OMITTED", "SolverConfig", "ModelResult", "Cursor", "results_to_json", "results_from_json",
            "warn_not_converged", "not_converged"]
 
 
-# eval_every="auto", version 1 (runs checkpointed before 2026-11-27; new runs use version 2,
-# engine.schedule): after epoch e, the next objective pass comes _auto_spacing(e) epochs
-# later: every epoch at first, then spaced by about sqrt(e) / AUTO_DIVISOR.  The passes
-# then cost ~4 sqrt(N) of N epochs' worth, and a stop comes at most ~sqrt(N) / 2 epochs
-# after the first epoch that met the rule (a relative overshoot of 1 / (2 sqrt(N))).
+# eval_every="auto", schedule version 1 (a checkpoint without "schedule" in its config; new
+# runs use version 2, engine.schedule.SCHEDULE): after epoch e, the next objective pass
+# comes _auto_spacing(e) epochs later: every epoch at first, then spaced by about
+# sqrt(e) / AUTO_DIVISOR.  The passes then cost ~4 sqrt(N) of N epochs' worth, and a stop
+# comes at most ~sqrt(N) / 2 epochs after the first epoch that met the rule (a relative
+# overshoot of 1 / (2 sqrt(N))).
 AUTO_DIVISOR = 2
 
 
@@ -47,6 +49,12 @@ def evaluation_epoch(epoch: int) -> bool:
     return _AUTO_EPOCHS[i] == epoch
 
 
+#: Settings a checkpoint's config leaves out at these values, and the value a config
+#: without the key means (no cross-validation, no shrinking, version 1 of the row order
+#: and of the "auto" schedule, the sequential pass, Weston-Watkins).
+OMITTED = {"splits": None, "shrinking": False, "row_order": 1, "schedule": 1, "block_rows": 1, "loss": "ww"}
+
+
 @dataclass(frozen=True)
 class SolverConfig:
     """Everything that determines the optimization path (and so the model)."""
@@ -64,10 +72,22 @@ class SolverConfig:
     shark_eps: float = SHARK_EPS
     mix_shards: int = UNMIXED
     splits: tuple[int, ...] | None = None  # per model, the cross-validation split it trains on (-1: all rows)
-    shrinking: bool = False  # engine.shrink (False: what runs before shrinking existed did)
-    row_order: int = 1  # engine.order's version (1: what runs before version 2 existed did)
+    shrinking: bool = False  # engine.shrink (False: a config without the key)
+    row_order: int = 1  # engine.order's version (1: a config without the key; new runs: order.ROW_ORDER)
     schedule: int = 1  # the "auto" schedule's version (engine.schedule; 1: evaluation_epoch's)
     block_rows: int = 1  # the pass: 1 sequential, m > 1 the block pass of m rows (backends._block_kernels)
+    loss: str = "ww"  # "ww" Weston-Watkins, "cs" Crammer-Singer (DESIGN.md: the same dual, another feasible set)
+
+    @property
+    def solver_id(self) -> int:
+        """The block step the kernels run (:mod:`streamwww.solvers`): Crammer-Singer's simplex
+        step, or the Weston-Watkins solver ``subproblem`` names."""
+        return SIMPLEX if self.loss == "cs" else SOLVER_IDS[self.subproblem]
+
+    @property
+    def loss_id(self) -> int:
+        """The hinge the objective kernels sum (:mod:`streamwww.solvers`)."""
+        return LOSS_IDS[self.loss]
 
     @property
     def bias(self) -> float:
@@ -114,20 +134,12 @@ class SolverConfig:
         return coef, np.asarray(intercept, dtype=np.float64)
 
     def to_json(self) -> dict:
+        """The settings as a checkpoint records them; those at their :data:`OMITTED` value are
+        left out: such a config is the one a checkpoint without the setting holds."""
         out = {**asdict(self), "Cs": list(self.Cs)}
-        if self.splits is None:
-            del out["splits"]  # as before cross-validation existed: old checkpoints stay comparable
-        else:
+        if self.splits is not None:
             out["splits"] = list(self.splits)
-        if not self.shrinking:
-            del out["shrinking"]  # as before shrinking existed: old checkpoints stay comparable
-        if self.row_order == 1:
-            del out["row_order"]  # as before version 2 existed: old checkpoints stay comparable
-        if self.schedule == 1:
-            del out["schedule"]  # as before version 2 existed: old checkpoints stay comparable
-        if self.block_rows == 1:
-            del out["block_rows"]  # the sequential pass, as before the block pass existed
-        return out
+        return {k: v for k, v in out.items() if k not in OMITTED or v != OMITTED[k]}
 
 
 @dataclass

@@ -43,7 +43,6 @@ from streamwww.engine.config import Cursor, ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
 from streamwww.engine.schedule import Schedule
 from streamwww.engine.shrink import REACH, NearSets, near_args, new_near, shrinking_applies
-from streamwww.solvers import SOLVER_IDS
 from streamwww.stream.betas import split_rows
 from streamwww.stream.feed import SyncFeed
 
@@ -158,7 +157,7 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
          else backend.allocate_W(len(cfg.Cs), cfg.n_weight_rows(data.n_features), int(data.n_classes)))
     Cs = np.asarray(cfg.Cs, dtype=np.float64)
     splits = model_splits(cfg.splits, len(cfg.Cs))
-    solver = SOLVER_IDS[cfg.subproblem]
+    solver = cfg.solver_id
     schedule = Schedule(cfg, results)  # the epochs whose objectives are computed
     plan = EpochPlan(cfg, data.n_shards, schedule.evaluates)
     active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
@@ -341,6 +340,7 @@ class _Certificate:
         self.shape = (len(cfg.Cs), int(data.n_classes))
         self.eps = cfg.shark_eps
         self.block_rows = cfg.block_rows
+        self.loss = cfg.loss_id
         self.splits = model_splits(cfg.splits, len(cfg.Cs))
         # W_t, kept while W_{t+1} is trained; copied into the certificate before's W where
         # given (done with): no third copy of W at the peak, no fresh pages per certificate
@@ -364,7 +364,8 @@ class _Certificate:
         setup = solver_clock() - t
         c = compile_seconds()
         h, waited = self.backend.certify_pass(self.W, W, block, beta, Cs, self.active, order, self.bias, solver,
-                                              self.eps, self.splits, block_rows=self.block_rows, **near_args(near))
+                                              self.eps, self.splits, block_rows=self.block_rows, loss=self.loss,
+                                              **near_args(near))
         # (the wait includes the objective kernel's compilation, which solver_clock leaves out already)
         waited -= min(waited, compile_seconds() - c)
         t = solver_clock()
@@ -399,7 +400,7 @@ def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active,
     beta_sum = np.zeros(active.shape[0])
     splits = model_splits(cfg.splits, len(cfg.Cs))
     for (s,), block in feed.eval_stream(then):
-        hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits,
+        hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits, loss=cfg.loss_id,
                                     **_near_args(near, s, partial))
         if near is not None:
             near.filled(s)
@@ -419,7 +420,8 @@ def _near_pass(data, cfg: SolverConfig, backend: Backend, feed, W, active, near:
     ran before the checkpoint): the objective pass's kernel, its sums unused."""
     splits = model_splits(cfg.splits, len(cfg.Cs))
     for (s,), block in feed.eval_stream(then):
-        backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits, **_near_args(near, s))
+        backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits, loss=cfg.loss_id,
+                           **_near_args(near, s))
         near.filled(s)
 
 

@@ -5,10 +5,10 @@ and the row order of pass ``p`` over shard ``s`` from the key ``(seed, 2, e, s, 
 they depend on nothing else, so a resumed run reproduces them without saving
 generator state.  Row orders have two versions, recorded in a run's settings
 (``SolverConfig.row_order``): 1, NumPy's ``Generator.permutation`` of that
-``SeedSequence`` (every run before 2026-11-26, and the checkpoints they left), and 2,
-the compiled shuffle of :mod:`streamwww.engine._shuffle` (12x cheaper per pass; new
-runs). A resumed run keeps its checkpoint's version, so it ends bitwise where the
-uninterrupted run would have.
+``SeedSequence`` (a checkpoint without ``row_order`` in its config), and 2
+(:data:`ROW_ORDER`, new runs), the compiled shuffle of :mod:`streamwww.engine._shuffle`,
+far cheaper per pass (docs/TRAINING.md, "The loop", row orders). A resumed run keeps
+its checkpoint's version, so it ends bitwise where the uninterrupted run would have.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
 
 def shard_order(seed: int, epoch: int, n_shards: int) -> np.ndarray:
     """The seeded order in which epoch ``epoch`` visits the shards."""
-    if n_shards == 1:  # the in-memory case; a generator costs ~20 us per epoch
+    if n_shards == 1:  # the in-memory case: no generator made every epoch
         return np.zeros(1, dtype=np.int64)
     return _rng(seed, 1, epoch).permutation(n_shards)
 

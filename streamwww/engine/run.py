@@ -32,6 +32,7 @@ from streamwww.backends.base import make_block
 from streamwww.backends.select import get_backend
 from streamwww.checkpoint import CheckpointDir, check_compatible
 from streamwww.engine.config import (
+    OMITTED,
     Cursor,
     ModelResult,
     SolverConfig,
@@ -81,7 +82,7 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         shrinking=bool(params.get("shrinking", False)),
                         row_order=ROW_ORDER if manifest is None else int(manifest["config"].get("row_order", 1)),
                         schedule=SCHEDULE if manifest is None else int(manifest["config"].get("schedule", 1)),
-                        block_rows=int(params.get("block_rows", 1)))
+                        block_rows=int(params.get("block_rows", 1)), loss=params.get("loss", "ww"))
 
 
 def check_manifest(path, manifest: dict, data) -> None:
@@ -134,7 +135,8 @@ def loader_threads(prefetch: int, remote: bool = False) -> int:
     """Loader threads for loads and writes: up to ``prefetch + 1``, leaving one
     core to the training thread. On 2 cores that is one thread: tasks then run one
     at a time in submission order, so a load never shares the loader's core with
-    a beta write (measured: a concurrent load took 40-90 ms instead of 25-35).
+    a beta write (a load beside a write takes much longer; docs/TRAINING.md, "Data path
+    and memory").
     A store on an object store (``remote``) gets ``prefetch + 1`` whatever the
     cores: its loads mostly wait for answers, and only loads in flight together
     hide the store's latency (docs/STORAGE.md)."""
@@ -206,7 +208,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                             splits, manifest)
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
-            check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
+            check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint, OMITTED)
         betas, feed = _open_stream(stack, source, cfg, ckpt, manifest, prefetch,
                                    initial=None if warm is None else [warm[1]], resident=resident,
                                    sync_ahead=float(checkpoint_interval) == 0.0, copies=copies)
@@ -423,7 +425,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits, manifest)
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
-            check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint)
+            check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint, OMITTED)
         if partitions is None:
             recorded = manifest["run"].get("partitions") if manifest is not None else None
             # pipelined rounds (engine.cocoa.pipelines): a partition's sweep and its training

@@ -3,8 +3,8 @@
 
 ``eval_every=k`` and version 1 of ``"auto"`` are functions of the epoch alone
 (:meth:`~streamwww.engine.config.SolverConfig.evaluates`).  Version 2 of ``"auto"``
-(:data:`SCHEDULE`, new runs since 2026-11-27) spaces the passes by the run's own
-progress: after an objective pass at epoch ``e`` it predicts, from the model's history
+(:data:`SCHEDULE`, new runs; a checkpoint without ``schedule`` in its config keeps
+version 1) spaces the passes by the run's own progress: after an objective pass at epoch ``e`` it predicts, from the model's history
 of evaluated epochs, how many epochs the stopping rule is still away at the rate the
 gap has fallen so far, and skips half of them, at most ``2 isqrt(e)`` (four times
 version 1's spacing).  Far from the stop the passes are sparse; near it they come

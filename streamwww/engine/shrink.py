@@ -2,17 +2,16 @@
 objective pass before it.
 
 Near the optimum most coordinates ``beta_it`` of the Weston-Watkins dual sit at 0
-with the margin of their class ``c(t)`` well above 1: on dna 92 % of the rows have
-every margin above 1 at the optimum, and on sector (k = 105) a row has a handful of
-classes within reach of the hinge.  A pass spends most of its time gathering
-scores (``nnz(x_i) * k`` multiply-adds per row) for coordinates whose step would
-leave them at 0.
+with the margin of their class ``c(t)`` well above 1: most rows have every margin
+above 1 at the optimum, and with many classes a row has only a handful within reach
+of the hinge.  A pass spends most of its time gathering scores (``nnz(x_i) * k``
+multiply-adds per row) for coordinates whose step would leave them at 0.
 
 The objective pass after epoch ``t`` computes every row's scores at ``W_t`` anyway.
 It records, per model, row and coordinate, whether the margin of ``c(t)`` is below
 ``1 + REACH`` (:meth:`CPUBackend.hinge_sums` with ``near=``).  Epoch ``t + 1`` then
 updates coordinate ``t`` of row ``i`` only if it was near or ``beta_it != 0``; the
-row's step is the exact Walrus minimizer of its subproblem over those coordinates
+row's step is the exact minimizer of its subproblem over those coordinates
 with the others held at 0 (a block-coordinate step on a sub-block: the dual still
 rises monotonically), and a row with none is skipped without touching ``W``.  A
 left-out coordinate satisfied its KKT condition at ``W_t`` (``beta = 0``, margin
@@ -31,8 +30,10 @@ not depend on when checkpoints are taken.  The sets wait for the next epoch in
 memory (1/8 of ``beta``, ``uint8``) where ``beta`` is in memory, in an anonymous local
 temporary file (no name on POSIX, so a killed run leaves none) where ``beta`` is on disk, and not at all with the late
 objectives or on a cluster, which make each group's sets right before it trains.
-Shrinking needs Walrus and a backend that implements it (the CPU's and the CUDA
-backend's).  The first epoch passes over every coordinate.
+Shrinking needs an exact step (Walrus, or Crammer-Singer's simplex step) and a backend
+that implements it (the CPU's and the CUDA backend's).  The rule is the same for
+Crammer-Singer: its step is ``b = (v - theta)_+`` with ``theta >= sum(beta_i)`` at a fixed
+point, and a coordinate at 0 with margin ``>= 1`` has ``v_t <= sum(beta_i)``, so it stays 0.  The first epoch passes over every coordinate.
 
 The sets of an objective pass hold until the next one (``eval_every > 1`` or
 ``"auto"``; :attr:`~streamwww.engine.config.SolverConfig.sticky_sets`): epochs
@@ -52,6 +53,8 @@ import tempfile
 
 import numpy as np
 
+from streamwww.solvers import SHARK
+
 __all__ = ["REACH", "NearSets", "near_args", "new_near", "round_shrinks", "shrinking_applies"]
 
 # The margin, above 1, within which a coordinate at 0 stays in the next epoch.
@@ -61,7 +64,7 @@ REACH = 0.0
 
 def shrinking_applies(cfg, backend) -> bool:
     """Whether a run with these settings on ``backend`` shrinks (see the module docstring)."""
-    return (bool(getattr(cfg, "shrinking", False)) and cfg.subproblem == "walrus"
+    return (bool(getattr(cfg, "shrinking", False)) and cfg.solver_id != SHARK
             and bool(getattr(backend, "shrinks", False)))
 
 
@@ -97,8 +100,8 @@ class NearSets:
     temporary file once filled and come back when its group trains. The file is
     mapped once, each shard at a fixed place in it: a spill is a copy into the page
     cache, which the kernel may write out and evict, not a file created and deleted
-    per shard and epoch (that was about 18 ms per epoch on the training thread,
-    200,000 rows in 40 shards beyond the memory budget)."""
+    per shard and epoch on the training thread (docs/benchmarks-archive.md, "Shrinking's sets
+    in one mapped file")."""
 
     def __init__(self, n_models: int, n_classes: int, shard_rows, spill: bool = False):
         self._shape = (int(n_models), int(n_classes) - 1)

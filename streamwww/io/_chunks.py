@@ -3,9 +3,10 @@
 Zarr's codec pipeline reads each chunk into a bytes object, decodes it into a
 new buffer, then copies that into the destination: two shard-sized transient
 allocations per chunk, made on Zarr's worker threads, so they land in several
-glibc heaps that keep them resident (docs/benchmarks.md, out-of-core (b)).
-Handing them back to the OS instead makes each one fresh pages, which cost
-more time than the decode (about 1 ms per MiB on the benchmark machine).
+glibc heaps that keep them resident (docs/benchmarks.md, "(b) Peak RSS, streamed
+with checkpoints"). Handing them back to the OS instead makes each one fresh pages,
+which cost more time than the decode (docs/benchmarks.md, "Memory settings of
+streamed training").
 
 This reader covers the layout streamwww writes: a regular chunk grid split along
 the first axis only, default chunk keys, and the codecs ``bytes`` (little endian)
@@ -27,9 +28,8 @@ The writing counterpart, :func:`encode_chunks`, gives the chunk objects Zarr
 itself writes for an array with codecs ``bytes``, optionally ``blosc``, then ``crc32c``
 (C order, edge chunks padded with the fill value 0): ``beta`` is rewritten every epoch, and
 Zarr's write of one version (its sync-to-async bridge, the codec pipeline, one
-task per chunk) took 1.7 ms for 5,000 x 19 values on an idle machine and about
-6 ms beside the training thread, where the same bytes with their crc32c take
-0.3 ms to write; the objects are byte for byte Zarr's (tests/io/test_chunks.py),
+task per chunk) costs several times the write of the same bytes with their crc32c
+(docs/benchmarks-archive.md, "A store larger than the memory budget"); the objects are byte for byte Zarr's (tests/io/test_chunks.py),
 and the array's ``zarr.json`` comes from Zarr.
 
 Integrity (docs/FORMAT.md, "Integrity"): an array made by
@@ -245,9 +245,8 @@ class ChunkPlan:
     """What :func:`read_whole_chunks` works out from an array's metadata, once: the
     chunk files, their codecs and sizes, the checks.  A reader that reads the same
     array again (a shard every epoch) keeps it: :meth:`read` then only opens, checks
-    and decodes the chunks (working it out again was about 66 us an array, a fifth of
-    the CPU of reading a 5,000-row shard of the tax benchmark's store; docs/benchmarks.md,
-    "beta in a scratch file")."""
+    and decodes the chunks (working it out again is a sizeable share of the CPU of
+    reading a small shard; docs/benchmarks.md, "beta in a scratch file")."""
 
     array: Any  # the zarr.Array (its chunks fetched from an object store through it)
     shape: tuple[int, ...]

@@ -44,8 +44,8 @@ EARLY_MAX_DENSITY = 0.25
 # Pieces of text parsed at a time when writing early: the chunks being filled and
 # written (up to two per array, 16 MiB each) take the room of the three 32 MiB
 # pieces (and their parse arrays) pass 1 holds otherwise, so that peak memory
-# stays about where it was (tools/bench_convert.py --rss-only); 8 MiB pieces
-# parse as fast as 32 MiB ones.
+# stays about that of a conversion that does not write early (tools/bench_convert.py
+# --rss-only); 8 MiB pieces parse as fast as 32 MiB ones.
 EARLY_BLOCK_BYTES = 8 * 2**20
 
 

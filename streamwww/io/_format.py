@@ -31,7 +31,7 @@ METADATA_VERSION = 4  # the first version whose metadata is checksummed
 # ``"weights": true`` alone says so (docs/FORMAT.md, Sample weights).
 WEIGHTS_FORMAT_VERSION = 3
 # Versions this streamwww reads. Version 1 records no content checksums, versions
-# 1 to 3 no metadata checksums: each is read as before, with its own fingerprint
+# 1 to 3 no metadata checksums: each is still read, with its own fingerprint
 # (docs/FORMAT.md, Integrity).
 READ_VERSIONS = (1, 2, 3, 4)
 WEIGHT_ARRAY = "weight"  # per-row float64 sample weights (Zarr array / Parquet column)
@@ -178,7 +178,7 @@ def fingerprint(meta: dict) -> str:
     fingerprint they were written with (no checksums). A store with weights
     (``"weights": true``, version 3) adds ``"weights": true`` and each shard's
     weight hash; the payload of a store without weights is exactly that of
-    version 2 before weights existed, so its fingerprint did not change.
+    version 2, so its fingerprint is the one version 2 gives it.
     Version 4 has the payload of versions 2 and 3 (its own ``format_version``
     in it); its metadata checksums are checked on open instead
     (:func:`metadata_hash`).

@@ -548,7 +548,8 @@ def _parse_line(buf, s, n, zero_based, max_col, row, nnz, line,
     if not is_sorted:
         order = np.argsort(indices[nnz:k], kind="mergesort")
         # element by element: a slice assignment compiles Numba's shape-mismatch
-        # error formatting (about 2 s of a cold start) for a check that cannot fail
+        # error formatting (seconds of a cold start; docs/benchmarks.md, "Cold start")
+        # for a check that cannot fail
         cols = indices[nnz:k].copy()
         vals = values[nnz:k].copy()
         for q in range(k - nnz):

@@ -60,11 +60,11 @@ class ShardPool:
     """Threads that write whole buffered shards (Parquet), so that the next shard
     is collected -- and, with small shards, another written -- meanwhile.
 
-    Parquet's writer compresses on the calling thread only (about two thirds
-    of pass 2 for a Parquet store); it releases the GIL. At most ``budget``
-    bytes of shards are in flight beside the one being collected: a larger
-    shard is written on the collecting thread, as before, so that memory stays
-    one shard at the default shard size.
+    Parquet's writer compresses on the calling thread only (most of pass 2 for
+    a Parquet store); it releases the GIL. At most ``budget`` bytes of shards
+    are in flight beside the one being collected: a larger shard is written on
+    the collecting thread, so that memory stays one shard at the default shard
+    size.
     """
 
     def __init__(self, threads: int, budget: int):

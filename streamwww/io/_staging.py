@@ -13,10 +13,10 @@ loaded.
 A bucket keeps its first records in memory while a conversion's
 :class:`MemoryAllowance` lasts (shared by all its buckets), by reference to the
 arrays appended, and writes the rest to its file: a conversion whose staged rows
-fit the allowance writes and reads back no staging file (on a 120 MiB input, 5-10 %
-of a ``--shuffle`` or Parquet conversion's time: docs/benchmarks-convert.md), and
-memory stays bounded by the allowance (``convert`` gives one only to an input expected
-to fit it). Where a record is kept changes nothing else: the records come back in the
+fit the allowance writes and reads back no staging file (a noticeable share of a
+``--shuffle`` or Parquet conversion's time: docs/benchmarks-convert.md, "Staged rows
+kept in memory for a small input"), and memory stays bounded by the allowance
+(``convert`` gives one only to an input expected to fit it). Where a record is kept changes nothing else: the records come back in the
 order they were appended, and a bucket's size counts every record as its file would
 hold it, so pass 2 splits and permutes the same rows either way.
 
@@ -82,8 +82,9 @@ def take_rows(indptr, indices, data, order):
     for r in range(n):
         i = order[r]
         # Unsigned positions: a signed index makes Numba check it for a negative value
-        # (wraparound) at every element, which kept LLVM from vectorizing the copy (7x
-        # slower on 40-value rows). Not slice assignments: see _libsvm_kernels._parse_line.
+        # (wraparound) at every element, which keeps LLVM from vectorizing the copy
+        # (docs/benchmarks-convert.md, "`--shuffle` after the row gather's fix"). Not slice
+        # assignments: see _libsvm_kernels._parse_line.
         o = np.uint64(new_indptr[r])
         for q in range(np.uint64(indptr[i]), np.uint64(indptr[i + 1])):
             new_indices[o] = indices[q]

@@ -18,10 +18,9 @@ crc32c of each array's ``zarr.json`` is recorded too, and checked before Zarr
 parses it (docs/FORMAT.md, Integrity).
 
 Chunks are compressed with Blosc(LZ4, byte shuffle): a training run decodes
-every shard every epoch, and LZ4 decodes about twice as fast as zstd level 3
-for about 8 % more bytes on disk (measured on a generated 50,000-row shard:
-6.5 vs 11.6 ms, 7.7 vs 7.1 MB). Stores written with other codecs stay readable
-(the codec is recorded in each array's metadata).
+every shard every epoch, and LZ4 decodes much faster than zstd for a few more
+bytes on disk (docs/FORMAT.md, below the table of formats). Stores written with
+other codecs stay readable (the codec is recorded in each array's metadata).
 """
 
 from __future__ import annotations
@@ -181,8 +180,8 @@ class ZarrBackend(ShardBackend):
                         n_features: int, handles: dict | None = None,
                         checksums: dict | None = None,
                         documents: dict | None = None) -> np.ndarray | None:
-        # Opening a group and its arrays reads their metadata (about a third of
-        # a 50,000-row shard's read time); an opened store keeps the handles, and
+        # Opening a group and its arrays reads their metadata (a sizeable part of
+        # a shard's read time); an opened store keeps the handles, and
         # each array's read plan (its chunk files, codecs and checks, _chunks.ChunkPlan).
         root = location(root)
         arrays = handles.get(i) if handles is not None else None
@@ -192,9 +191,9 @@ class ZarrBackend(ShardBackend):
             wanted = [n for n in names if n not in (arrays or {})]
             if documents is not None:
                 _check_documents(root.child(self.shard_relpath(i)), wanted, documents)
-            # every array's metadata at once, one trip through Zarr's event loop (a local
-            # shard's four arrays: about 1.3 ms against 2.5 ms opened one by one after the group,
-            # paid by every shard's first read), and on an object store one round trip
+            # every array's metadata at once, one trip through Zarr's event loop (faster than
+            # opening a local shard's arrays one by one after the group, a cost every shard's
+            # first read pays), and on an object store one round trip
             opened = _open_arrays(root.child(self.shard_relpath(i)), wanted)
             arrays = {**(arrays or {}), **opened}
             if handles is not None:

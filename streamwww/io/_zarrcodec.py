@@ -89,7 +89,7 @@ def blosc_of(metadata):
 class ZarrDocs:
     """``zarr.json`` of shard groups and arrays, serialized by Zarr's metadata classes
     from templates Zarr made (one per dtype and rank): no event-loop round trip per
-    document (about 2 ms of waiting each beside the converting thread)."""
+    document (a wait each, beside the converting thread)."""
 
     def __init__(self, compressors):
         self.compressors = compressors

@@ -2,18 +2,18 @@
 
 :class:`~streamwww.io._shardsink.ZarrStreamSink` hands every chunk to Zarr
 (``Array.__setitem__``, or ``write_shard`` for a shard of one chunk per array):
-per shard, Zarr's sync-to-async bridge, codec pipeline and store took about
-15 ms of CPU beyond the compression itself, its crc32c codec copies every
-chunk (it appends by concatenating), the chunk files were read back for their
-crc32c, and all of it ran on the converting thread -- about two thirds of
-pass 2 (docs/benchmarks-convert.md). Hand-written here instead:
+per shard, Zarr's sync-to-async bridge, codec pipeline and store cost CPU
+beyond the compression itself, its crc32c codec copies every chunk (it appends
+by concatenating), the chunk files are read back for their crc32c, and all of
+it runs on the converting thread -- a large part of pass 2
+(docs/benchmarks-convert.md, "What changed"). Hand-written here instead:
 
 * :class:`~streamwww.io._zarrcodec.ChunkCodec` makes the chunk objects with the library calls Zarr's
   codec chain makes for the arrays streamwww writes: ``bytes`` (little
   endian), numcodecs ``Blosc`` with the parameters Zarr's Blosc codec takes for
   the dtype, then the little-endian crc32c of the compressed bytes that Zarr's
   ``crc32c`` codec appends. The crc32c recorded for a chunk is computed from
-  the bytes written (the old path read each chunk back from the page cache);
+  the bytes written (no chunk is read back from the page cache);
 * :class:`~streamwww.io._zarrcodec.ZarrDocs` serializes ``zarr.json`` documents with Zarr's own metadata
   classes, from templates Zarr creates once per conversion (in memory);
 * the shard's chunk grid, chunk keys, edge-chunk padding and content hash are

@@ -69,15 +69,15 @@ logger = logging.getLogger(__name__)
 _MIN_BUCKET_BYTES = 4 * 2**20
 # Shuffle buckets are planned at the shard's size clamped to [4, 16] MiB of
 # staged rows: pass 2 holds one bucket (at most twice that before it is split),
-# so the bound must not follow --shard-mb (up to 0.1.0 it was 256 MiB, and
-# memory grew with the input up to that).
+# so the bound must not follow --shard-mb (memory would then grow with the input, up to
+# the shard size).
 _MAX_BUCKET_BYTES = 16 * 2**20
 _MAX_BUCKETS = 4096
 # An input whose staged rows are expected (from its first block) to take at most this many
 # bytes stages them in memory, up to that many (_staging.MemoryAllowance; the rest, should
 # the estimate fall short, on disk); a larger one stages them all on disk, so that its peak
-# memory is what it was and does not grow with the input (issue 15). About 200 MiB of
-# text (make_data's rows) stages no file.
+# memory does not grow with the input (docs/benchmarks-convert.md, "Peak memory does not
+# grow with the input"). About 200 MiB of text (make_data's rows) stages no file.
 _STAGING_MEMORY_BYTES = 128 * 2**20
 
 

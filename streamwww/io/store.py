@@ -79,10 +79,9 @@ logger = logging.getLogger(__name__)
 
 # The default maximum in-memory MiB per shard, per format.  A Parquet shard is one row
 # group, assembled whole in memory and written by pyarrow on one thread: at 16 MiB two
-# are written beside the one being collected (ShardWriter's pool), where 128 MiB ones
-# were written one at a time on the collecting thread (a 1.2 GB input, 2-core VM,
-# 2026-11-28: 6.9-7.9 s and 448-457 MiB of peak memory, against 9.5-10.7 s and 728-734 MiB;
-# docs/benchmarks-convert.md).
+# are written beside the one being collected (ShardWriter's pool), where larger ones
+# are written one at a time on the collecting thread, slower and with more peak memory
+# (docs/benchmarks-convert.md, "Parquet's default shard size").
 # Zarr shards are written chunk by chunk as their rows arrive, whatever their size.
 DEFAULT_SHARD_MB = {"zarr": 128.0, "parquet": 16.0}
 DENSE_THRESHOLD = 0.5  # layout="auto" stores dense at or above this density

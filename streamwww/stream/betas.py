@@ -62,14 +62,13 @@ def _free_bytes(path) -> int:
         return 0
 
 
-# beta's chunks: Blosc with lz4 at level 1, no shuffle. beta is mostly zeros (0.5-29 % of
-# the values were nonzero after 1 to 10 epochs of dna, letter, sector and the 5,000-row
-# benchmark store), and lz4 finds the runs of zero bytes of whole float64 values, which a
-# byte shuffle breaks up: 2.3-75x smaller at 0.2-1.0 ns a byte to encode and 0.05-0.5 ns to
-# decode (shuffle: 1.2-30x at 0.3-1.9 ns; zstd level 1: 3-117x at 0.5-2.3 ns). Raw, beta was
-# as many bytes as the shards' (compressed) data or more; compressed, a checkpoint's beta is
-# 5-50x smaller and an epoch beyond the memory budget spends less system CPU (its wall time
-# on the 2-core benchmark VM did not change: docs/benchmarks.md).
+# beta's chunks: Blosc with lz4 at level 1, no shuffle. beta is mostly zeros (a row away
+# from the margin has all its coordinates at 0), and lz4 finds the runs of zero bytes of
+# whole float64 values, which a byte shuffle breaks up: smaller than with a shuffle, and
+# faster to encode than zstd. Raw, beta is as many bytes as the shards' (compressed) data
+# or more; compressed, a checkpoint's beta is many times smaller and an epoch beyond the
+# memory budget spends less system CPU (docs/TRAINING.md, "Data path and memory";
+# docs/benchmarks-archive.md, "`beta` compressed with Blosc lz4").
 _BETA_BLOSC = {"cname": "lz4", "clevel": 1, "shuffle": "noshuffle"}
 
 
@@ -249,7 +248,7 @@ class DiskBetas:
         # Local versions written by this process's loader: a superseded version is not
         # deleted but renamed to its shard's spare, and the shard's next version is the
         # spare renamed again and its files overwritten in place. Creating and deleting a
-        # version's directory and files (three inodes) was most of a version's cost on
+        # version's directory and files (three inodes) is most of a version's cost on
         # ext4 (its inode allocator scans past recently freed inodes), and every shard
         # writes one version per epoch beyond the memory budget (docs/TRAINING.md,
         # "Checkpoints"). Only the instance with the loader (its checkpoint directory is
@@ -257,7 +256,7 @@ class DiskBetas:
         # such instance deletes those a killed run left. A spare lives from its version's
         # drop to its shard's next write, so at an epoch's start the spares take as much
         # disk as one version of every shard: kept only where the file system has room for
-        # SPARE_ROOM times that (else versions are deleted, as before).
+        # SPARE_ROOM times that (else superseded versions are deleted).
         self._reuse = executor is not None and not self.remote
         self._spares: set[int] = set()  # shards whose spare is on disk
         # Local versions this instance wrote, (shard, version), until removed: their
@@ -369,7 +368,7 @@ class DiskBetas:
     def _read_direct(self, path: Path, shape: tuple[int, ...], out: np.ndarray, own: bool = False) -> bool:
         """Read a local version whose ``zarr.json`` is byte for byte the one this class writes
         for ``shape`` (``own``: written by this instance, not compared again), with the
-        metadata of :meth:`_layout` (Zarr opening each version cost about 0.5 ms); the chunks
+        metadata of :meth:`_layout` (no Zarr open per version); the chunks
         are read and checked (crc32c) from ``path``. False: Zarr opens it (another layout, or
         damage to report)."""
         from streamwww.io import read_whole_chunks
@@ -430,9 +429,9 @@ class DiskBetas:
         rows_per_chunk = max(1, (64 << 20) // max(1, 8 * self.n_models * max(self.m, 1)))
         # Chunk keys c.0.0.0 rather than c/0/0/0: a version is then one directory and
         # two files, not four directories and two files. Creating inodes is what a
-        # version cost on ext4 without a journal (each new inode scans past those deleted
-        # in the last minute: 11-31 % of a run's CPU beyond the memory budget, 5,000-row
-        # shards; docs/TRAINING.md, "Checkpoints").
+        # version costs on ext4 without a journal (each new inode scans past those deleted
+        # in the last minute, a large share of a run's CPU beyond the memory budget;
+        # docs/TRAINING.md, "Checkpoints").
         return zarr.create_array(store=store, shape=shape, dtype="float64",
                                  chunks=(self.n_models, min(shape[1], rows_per_chunk) or 1, self.m),
                                  chunk_key_encoding={"name": "default", "separator": "."},

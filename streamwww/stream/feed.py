@@ -6,14 +6,13 @@ the current shard trains, so I/O hides behind compute and memory stays bounded
 by about ``prefetch + 2`` shards.
 
 The loads of a one-process run go to a ``concurrent.futures`` thread pool, not to
-Dask: an in-process ``distributed`` cluster (``LocalCluster(processes=False)``,
-what this module used before) costs 0.2 s to start and 10.6 ms per task
-round trip (submit, scheduler, worker thread, result), measured against 17-57 us
-for the same call on a thread pool; with one small shard that round trip, paid
-for every load, objective pass and ``beta`` write, was most of an epoch
-(docs/benchmarks.md, "Fixed cost per epoch").  The loads are plain calls on
-objects of this process (no serialization, no scheduling decision to make),
-which is exactly what ``concurrent.futures`` does.  Runs on a cluster use the
+Dask: an in-process ``distributed`` cluster (``LocalCluster(processes=False)``)
+costs far more to start, and per task round trip (submit, scheduler, worker
+thread, result), than the same call on a thread pool; with one small shard that
+round trip, paid for every load, objective pass and ``beta`` write, would be most
+of an epoch (docs/TRAINING.md, "Data path and memory"; docs/benchmarks.md, "Fixed
+cost of a streamed epoch").  The loads are plain calls on objects of this
+process (no serialization, no scheduling decision to make), which is exactly what ``concurrent.futures`` does.  Runs on a cluster use the
 user's ``distributed.Client`` (:mod:`streamwww.engine.cocoa`).
 """
 

@@ -1,20 +1,20 @@
 """A scratch file of fixed float64 slots per shard: ``beta``'s working copies beyond the
 memory budget, and the rows' norms of shards not kept in memory.
 
-A streamed run whose ``beta`` does not fit its memory budget used to write a new,
-checksummed, compressed version of every shard's ``beta`` every epoch and read it back
-the next (:class:`~streamwww.stream.betas.DiskBetas`): about 30 % of the loader
-thread's work on a store of small shards, and the loader was that run's critical path
-(docs/benchmarks.md, "beta in a scratch file").  Between checkpoint commits nothing needs
-those versions to survive the process: a killed run resumes from its last commit.  So
-the current versions go to a scratch file instead, each shard at fixed places in it
+Writing a new, checksummed, compressed version of every shard's ``beta`` every epoch
+and reading it back the next (:class:`~streamwww.stream.betas.DiskBetas`) is a large
+part of the loader thread's work on a store of small shards, and the loader is the
+critical path of a run whose ``beta`` does not fit its memory budget (docs/benchmarks.md,
+"beta in a scratch file").  Between checkpoint commits nothing needs those versions to
+survive the process: a killed run resumes from its last commit.  So such a run's
+current versions go to a scratch file instead, each shard at fixed places in it
 (``copies`` slots per shard: the current version, the epoch start's kept for a rewind,
 the one a commit in progress writes), with plain ``pwrite``/``preadv`` calls: a copy into
-and out of the kernel's page cache (about 5 ms each way for 32 MB on the 2-core
-development VM), which writes the pages out and evicts them under memory pressure, so
-they are not the process's memory (the file is read and written, not mapped).  Commits
-write the checkpoint's versions from it as before.  The rows' squared norms of a store's
-shards (8 bytes a row), computed at every read of a shard not kept in memory, are kept
+and out of the kernel's page cache, which writes the pages out and evicts them under
+memory pressure, so they are not the process's memory (the file is read and written, not
+mapped).  Commits write the checkpoint's versions
+(:class:`~streamwww.stream.betas.DiskBetas`) from it.  The rows' squared norms of a
+store's shards (8 bytes a row), computed at every read of a shard not kept in memory, are kept
 the same way (:meth:`streamwww.stream.sources.StoreData.spill_norms`).
 
 The file has no name (``tempfile.TemporaryFile``: a killed run leaves nothing behind)

@@ -103,8 +103,7 @@ class StoreData:
 
         For a store that fits in memory and trains shard by shard (one shard, or
         ``mix_shards=1``): an epoch after the first then reads, copies, checks and
-        prepares nothing, which on a small store was most of an epoch's time (dna:
-        about 1 ms of work per load against 0.25 ms of training)."""
+        prepares nothing, which on a small store is most of an epoch's time."""
         self._blocks = {} if keep else None
 
     def spill_norms(self, keep: bool) -> None:
@@ -113,8 +112,8 @@ class StoreData:
 
         For a store whose shards are read from storage every epoch (beyond the memory
         budget): each read then takes them from the file (8 bytes a row, from the page
-        cache) instead of computing them again from the rows (about a tenth of the loader
-        thread's work on the 5,000-row benchmark store). Not made where the temporary
+        cache) instead of computing them again from the rows (part of the loader thread's
+        work; docs/benchmarks.md, "beta in a scratch file"). Not made where the temporary
         directory has no room for it (the norms are then computed every time)."""
         if self._norms is not None:
             self._norms.close()
@@ -233,7 +232,7 @@ class ArraySource:
     def fingerprint(self) -> str:
         h = hashlib.sha256()
         parts = (self.X.data, self.X.indices, self.X.indptr) if sp.issparse(self.X) else (self.X,)
-        extra = tuple(a for a in (self.weights, self.trains) if a is not None)  # none: as before weights
+        extra = tuple(a for a in (self.weights, self.trains) if a is not None)  # none: the hash of data without them
         for a in (*parts, self.y, *extra):
             h.update(str((a.dtype.str, a.shape)).encode())
             h.update(np.ascontiguousarray(a).data)
