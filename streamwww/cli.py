@@ -10,6 +10,7 @@ import argparse
 import gc
 import logging
 import os
+import re
 import sys
 import threading
 import warnings
@@ -114,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (StreamwwwError, ValueError, FileNotFoundError, FileExistsError) as exc:
-        print(f"streamwww {args.command}: error: {exc}", file=sys.stderr)
+        print(f"streamwww {args.command}: error: {_in_options(str(exc), parser, args.command)}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         # Piped into `head` and cut off: end quietly, as `cat` does (128 + SIGPIPE). Python's
@@ -137,6 +138,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             from numba.core import event
 
             event.unregister("numba:compile", listener)
+
+
+# The option of each Python parameter whose name does not become its option by `--name-with-dashes`.
+_OPTION_OF = {"random_state": "--seed", "fit_intercept": "--no-intercept", "shrinking": "--no-shrinking",
+              "n_jobs": "--jobs", "storage_options": "--storage-option"}
+_PARAMETER = re.compile(r"^The '(\w+)' parameter of \w+ must be")
+
+
+def _in_options(message: str, parser: argparse.ArgumentParser, command: str) -> str:
+    """A library message naming a Python parameter (``The 'C' parameter of train must be ...``)
+    in the words of the command line (``--C must be ...``), where the command has that option."""
+    m = _PARAMETER.match(message)
+    if m is None:
+        return message
+    option = _OPTION_OF.get(m.group(1), "--" + m.group(1).replace("_", "-"))
+    sub = next((a.choices[command] for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    if sub is None or option not in sub._option_string_actions:
+        return message
+    return option + message[m.end() - len(" must be"):]
 
 
 def _os_error_line(exc: OSError) -> str:

@@ -292,6 +292,10 @@ def register(sub) -> None:
     p.add_argument("model", help="model file written by 'streamwww train'")
     p.add_argument("input", help="shard store or LIBSVM text file (gz/bz2/xz ok)")
     p.add_argument("--output", help="write one label per line here (default, or '-': stdout)")
+    p.add_argument("--scores", action="store_true",
+                   help="also write each class's score (decision value): a first line 'labels C1 C2 ...', "
+                        "then per row its predicted label and one score per class in that order "
+                        "(LIBLINEAR's predict -b 1 layout)")
     p.add_argument("--zero-based", action="store_true", help="LIBSVM indices start at 0")
     add_storage_option(p)
     p.set_defaults(func=run_predict)
@@ -638,7 +642,7 @@ def run_resume(args) -> int:
 
 def run_predict(args) -> int:
     from streamwww.model_io import load_fitted  # (no scikit-learn: the estimator is not needed)
-    from streamwww.predict import predict_labels
+    from streamwww.predict import predict_labels, predict_scores
 
     options = storage_options(args)
     output = None if args.output in (None, "-") else args.output  # ('-': standard output)
@@ -650,9 +654,17 @@ def run_predict(args) -> int:
     out = _open_predictions(Path(output)) if output else sys.stdout
     try:
         n = 0
-        for labels in predict_labels(model, args.input, zero_based=args.zero_based, storage_options=options):
-            out.write("\n".join(map(_fmt_label, labels)) + ("\n" if len(labels) else ""))
-            n += len(labels)
+        kw = dict(zero_based=args.zero_based, storage_options=options)
+        if args.scores:
+            out.write("labels " + " ".join(map(_fmt_label, np.asarray(model.classes_))) + "\n")
+            for labels, scores in predict_scores(model, args.input, **kw):
+                out.writelines(f"{_fmt_label(lab)} " + " ".join(map(repr, row.tolist())) + "\n"
+                               for lab, row in zip(labels, scores))
+                n += len(labels)
+        else:
+            for labels in predict_labels(model, args.input, **kw):
+                out.write("\n".join(map(_fmt_label, labels)) + ("\n" if len(labels) else ""))
+                n += len(labels)
         if output:
             out.close()  # (its last writes: a full disk is found here, before the rename)
             os.replace(out.name, output)

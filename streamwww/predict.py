@@ -56,6 +56,15 @@ def predict_labels(model, source, **kw) -> Iterator[np.ndarray]:
         yield model.predict(X)
 
 
+def predict_scores(model, source, **kw) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(labels, scores)`` for each block of ``source``: the predicted labels and every
+    class's score ``x . coef_[c] + intercept_[c]`` (n_rows, n_classes, in ``classes_``
+    order; two columns for two classes, where ``decision_function`` gives their difference)."""
+    for X, _ in iter_batches(source, model.n_features_in_, **kw):
+        scores = np.asarray(X @ model.coef_.T, dtype=np.float64) + model.intercept_
+        yield np.asarray(model.classes_)[np.argmax(scores, axis=1)], scores
+
+
 def _class_index(classes: np.ndarray, labels: np.ndarray) -> np.ndarray:
     """Index of each label in the sorted ``classes``; ``len(classes)`` for a label the model does not know."""
     if classes.dtype.kind in "fiu":

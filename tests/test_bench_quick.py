@@ -93,3 +93,20 @@ def test_bench_accuracy_quick_writes_its_section(tmp_path):
     assert re.search(r"^- \*\*generated\*\*: to the best final accuracy", body, re.M)  # the ranked reading
     png = re.search(r"!\[[^\]]*\]\(([^)]+\.png)\)", body)
     assert png and (report.parent / png.group(1)).stat().st_size > 10_000
+
+
+def test_bench_cs_quick_writes_its_section(tmp_path):
+    """``tools/bench_cs.py --quick`` (issue 55): every row, the generated set too, in its block."""
+    if not all((DATA_DIR / f"{n}.xz").exists() for n in ("dna.scale", "dna.scale.t")):
+        pytest.skip(f"LIBSVM data not found in {DATA_DIR}")
+    pytest.importorskip("liblinear", reason="liblinear-official (a benchmark peer, in the 'bench' extra)")
+    report = tmp_path / "report.md"
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "bench_cs.py"), "--quick", "--sets", "dna",
+                           "--generated", "2000", "--data-dir", str(DATA_DIR), "--workdir", str(tmp_path / "work"),
+                           "--out", str(report)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    body = re.search(r"<!-- bench-cs -->(.*?)<!-- /bench-cs -->", report.read_text(), re.S).group(1)
+    for stamp in ("- date:", "- machine:", "- versions:", "- command: `python ", "Generated set"):
+        assert stamp in body, stamp
+    for method in ("streamwww CS", "LIBLINEAR -s 4", "LinearSVC(crammer_singer)", "streamwww WW"):
+        assert re.search(rf"^\| {re.escape(method)} ", body, re.M), method

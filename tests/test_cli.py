@@ -84,7 +84,7 @@ def test_bad_input_is_a_clear_error(stores, capsys):
     assert "streamwww train: error:" in err and "nope.zarr" in err
     rc = main(["train", str(tmp / "train.zarr"), "--C", "-1", "--checkpoint-dir", str(tmp / "c3"),
                "--model-out", str(tmp / "m")])
-    assert rc == 1 and "'C' parameter of train must be a float in (0, inf)" in capsys.readouterr().err
+    assert rc == 1 and "--C must be a float in (0, inf)" in capsys.readouterr().err
     # one class: one line before anything is written (with a checkpoint directory, training
     # reached its first beta commit and failed there with a ZeroDivisionError traceback)
     write_store(tmp / "one.zarr", np.eye(3, dtype=np.float32), np.array([4.0, 4.0, 4.0]), shard_rows=3)

@@ -244,3 +244,40 @@ def test_evaluate_says_when_the_store_has_fewer_features_than_the_model(tmp_path
     assert main(["evaluate", str(tmp_path / "m.npz"), str(tmp_path / "s36.zarr"), "--json"]) == 0
     cap = capsys.readouterr()
     assert "features" not in cap.err and json.loads(cap.out)["n_features"] == 36
+
+
+# ---- item 7: predict writes decision values from the command line ----
+
+
+@pytest.mark.parametrize("k", [2, 4])
+def test_predict_writes_every_class_score(tmp_path, capsys, k):
+    rng = np.random.default_rng(k)
+    X, y = make_classification(rng, n=120, d=5, k=k)
+    labels = np.array([-3, 7, 9, 11])[:k][y]
+    write_store(tmp_path / "s.zarr", X, labels, shard_rows=50)
+    model = sw.train(str(tmp_path / "s.zarr"), model_out=tmp_path / "m.npz", **FIT)
+    out = tmp_path / "scores.txt"
+    assert main(["predict", str(tmp_path / "m.npz"), str(tmp_path / "s.zarr"), "--scores", "--output", str(out)]) == 0
+    head, *rows = out.read_text().splitlines()
+    assert head == "labels " + " ".join(str(int(c)) for c in model.classes_)  # (integral labels as ints)
+    got = np.array([[float(v) for v in r.split()[1:]] for r in rows])
+    Xs = sw.open_store(tmp_path / "s.zarr").read_shards(range(3))[0]
+    want = np.asarray(Xs @ model.coef_.T) + model.intercept_  # every class's score, also for two classes
+    np.testing.assert_array_equal(got, want)  # repr: the float64 values exactly
+    assert [int(r.split()[0]) for r in rows] == model.predict(Xs).tolist()
+
+
+# ---- item 7: the command line's errors name its options, not Python's parameters ----
+
+
+@pytest.mark.parametrize("args, option", [(["--C", "-1"], "--C"), (["--tol", "-1"], "--tol"),
+                                          (["--max-iter", "0"], "--max-iter"),
+                                          (["--intercept-scaling", "0"], "--intercept-scaling")])
+def test_cli_errors_name_the_option_typed(tmp_path, capsys, args, option):
+    rng = np.random.default_rng(0)
+    X, y = make_classification(rng, n=40, d=3, k=3)
+    write_store(tmp_path / "s.zarr", X, y, shard_rows=20)
+    assert main(["train", str(tmp_path / "s.zarr"), "--model-out", str(tmp_path / "m.npz"),
+                 "--checkpoint-dir", str(tmp_path / "ck"), *args]) == 1
+    err = _one_line_error(capsys, "train")
+    assert f"error: {option} must be " in err and "parameter of" not in err, err

@@ -671,7 +671,7 @@ def generated_stores(workdir: str, spec: dict, log: Callable[[str], None]) -> di
     n, t = spec["rows"], spec["test_rows"]
     size = f"r{spec['shard_rows']}" if spec.get("shard_rows") else f"mb{spec['shard_mb']:g}"
     base = os.path.join(workdir, f"gen-n{n}-t{t}-d{spec['features']}-z{spec['nnz']}-k{spec['classes']}"
-                                 f"-s{GEN_SEED}-{size}")
+                                 f"-s{GEN_SEED}-{size}" + (f"-noise{spec['noise']:g}" if spec["noise"] != 0.5 else ""))
     paths = {"train": base + "-train.zarr", "test": base + "-test.zarr", "warm": base + "-warm.zarr"}
     if all(_committed(p) for p in paths.values()):
         log(f"[bench_cs] generated set: reusing {base}-*.zarr")
@@ -681,7 +681,7 @@ def generated_stores(workdir: str, spec: dict, log: Callable[[str], None]) -> di
         log(f"[bench_cs] generated set: make-data {n + t:,} rows into {text}")
         t0 = time.perf_counter()
         make_data(text, rows=n + t, features=spec["features"], nnz_per_row=spec["nnz"], classes=spec["classes"],
-                  seed=GEN_SEED, overwrite=True)
+                  seed=GEN_SEED, noise=spec["noise"], overwrite=True)
         cut = _line_offset(text, n)
         _copy_range(text, test_text, cut, None)
         _copy_range(text, warm_text, 0, _line_offset(text, min(GEN_WARM_ROWS, n)))
@@ -911,7 +911,7 @@ def generated_section(gen: dict, summ: dict) -> list[str]:
         "### Generated set, streamed from disk (out of core)",
         "",
         f"`streamwww make-data` (`streamwww.io.make_data`): {f['rows'] + f['test_rows']:,} rows, "
-        f"{sp_['features']:,} features, {sp_['nnz']} non-zeros a row, {sp_['classes']} classes, seed {GEN_SEED}, "
+        f"{sp_['features']:,} features, {sp_['nnz']} non-zeros a row, {sp_['classes']} classes, noise {sp_['noise']:g}, seed {GEN_SEED}, "
         f"cut by lines into the first {f['rows']:,} rows for training and the last {f['test_rows']:,} for testing "
         "(one seed: the same class prototypes and supports; rows are independent draws), converted by "
         f"`streamwww.convert` into Zarr stores (float32 CSR; training: {f['shards']} {shards}, the largest "
@@ -1028,6 +1028,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gen-features", type=int, default=GEN_FEATURES, help=f"(default {GEN_FEATURES:,})")
     p.add_argument("--gen-nnz", type=int, default=GEN_NNZ, help=f"non-zeros a row (default {GEN_NNZ})")
     p.add_argument("--gen-classes", type=int, default=GEN_CLASSES, help=f"(default {GEN_CLASSES})")
+    p.add_argument("--gen-noise", type=float, default=0.5,
+                   help="make_data's noise (default 0.5, its own; larger: classes overlap more)")
     p.add_argument("--gen-shard-mb", type=float, default=GEN_SHARD_MB,
                    help=f"the training store's shard size, MiB decoded (default {GEN_SHARD_MB:g}; --quick: "
                         f"{QUICK_GEN['shard_rows']} rows)")
@@ -1046,7 +1048,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.quick:
             rows, features = min(rows, QUICK_GEN["rows"]), min(features, QUICK_GEN["features"])
         gen_spec = {"rows": rows, "test_rows": max(1, rows // 10), "features": features,
-                    "nnz": min(args.gen_nnz, features), "classes": args.gen_classes,
+                    "nnz": min(args.gen_nnz, features), "classes": args.gen_classes, "noise": args.gen_noise,
                     **({"shard_rows": QUICK_GEN["shard_rows"]} if args.quick else {"shard_mb": args.gen_shard_mb})}
     repeats = args.repeats or (1 if args.quick else 3)
     max_iter = args.max_iter or (QUICK_MAX_ITER if args.quick else 1000)
