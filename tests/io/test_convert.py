@@ -476,7 +476,7 @@ def test_cli_make_data_convert_info(tmp_path, capsys):
     assert not (tmp_path / "t").exists()
     assert main(["make-data", str(data), "--rows", "3", "--features", "4", "--nnz-per-row", "5",
                  "--classes", "2"]) == 1
-    assert "'nnz_per_row' parameter" in capsys.readouterr().err
+    assert "--nnz-per-row must be <= features" in capsys.readouterr().err  # (the option typed)
 
 
 def test_cli_shard_size_options_are_exclusive(tmp_path):
