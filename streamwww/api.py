@@ -300,9 +300,9 @@ def _source(data, params: dict, class_weight, sample_weight):
     if isinstance(data, tuple) and len(data) == 2:
         from sklearn.utils.validation import validate_data  # arrays: checked as scikit-learn checks them
 
-        from streamwww.estimator import estimator_class
+        from streamwww.estimator import estimator_from
 
-        template = estimator_class(params.get("loss", "ww"))(**{k: v for k, v in params.items() if k != "loss"})
+        template = estimator_from(params)
         X, y = validate_data(template, data[0], data[1], accept_sparse="csr",
                              dtype=[np.float64, np.float32], order="C", reset=True)
         source = ArraySource.from_labels(X, classification_targets(y), "train", class_weight=class_weight,

@@ -31,7 +31,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from streamwww._params import check_params, resolve_seed
 from streamwww._textdata import text_as_store
 from streamwww.engine.run import cluster_options, fit_placed
-from streamwww.estimator import WWClassifier, estimator_class
+from streamwww.estimator import WWClassifier, estimator_class, estimator_from
 from streamwww.fitted import fitted_attributes
 from streamwww.labels import classification_targets
 from streamwww.stream.folds import MAX_SPLITS, shard_folds, train_bits
@@ -286,8 +286,7 @@ class WWClassifierCV(WWClassifier):
             j = n_splits * len(Cs) + best
             fitted.update(fitted_attributes(fit, j, source))
             fitted["n_features_in_"] = n_features
-            best_est = estimator_class(self._loss)(C=Cs[best], **{k: v for k, v in self._solver_params(seed).items()
-                                                                  if k not in ("C", "loss")})
+            best_est = estimator_from({**self._solver_params(seed), "C": Cs[best]})
             best_est._set_fitted({**fitted_attributes(fit, j, source), "n_features_in_": n_features})
             fitted["best_estimator_"] = best_est
         else:

@@ -21,7 +21,7 @@ from streamwww.stream.sources import ArraySource, StoreSource, as_store, store_s
 if TYPE_CHECKING:
     from streamwww.engine.run import Fit
 
-__all__ = ["WWClassifier", "CSClassifier", "estimator_class"]
+__all__ = ["WWClassifier", "CSClassifier", "estimator_class", "estimator_from"]
 
 class WWClassifier(ClassifierMixin, BaseEstimator):
     """Linear Weston-Watkins multiclass SVM, trained exactly by dual block coordinate descent.
@@ -275,8 +275,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         """The fitted estimator of a :class:`~streamwww.fitted.FittedModel` (its settings
         copied, as scikit-learn's ``clone`` copies them): a :class:`WWClassifier` or a
         :class:`CSClassifier` as the model's loss says, whichever class is asked."""
-        params = copy.deepcopy(model.params)
-        est = estimator_class(params.pop("loss", "ww"))(**params)
+        est = estimator_from(copy.deepcopy(model.params))
         est._set_fitted(model.attributes())
         return est
 
@@ -359,3 +358,9 @@ class CSClassifier(WWClassifier):
 def estimator_class(loss: str) -> type[WWClassifier]:
     """The estimator class of a loss: ``'ww'`` :class:`WWClassifier`, ``'cs'`` :class:`CSClassifier`."""
     return CSClassifier if loss == "cs" else WWClassifier
+
+
+def estimator_from(params: dict) -> WWClassifier:
+    """The (unfitted) estimator of a settings dict (:func:`~streamwww.fitted.model_params`'s
+    form): of the class its ``"loss"`` names (none: Weston-Watkins), with the other settings."""
+    return estimator_class(params.get("loss", "ww"))(**{k: v for k, v in params.items() if k != "loss"})

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["FittedModel", "SETTINGS", "model_settings", "model_params", "fitted_attributes", "fitted_models",
-           "class_scores", "predicted_labels"]
+           "all_class_scores", "class_scores", "predicted_labels"]
 
 #: The model settings of :class:`~streamwww.WWClassifier`: its constructor's
 #: parameters without ``client`` (a connection, not a setting), in ``get_params()``
@@ -33,10 +33,15 @@ def model_settings(loss: str = "ww", **values) -> dict:
     return {**{k: values[k] for k in SETTINGS}, **({} if loss == "ww" else {"loss": loss})}
 
 
+def all_class_scores(coef: np.ndarray, intercept: np.ndarray, X) -> np.ndarray:
+    """Every class's score ``X @ coef.T + intercept`` (float64, n_rows x n_classes)."""
+    return np.asarray(X @ coef.T, dtype=np.float64) + intercept
+
+
 def class_scores(coef: np.ndarray, intercept: np.ndarray, X) -> np.ndarray:
-    """Class scores ``X @ coef.T + intercept`` (float64); with two classes the one column
-    ``s_1 - s_0`` (scikit-learn's binary convention)."""
-    scores = np.asarray(X @ coef.T, dtype=np.float64) + intercept
+    """Class scores :func:`all_class_scores`; with two classes the one column ``s_1 - s_0``
+    (scikit-learn's binary convention)."""
+    scores = all_class_scores(coef, intercept, X)
     if scores.shape[1] == 2:
         return scores[:, 1] - scores[:, 0]
     return scores

@@ -10,7 +10,9 @@ from typing import Iterator
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["iter_batches", "predict_labels", "evaluate", "write_predictions"]
+from streamwww.fitted import all_class_scores, predicted_labels
+
+__all__ = ["iter_batches", "predict_labels", "predict_scores", "evaluate", "write_predictions"]
 
 
 def iter_batches(source, n_features: int, *, zero_based: bool = False,
@@ -61,8 +63,8 @@ def predict_scores(model, source, **kw) -> Iterator[tuple[np.ndarray, np.ndarray
     class's score ``x . coef_[c] + intercept_[c]`` (n_rows, n_classes, in ``classes_``
     order; two columns for two classes, where ``decision_function`` gives their difference)."""
     for X, _ in iter_batches(source, model.n_features_in_, **kw):
-        scores = np.asarray(X @ model.coef_.T, dtype=np.float64) + model.intercept_
-        yield np.asarray(model.classes_)[np.argmax(scores, axis=1)], scores
+        scores = all_class_scores(model.coef_, model.intercept_, X)
+        yield predicted_labels(model.classes_, scores), scores
 
 
 def _class_index(classes: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -35,12 +35,11 @@ from numba.extending import overload
 
 from streamwww.backends._kernels import (
     _active_coords,
-    _at_zero,
+    _live,
     _n_classes,
     _objective_row,
     _row_step,
     _row_step_some,
-    _zero_row,
     row_scores_some,
     hold,
     row_scores,
@@ -228,21 +227,6 @@ def _ranges_impl(X, D, R, bounds):
             bounds[r] = (r * D) // R
         hold((bounds,))
     return dense
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver):
-    """Row ``i``'s coordinates in play: 0 (skipped: held out and at 0, a zero row, whose
-    ``beta`` is set to its minimizer here, or none in play), ``km`` (the full step), or fewer
-    (``at[:na]``): the sequential pass's decisions, from the row's own ``beta``."""
-    if C == 0.0 and _at_zero(bm[i]):
-        return 0
-    if sq == 0.0:
-        _zero_row(bm[i], C, solver)
-        return 0
-    if shrink and C != 0.0:
-        return _active_coords(near[mdl, i], bm[i], at)
-    return km
 
 
 def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, near, bias, solver, eps,

@@ -56,7 +56,7 @@ from numba.extending import intrinsic, overload
 from streamwww.backends._lanes import (lanes, lanes_load, lanes_load_row, lanes_madd, lanes_store, lanes_store_row,
                                        lanes_zero)
 from streamwww.backends.rowmath import c_index, hinge_term, row_weight, v_entry
-from streamwww.solvers import CS_LOSS, SHARK, SIMPLEX, WALRUS  # noqa: F401  (the ids the kernels branch on)
+from streamwww.solvers import CS_LOSS, SHARK, SIMPLEX  # noqa: F401  (the ids the kernels branch on)
 from streamwww.solvers.shark import shark_kernel
 from streamwww.solvers.simplex import simplex_kernel
 from streamwww.solvers.walrus import walrus_kernel
@@ -359,12 +359,10 @@ def _row_step(s, y, sq, brow, C, solver, eps, v, bnew, dk, idx, grad, cls, k):
     if C == 0.0:  # a zero-weight (or held-out) row: its box is {0}
         for t in range(m):
             bnew[t] = 0.0
-    elif solver == WALRUS:
-        walrus_kernel(v, C, bnew, idx)
-    elif solver == SIMPLEX:
-        simplex_kernel(v, C, bnew, idx)
-    else:
+    elif solver == SHARK:
         shark_kernel(v, brow, C, sq, eps, bnew, grad)
+    else:
+        _exact_step(v, C, bnew, idx, solver)
     n = 0
     total = 0.0
     for t in range(m):
@@ -384,11 +382,39 @@ def _row_step(s, y, sq, brow, C, solver, eps, v, bnew, dk, idx, grad, cls, k):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _exact_step(v, C, out, idx, solver):
+    """The exact block step for ``v`` into ``out``: Walrus over the box, or for Crammer-Singer
+    (``solver == SIMPLEX``) the simplex step."""
+    if solver == SIMPLEX:
+        simplex_kernel(v, C, out, idx)
+    else:
+        walrus_kernel(v, C, out, idx)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _zero_row(brow, C, solver):
     """The exact block minimizer of a row with ``||x_i|| = 0``: the box's corner ``C``, or
     for Crammer-Singer (``solver == SIMPLEX``) the simplex's vertex ``(C, 0, ..., 0)``."""
     for t in range(brow.shape[0]):
         brow[t] = C if t == 0 or solver != SIMPLEX else 0.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver):
+    """Row ``i``'s coordinates in play this pass, from its own ``beta``: 0 (skipped: held out
+    and at 0, a zero row, whose ``beta`` is set to its minimizer here, or none in play),
+    ``km`` (the full step), or fewer (``at[:na]``, shrinking): the block pass's stage 0.
+    The sequential pass (:func:`_bcd_pass`) spells the same rules out in its row loop: there
+    an inlined call of this helper makes the row loop slower.  A change of the rules is made
+    in both."""
+    if C == 0.0 and _at_zero(bm[i]):
+        return 0
+    if sq == 0.0:
+        _zero_row(bm[i], C, solver)
+        return 0
+    if shrink and C != 0.0:
+        return _active_coords(near[mdl, i], bm[i], at)
+    return km
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -475,10 +501,7 @@ def _row_step_some(s, y, sq, brow, C, at, na, v, bnew, dk, idx, cls, solver):
     for q in range(na):
         t = at[q]
         v[q] = v_entry(sy, s[c_index(t, y)], sq, brow[t], bsum)
-    if solver == SIMPLEX:
-        simplex_kernel(v[:na], C, bnew[:na], idx[:na])
-    else:
-        walrus_kernel(v[:na], C, bnew[:na], idx[:na])
+    _exact_step(v[:na], C, bnew[:na], idx[:na], solver)
     n = 0
     total = 0.0
     for q in range(na):
@@ -592,6 +615,7 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
         for p in range(order.shape[0]):
             i = order[p]
             C = Cm * row_weight(weights, trains, split, i)
+            # (the rules of _live, spelled out: see there)
             if C == 0.0 and _at_zero(bm[i]):
                 continue
             sq = sqnorms[i]
@@ -633,15 +657,15 @@ def _row_hinge(s, y, k, loss_id):
     """Row hinge at scores ``s``: WW's sum over the classes ``j != y`` of
     ``max(0, 1 - (s_y - s_j))``, or Crammer-Singer's maximum of them."""
     sy = s[y]
-    total = 0.0
-    top = 0.0
-    # one loop for both (a branch around array reads would cost reference counts per row)
+    cs = loss_id == CS_LOSS
+    loss = 0.0
+    # (one loop, the loss chosen per term on scalars: a branch around the loop's reads of
+    # ``s`` would cost reference counts per row)
     for j in range(k):
         if j != y:
             h = hinge_term(sy, s[j])
-            total += h
-            top = max(top, h)
-    return top if loss_id == CS_LOSS else total
+            loss = max(loss, h) if cs else loss + h
+    return loss
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -1,6 +1,7 @@
 """Row-sized helpers of the exact block solvers (:mod:`.walrus`, :mod:`.simplex`): the
 positive entries of ``v``, their sort (insertion sort, or a heap for a lazily sorted
-prefix), Neumaier-compensated sums, and the public functions' input checks."""
+prefix), Neumaier-compensated sums, and the public functions' checks and calls
+(:func:`solve_one`, :func:`solve_rows`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 from numba import njit
 
 __all__ = ["INSERTION_SORT_MAX", "add_compensated", "check_C", "check_v", "collect_positive", "extend_sorted",
-           "heapify", "insertion_sort_desc", "sift_down"]
+           "heapify", "insertion_sort_desc", "sift_down", "solve_one", "solve_rows"]
 
 # Up to this many positive entries an insertion sort; above, a heap and a
 # lazily sorted prefix that starts with this many entries.
@@ -110,3 +111,26 @@ def check_C(C) -> np.ndarray:
     if not np.all(np.isfinite(Cs)) or np.any(Cs <= 0):
         raise ValueError(f"C must be a finite float in (0, inf). Got {C!r} instead.")
     return Cs
+
+
+def solve_one(kernel, v, C) -> np.ndarray:
+    """``kernel(v, C, out, idx)`` (a per-row solver) on a checked vector ``v`` and scalar ``C``."""
+    v = check_v(v, 1, "v")
+    Cs = check_C(C)
+    if Cs.ndim != 0:
+        raise ValueError(f"C must be a scalar. Got an array of shape {Cs.shape} instead.")
+    out = np.empty_like(v)
+    if v.size:
+        kernel(v, float(Cs), out, np.empty(v.size, dtype=np.int64))
+    return out
+
+
+def solve_rows(rows, V, C) -> np.ndarray:
+    """``rows(V, Cs, out)`` (a per-row solver over the rows of ``V``) on a checked ``V`` and
+    ``C`` broadcast to one bound per row."""
+    V = check_v(V, 2, "V")
+    Cs = np.ascontiguousarray(np.broadcast_to(check_C(C), (V.shape[0],)), dtype=np.float64)
+    out = np.empty_like(V)
+    if V.size:
+        rows(V, Cs, out)
+    return out

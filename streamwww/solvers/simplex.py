@@ -32,12 +32,11 @@ from numba import njit
 
 from streamwww.solvers._rowsort import INSERTION_SORT_MAX as _INSERTION_SORT_MAX
 from streamwww.solvers._rowsort import add_compensated as _add
-from streamwww.solvers._rowsort import check_C as _check_C
-from streamwww.solvers._rowsort import check_v as _check_v
 from streamwww.solvers._rowsort import collect_positive as _collect_positive
 from streamwww.solvers._rowsort import extend_sorted as _extend_sorted
 from streamwww.solvers._rowsort import heapify as _heapify
 from streamwww.solvers._rowsort import insertion_sort_desc as _insertion_sort_desc
+from streamwww.solvers._rowsort import solve_one, solve_rows
 
 __all__ = ["solve_cs_subproblem", "solve_cs_subproblem_batch", "simplex_kernel", "simplex_sweep",
            "simplex_sweep_cpu", "simplex_write"]
@@ -205,14 +204,7 @@ def solve_cs_subproblem(v, C: float) -> np.ndarray:
     ValueError
         If ``v`` is not a finite 1-D vector or ``C`` is not a finite positive float.
     """
-    v = _check_v(v, 1, "v")
-    Cs = _check_C(C)
-    if Cs.ndim != 0:
-        raise ValueError(f"C must be a scalar. Got an array of shape {Cs.shape} instead.")
-    out = np.empty_like(v)
-    if v.size:
-        simplex_kernel(v, float(Cs), out, np.empty(v.size, dtype=np.int64))
-    return out
+    return solve_one(simplex_kernel, v, C)
 
 
 def solve_cs_subproblem_batch(V, C) -> np.ndarray:
@@ -235,10 +227,4 @@ def solve_cs_subproblem_batch(V, C) -> np.ndarray:
     ValueError
         If ``V`` is not a finite 2-D array or ``C`` is not finite and positive.
     """
-    V = _check_v(V, 2, "V")
-    Cs = _check_C(C)
-    Cs = np.ascontiguousarray(np.broadcast_to(Cs, (V.shape[0],)), dtype=np.float64)
-    out = np.empty_like(V)
-    if V.size:
-        _simplex_rows(V, Cs, out)
-    return out
+    return solve_rows(_simplex_rows, V, C)
