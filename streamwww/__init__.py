@@ -7,6 +7,8 @@ CSClassifier       the same for Crammer-Singer (and ``CSClassifierCV``, as ``WWC
 train              train one model or several (a list of C) in one pass over the data,
                    in memory or streamed from a shard store, with checkpoints
 resume             continue an interrupted run from its checkpoint directory
+Interrupted        the KeyboardInterrupt a stopped fit raises: where its work is kept
+ProgressBar        one progress bar for a run: ``train(..., callback=bar, progress=bar)``
 open_store         open a shard store written by ``streamwww convert``
 convert            convert a LIBSVM text file into a shard store (``streamwww convert``)
 load_model, save_model   model files
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from streamwww._lazy import lazy_getattr
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 # name -> (module, attribute); attribute None means the module itself.
 _LAZY = {
@@ -32,6 +34,8 @@ _LAZY = {
     "CSClassifierCV": ("streamwww.cv", "CSClassifierCV"),
     "train": ("streamwww.api", "train"),
     "resume": ("streamwww.api", "resume"),
+    "ProgressBar": ("streamwww.progress", "ProgressBar"),
+    "Interrupted": ("streamwww.engine.interrupt", "Interrupted"),
     "open_store": ("streamwww.io", "open_store"),
     "convert": ("streamwww.io", "convert_libsvm"),
     "load_model": ("streamwww.model_io", "load_model"),

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from streamwww.errors import StorageError
+    from streamwww.errors import OutputPathError, StorageError
 
 __all__ = ["not_regular", "same_or_inside", "fsync_path", "fsync_tree", "try_lock", "unlock", "lock_held",
-           "read_failure", "ScratchDir", "ObjectLock", "temporary_beside", "remove_dead_temporaries"]
+           "read_failure", "is_read_failure", "write_failure", "ScratchDir", "ObjectLock", "temporary_beside",
+           "remove_dead_temporaries"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def same_or_inside(output, inputs) -> str | None:
     return None
 
 
-def read_failure(path, exc: OSError, what: str = "") -> StorageError:
+def read_failure(path, exc: OSError, what: str = "", where: str | None = None) -> StorageError:
     """The one-line error for a local file that is there but cannot be read: no permission,
     EIO, a directory where a file should be (any ``OSError`` but ``FileNotFoundError``).
 
@@ -76,14 +77,53 @@ def read_failure(path, exc: OSError, what: str = "") -> StorageError:
     path : str or Path
         The file that could not be read (named first in the message).
     exc : OSError
-        The failure.
+        The failure. A StorageError already made here (by a lower layer, which named
+        the file) is kept as it is, only ``where`` put before it.
     what : str, optional
         What the file holds (``"the weights"``), for the message.
+    where : str, optional
+        What the file belongs to (``"STORE: shard 2 (shard-00002)"``), put first.
     """
     from streamwww.errors import StorageError
 
-    err = StorageError(f"{path}: cannot read{' ' + what if what else ''} ({exc.strerror or exc}); an I/O "
-                       f"error, not damage: it was left as it is; fix its access or the disk and run again")
+    if isinstance(exc, StorageError):
+        if where is None:
+            return exc
+        text = str(exc)
+    else:
+        text = (f"{path}: cannot read{' ' + what if what else ''} ({exc.strerror or exc}); an I/O error, "
+                f"not damage: it was left as it is; fix its access or the disk and run again")
+    err = StorageError(f"{where}: {text}" if where else text)
+    err.errno = exc.errno
+    return err
+
+
+def is_read_failure(exc: BaseException) -> bool:
+    """Whether ``exc``, raised while reading a local file, is :func:`read_failure`'s kind:
+    the file is there but the system could not read it (an ``OSError`` that carries an
+    ``errno``, but not ``FileNotFoundError``: a missing file is an answer about the data),
+    or such an error made already.
+
+    The ``errno`` tells a failed system call from what a parser raises as ``OSError``
+    about the bytes it was given (pyarrow's for a Parquet page whose checksum does not
+    match carries none): those are damage.
+    """
+    from streamwww.errors import StorageError
+
+    return isinstance(exc, StorageError) or (isinstance(exc, OSError) and exc.errno is not None
+                                             and not isinstance(exc, FileNotFoundError))
+
+
+def write_failure(path, exc: OSError, what: str) -> OutputPathError:
+    """The one-line error for an output that could not be written (a full disk, a read-only
+    file system, a lost mount): ``PATH: cannot write WHAT (cause); nothing was written
+    there``, naming the output the user gave, never the temporary it was written under
+    (the writer removes that). An ``OSError`` from ``write`` names no file: the command
+    line's generic line could not say which. The error keeps ``exc``'s ``errno``.
+    """
+    from streamwww.errors import OutputPathError
+
+    err = OutputPathError(f"{path}: cannot write {what} ({exc.strerror or exc}); nothing was written there")
     err.errno = exc.errno
     return err
 
@@ -227,9 +267,10 @@ def temporary_beside(path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
-def remove_dead_temporaries(path) -> list[Path]:
+def remove_dead_temporaries(path, folders: bool = False) -> list[Path]:
     """Delete the :func:`temporary_beside` files of ``path`` whose writer is gone (a process
-    killed by SIGKILL leaves its temporary behind); return them.
+    killed by SIGKILL leaves its temporary behind); return them.  ``folders``: the output is
+    a directory, and so are its temporaries (removed whole; never through a link).
 
     Only names of exactly that form with a pid no live process has are removed: a live
     writer's, or any other file, stays. A pid reused since by another process keeps its
@@ -251,8 +292,12 @@ def remove_dead_temporaries(path) -> list[Path]:
             continue
         leftover = path.parent / name
         try:
-            if stat.S_ISREG(os.lstat(leftover).st_mode):  # (a file this code wrote: never a link or a folder)
+            mode = os.lstat(leftover).st_mode
+            if stat.S_ISREG(mode) and not folders:  # (what this code wrote: never a link)
                 leftover.unlink()
+                removed.append(leftover)
+            elif stat.S_ISDIR(mode) and folders:
+                shutil.rmtree(leftover)
                 removed.append(leftover)
         except OSError:
             pass

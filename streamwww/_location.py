@@ -58,22 +58,36 @@ def is_url(path: Any) -> bool:
 
 # OSErrors that say something about the object, not about the store: the callers decide
 _ANSWERS = (FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError)
-# where the clients of the object stores fsspec wraps keep their (non-OSError) errors:
-# botocore's EndpointConnectionError is what s3fs raises when the endpoint is down
+# where the clients of the object stores fsspec wraps, and those file systems themselves,
+# keep their (non-OSError) errors: botocore's EndpointConnectionError is what s3fs raises
+# when the endpoint is down, gcsfs's HttpError what it raises for a 5xx once its retries end
 _CLIENT_ERROR_MODULES = ("botocore.", "aiobotocore.", "aiohttp.", "google.", "azure.", "requests.", "urllib3.",
-                         "obstore.")
+                         "obstore.", "s3fs.", "gcsfs.", "adlfs.", "ocifs.", "oci.", "paramiko.", "fsspec.")
+
+
+def _is_answer(exc: BaseException) -> bool:
+    """Whether ``exc`` is a store's answer about the object itself (missing, existing, a
+    folder or not), not a failure of the store."""
+    if isinstance(exc, _ANSWERS):
+        return True
+    # (obstore's reads only GET: the one answer about the object they give)
+    return type(exc).__module__.startswith("obstore") and type(exc).__name__ == "NotFoundError"
 
 
 def is_storage_failure(exc: BaseException) -> bool:
     """Whether ``exc`` says that a store could not be reached or refused a request
     (an OSError other than a missing or existing object, or an error of the store's
-    client library), as opposed to an answer about the object itself."""
+    client library), as opposed to an answer about the object itself.
+
+    For an exception whose origin is mixed (a Zarr read: the store's client or Zarr
+    parsing what it got); a request of the file system alone is judged by
+    :meth:`Location._request`, where every exception but an answer is the store's."""
     if isinstance(exc, StorageError):
         return True
+    if _is_answer(exc):
+        return False
     if isinstance(exc, OSError):
-        return not isinstance(exc, _ANSWERS)
-    if type(exc).__module__.startswith("obstore") and type(exc).__name__ == "NotFoundError":
-        return False  # (obstore's reads only GET: the one answer about the object they give)
+        return True
     return any(c.__module__.startswith(_CLIENT_ERROR_MODULES) for c in type(exc).__mro__[:-2])
 
 
@@ -216,14 +230,19 @@ class Location:
 
     @contextlib.contextmanager
     def _request(self, doing: str) -> Iterator[None]:
-        """Turn a remote store's failure (unreachable, refused) into one
-        :class:`~streamwww.errors.StorageError` naming this URL and ``doing``."""
+        """Turn a remote store's failure (unreachable, refused, timed out) into one
+        :class:`~streamwww.errors.StorageError` naming this URL and ``doing``.
+
+        What runs inside is a request of the file system alone, so every exception
+        but an answer about the object (missing, existing) is the store's failure,
+        whatever its type: none of them says anything about the bytes stored, and a
+        reader that took one for damage would fall back from what may be intact."""
         try:
             yield
         except StorageError:
             raise
         except Exception as exc:
-            if self.is_local or not is_storage_failure(exc):
+            if self.is_local or _is_answer(exc):
                 raise
             raise storage_error(self.url, doing, exc) from exc
 
@@ -274,8 +293,13 @@ class Location:
         """The object's bytes as a read-only buffer (``bytes``, or obstore's ``Bytes`` on
         S3: no copy), for readers that take any buffer (``memoryview``, ``len``)."""
         if self.is_local:
-            with open(self.path, "rb") as f:
-                return f.read()
+            try:
+                with open(self.path, "rb") as f:
+                    return f.read()
+            except OSError as exc:  # (a failed read names no file: the caller's message needs it)
+                if exc.filename is None:
+                    exc.filename = self.path
+                raise
         fast = self._fast_reader()
         if fast is not None:
             return self.fast_read(lambda: fast.get(self.path), self._read_bytes_fsspec)

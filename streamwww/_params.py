@@ -9,7 +9,8 @@ import os
 import numpy as np
 
 __all__ = ["check_params", "check_int", "check_interval", "check_n_jobs", "check_block_rows", "resolve_seed",
-           "resolve_memory_budget", "resolve_prefetch", "resolve_n_jobs", "usable_cores", "DEFAULTS", "UNMIXED"]
+           "resolve_memory_budget", "resolve_prefetch", "resolve_n_jobs", "usable_cores", "DEFAULTS", "MAX_ITER",
+           "UNMIXED"]
 
 
 def _fail(owner: str, name: str, what: str, value) -> None:
@@ -192,6 +193,16 @@ def resolve_seed(random_state) -> int:
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2**31 - 1))
     return int(random_state) % (2**63)
+
+
+#: The default epoch limit (``max_iter``) of the estimators, ``train`` and the command line,
+#: the one place for it.  The stop is the certificate (relative duality gap <= ``tol``); this
+#: limit ends the runs that do not reach it.  The epochs a certificate needs grow about in
+#: proportion to C; the limit lets every model of C <= 10 on the data sets users try first
+#: (dna, satimage, letter, sector; either loss, with and without the intercept) reach it with
+#: a margin of four, and bounds the time an unreachable one takes (docs/benchmarks.md,
+#: "Epochs to the default stop").  A checkpoint keeps the limit it recorded.
+MAX_ITER = 10_000
 
 
 # The one place for the defaults of the run options shared by ``train``, ``resume``,

@@ -17,6 +17,7 @@ import numpy as np
 from streamwww._location import located
 from streamwww._params import (
     DEFAULTS,
+    MAX_ITER,
     UNMIXED,
     check_interval,
     check_params,
@@ -48,7 +49,7 @@ def _locate(data, checkpoint_dir, model_out, storage_options):
     return data, checkpoint_dir, model_out
 
 
-def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept: bool = True,
+def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = MAX_ITER, fit_intercept: bool = True,
           intercept_scaling: float = 1.0, gap_decay: float | None = None, subproblem: str = "walrus",
           shrinking: bool = True,
           random_state=None, device: str = "auto", verbose: int = 0, checkpoint_dir=None,
@@ -123,14 +124,17 @@ def train(data, *, C=1.0, tol: float = 1e-3, max_iter: int = 1000, fit_intercept
     callback : callable, optional
         Called after each evaluated epoch with a dict (``epoch``, ``time``,
         ``models``: the models evaluated then (with ``"auto"`` each model has its own
-        epochs), ``primal``, ``dual``, ``rel_gap``, ``rows_per_s``, and
+        epochs), ``primal``, ``dual``, ``rel_gap``, ``rows_per_s``, ``converged`` (per model
+        in ``models``: did it meet the stopping rule there), the run's ``tol`` and ``max_iter``, and
         ``weights``: ``weights(j)`` returns copies of ``(coef, intercept)`` of
         the j-th model in ``models`` as they are now, during the callback only: a
         later call raises ``RuntimeError``); a truthy return value
         stops training, every model of the run (status 'stopped'). The same on
         a cluster (``client=``; ``rows_per_s``: all rows over the last round's wall time).
     progress : callable, optional
-        ``progress(epoch, shards_done, n_shards, rows)`` after each shard.
+        ``progress(epoch, shards_done, n_shards, rows)`` after each group of shards.
+        :class:`streamwww.ProgressBar` is both hooks: ``callback=bar, progress=bar`` draws
+        one bar for the run (a widget in Jupyter).
     class_weight : dict, 'balanced' or None, optional
         As in :class:`~streamwww.WWClassifier`; for a store, 'balanced' uses its class counts.
     sample_weight : array-like of shape (n_samples,), optional

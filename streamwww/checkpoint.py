@@ -524,11 +524,13 @@ class CheckpointDir:
                 for tmp in self.path.glob("*.tmp"):  # (its own: never a user's)
                     if _TMP_NAME.match(tmp.name):
                         tmp.unlink(missing_ok=True)
-            last = "" if self._latest is None else f" (step {self._latest['step']}, epoch {self._latest['cursor']['epoch']})"
+            stands = ("no checkpoint was committed yet: nothing to resume" if self._latest is None else
+                      f"the previous checkpoint (step {self._latest['step']}, epoch "
+                      f"{self._latest['cursor']['epoch']}) stands")
             doing = f", {self._doing}" if self._doing else ""
             reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
             raise CheckpointError(f"{self.path}: cannot write checkpoint step {step}{doing} "
-                                  f"({reason}); the previous checkpoint{last} stands") from None
+                                  f"({reason}); {stands}") from None
 
     def _write_commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas",
                       plan: "BetaCommit", final: bool, W_sets: np.ndarray | None = None) -> None:

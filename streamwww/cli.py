@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     verbosity.add_argument("-v", "--verbose", action="count", default=0,
                            help="more log output (-vv for debug)")
     verbosity.add_argument("-q", "--quiet", action="store_true",
-                           help="only warnings and errors; no progress bars")
+                           help="only errors (and a result's own warnings: did not converge); no progress bars")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMAND_MODULES:
         try:
@@ -59,18 +59,22 @@ def build_parser() -> argparse.ArgumentParser:
         group.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
                            help="more log output (-vv for debug)")
         group.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
-                           help="only warnings and errors; no progress bars")
+                           help="only errors (and a result's own warnings: did not converge); no progress bars")
     return parser
 
 
-def _configure_logging(verbose: int, quiet: bool) -> None:
+def _configure_logging(verbose: int, quiet: bool, command: str = "") -> None:
     # Default: warnings only (commands print their own summaries and epoch lines); -v:
-    # the library's events (device, memory, shards); -vv: debug.
+    # the library's events (device, memory, shards); -vv: debug. A warning is one line,
+    # `streamwww COMMAND: warning: ...`, whatever logged it; -q leaves errors only.
     level = logging.WARNING if (quiet or verbose == 0) else (logging.INFO if verbose == 1 else logging.DEBUG)
     before = set(logging.getLogger().handlers)
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
     for handler in set(logging.getLogger().handlers) - before:  # (this CLI's handler only)
         handler.addFilter(_without_epoch_lines)
+        handler.setFormatter(_Lines(command))
+        if quiet:
+            handler.setLevel(logging.ERROR)
     # Third-party libraries stay quiet unless -vv.
     for noisy in ("numba", "distributed", "asyncio", "fsspec", "zarr"):
         logging.getLogger(noisy).setLevel(logging.WARNING if verbose < 2 else logging.DEBUG)
@@ -81,6 +85,22 @@ def _configure_logging(verbose: int, quiet: bool) -> None:
         # (later, and in every worker process): INFO, a screenful per local cluster. Dask's
         # config from the environment, unless the user's environment says otherwise.
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+
+
+class _Lines(logging.Formatter):
+    """The command line's log lines: a record's message, and a warning's (streamwww's or
+    another library's) as ``streamwww COMMAND: warning: MESSAGE`` on one line, as
+    :func:`_warning_line` shows Python's warnings."""
+
+    def __init__(self, command: str):
+        super().__init__("%(message)s")
+        self.prefix = f"streamwww {command}: warning: "
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = super().format(record)
+        if record.levelno != logging.WARNING or text.startswith(self.prefix):
+            return text
+        return self.prefix + " ".join(text.split())
 
 
 # The engine's per-epoch (and per-round) log lines: the commands print each evaluated epoch
@@ -103,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
-    _configure_logging(args.verbose, args.quiet)
+    _configure_logging(args.verbose, args.quiet, args.command)
     args.show_progress = (not args.quiet) and sys.stderr.isatty()
     from streamwww.errors import StreamwwwError
 
@@ -123,12 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
-    except KeyboardInterrupt:
-        ck = getattr(args, "checkpoint_dir", None)
-        where = (f"; the last checkpoint is in {ck} (continue with: streamwww resume {ck})"
-                 if ck and (Path(ck) / "manifest.json").exists() else "")
-        print(f"streamwww {args.command}: interrupted{where}", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM during a fit (streamwww.engine.interrupt)
+        print(f"streamwww {args.command}: {_interrupted_line(exc, args)}", file=sys.stderr)
+        return int(getattr(exc, "exit_status", 130))
     except OSError as exc:  # (one no layer turned into a typed error: still one line, naming the file)
         print(f"streamwww {args.command}: error: {_os_error_line(exc)}", file=sys.stderr)
         return 1
@@ -138,6 +155,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             from numba.core import event
 
             event.unregister("numba:compile", listener)
+
+
+def _interrupted_line(exc: KeyboardInterrupt, args) -> str:
+    """What an interrupted command says: where its work is kept and how to continue, or
+    that nothing was kept and what to run.  Only a checkpoint directory the user named is
+    pointed at (``demo``'s own is removed)."""
+    ck = getattr(args, "checkpoint_dir", None)
+    where = exc.where(ck) if ck and hasattr(exc, "where") else None
+    if where:
+        return f"interrupted {where}: continue with `streamwww resume {ck}`"
+    if ck and (Path(ck) / "manifest.json").exists():  # (a cluster run's last round, say)
+        return f"interrupted; the work is kept in {ck}: continue with `streamwww resume {ck}`"
+    if args.command != "train":
+        return "interrupted"
+    if ck:
+        return f"interrupted before anything was kept in {ck}: run the same `streamwww train` command again"
+    return ("interrupted; nothing was kept (no --checkpoint-dir): run `streamwww train` again with "
+            "--checkpoint-dir DIR to keep the work of a run that is interrupted")
 
 
 # The option of each Python parameter whose name does not become its option by `--name-with-dashes`.

@@ -1,7 +1,8 @@
 """Training-side subcommands of the ``streamwww`` CLI: train, resume, predict, evaluate, demo.
 
 Data conversion commands (convert, info, make-data) live in :mod:`streamwww.io.commands`.
-This module owns the progress bars and the per-epoch lines; the library only logs.
+This module owns what a run prints, its bar and per-evaluation lines drawn by
+:class:`streamwww.progress.ProgressBar`; the library only logs.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streamwww._params import DEFAULTS
+from streamwww._params import DEFAULTS, MAX_ITER
 from streamwww._textdata import TEXT_STORE  # where `train FILE` converts a LIBSVM file
 from streamwww.io.commands import storage_options
 
@@ -182,8 +183,11 @@ def register(sub) -> None:
     p = sub.add_parser("train", help="train WW-SVM(s) on a shard store or a LIBSVM file, with checkpoints",
                        description="Train Weston-Watkins linear SVM(s) on a shard store (or a LIBSVM file, "
                                    "converted into the checkpoint directory first), streaming the "
-                                   "shards, with crash-safe checkpoints in --checkpoint-dir. If the directory "
-                                   "holds a checkpoint of the same data and settings, training continues.")
+                                   "shards, with crash-safe checkpoints in --checkpoint-dir (default: beside "
+                                   "the model file, named after it: MODEL.ckpt). If the directory holds a "
+                                   "checkpoint of the same data and settings, training continues: the same "
+                                   "command run again continues an interrupted run, and of a finished one "
+                                   "writes the same model again.")
     p.add_argument("store", help="shard store (from 'streamwww convert'), or a LIBSVM text file (optionally "
                    ".gz/.bz2/.xz): converted first, as 'streamwww convert FILE' with its defaults would, into "
                    f"CHECKPOINT_DIR/{TEXT_STORE} (again on every run: the same store, bit for bit; "
@@ -191,11 +195,15 @@ def register(sub) -> None:
     p.add_argument("--zero-based", action="store_true", help="a LIBSVM file's indices start at 0")
     p.add_argument("--C", type=_C_list, default=[1.0], help="regularization, or a comma-separated list "
                    "(one model per value, all in the same passes); default 1")
-    p.add_argument("--checkpoint-dir", help="directory for beta and checkpoints (required, except on a cluster: "
-                   "--workers/--scheduler runs without it keep beta in a temporary directory and cannot resume)")
-    p.add_argument("--model-out", required=True, help="model file (.npz); with several C values, one "
-                   "file per value named <stem>-C<value>.npz")
-    p.add_argument("--max-iter", type=int, default=1000, help="maximum epochs (default 1000)")
+    p.add_argument("--checkpoint-dir", help="directory for beta and checkpoints (default: the model file's "
+                   "path with .ckpt for .npz, e.g. data.model.ckpt, said on stderr; continue it with "
+                   "'streamwww resume DIR' or the same train command. On a cluster, --workers/--scheduler runs "
+                   "without it keep beta in a temporary directory and cannot resume)")
+    p.add_argument("--model-out", help="model file (.npz); with several C values, one file per value named "
+                   f"<stem>-C<value>.npz (default: the data's name + {MODEL_SUFFIX} in the current directory, "
+                   "as LIBLINEAR's 'train DATA' writes DATA.model)")
+    p.add_argument("--max-iter", type=int, default=MAX_ITER,
+                   help=f"maximum epochs: a limit for runs that do not reach --tol (default {MAX_ITER})")
     p.add_argument("--tol", type=float, default=1e-3, help="relative duality gap to stop at (default 1e-3)")
     p.add_argument("--gap-decay", type=float, default=None,
                    help="also stop when gap <= D x gap after epoch 1 (the paper uses 0.0009)")
@@ -268,7 +276,8 @@ def register(sub) -> None:
     p = sub.add_parser("resume", help="continue an interrupted training run",
                        description="Continue the run in DIR with its recorded data and settings; it ends "
                                    "with the model the uninterrupted run gives.")
-    p.add_argument("checkpoint_dir", metavar="DIR", help="checkpoint directory of the run ('train --checkpoint-dir')")
+    p.add_argument("checkpoint_dir", metavar="DIR", help="checkpoint directory of the run ('train --checkpoint-dir', "
+                   "or the MODEL.ckpt train chose and printed)")
     p.add_argument("--model-out", help="model file (.npz) to write (default: the file(s) train was given)")
     p.add_argument("--no-model", action="store_true", help="write no model file")
     p.add_argument("--store", help="the data store, if it moved (its fingerprint must match)")
@@ -386,7 +395,7 @@ def run_info(args, kind: str) -> int:
         _print_json(info)
     else:
         print("\n".join(lines))
-    if kind == "checkpoint" and info["health"]["ok"] is False:  # (None: a run in progress, not checked)
+    if kind == "checkpoint" and info["health"]["ok"] is False:  # (None: a live run replaced it on every try)
         err = info["health"]["latest"].get("error", "no manifest.json")
         fallback = (f"; a resume falls back to {info['health']['resumes_from']}" if info["health"]["resumes_from"]
                     else "; no intact commit is left: train again with a new --checkpoint-dir")
@@ -395,48 +404,20 @@ def run_info(args, kind: str) -> int:
     return 0
 
 
-class _Reporter:
-    """Progress bar per epoch (on a terminal) and one line per evaluated epoch."""
+def _progress_bar(args, max_iter: int, tol: float, labels, run: dict | None = None, lines: bool | None = None):
+    """The display of a ``train``/``resume`` run (:class:`~streamwww.progress.ProgressBar`): one bar on
+    a terminal, closed (its line cleared) before anything else is printed, and a line per
+    evaluated model above it (``lines``; default: unless ``-q``); ``run``: the manifest of the
+    run it continues."""
+    from streamwww.progress import ProgressBar
 
-    def __init__(self, show_bar: bool, quiet: bool, max_iter: int, Cs=(), labels=None):
-        self.show_bar, self.quiet, self.max_iter = show_bar, quiet, max_iter
-        # model index -> its name in the epoch lines ('C=0.1', 'fold 2 C=0.1')
-        self.labels = list(labels) if labels is not None else _model_labels(Cs)
-        self.bar = None
-        self.epoch = None
-        self.t0 = time.perf_counter()
-
-    def progress(self, epoch: int, done: int, n_shards: int, rows: int) -> None:
-        if not self.show_bar:
-            return
-        from tqdm import tqdm
-
-        if self.epoch != epoch:
-            if self.bar is not None:
-                self.bar.close()
-            self.bar = tqdm(total=n_shards, desc=f"epoch {epoch}/{self.max_iter}", unit="shard",
-                            leave=False, file=sys.stderr)
-            self.epoch = epoch
-            self.rows = 0
-            self.te = time.perf_counter()
-        self.rows += rows
-        rate = self.rows / max(1e-9, time.perf_counter() - self.te)
-        self.bar.set_postfix_str(f"{rate:,.0f} rows/s")
-        # `done` counts shards (a group trains several); a resumed epoch starts part-way
-        self.bar.update(done - self.bar.n)
-
-    def epoch_done(self, info: dict) -> bool:
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
-            self.epoch = None
-        if not self.quiet:
-            for m, P, D, R in zip(info["models"], info["primal"], info["dual"], info["rel_gap"]):
-                label = self.labels[m] if m < len(self.labels) else f"model {m}"
-                print(f"epoch {info['epoch']:4d}  {label}  primal {P:.8g}  dual {D:.8g}  "
-                      f"rel. gap {R:.3e}  solver time {info['time']:.2f}s  {info['rows_per_s']:,.0f} rows/s",
-                      file=sys.stderr, flush=True)
-        return False
+    lines = not args.quiet if lines is None else lines
+    bar = ProgressBar(max_iter=max_iter, tol=tol, labels=labels, lines=lines, bar=args.show_progress,
+                      leave=False, file=sys.stderr)
+    for_models = (run or {}).get("results") or []
+    bar.restore({m: r["history"][-1]["rel_gap"] for m, r in enumerate(for_models) if r.get("history")},
+                [m for m, r in enumerate(for_models) if r.get("status") == "converged"])
+    return bar
 
 
 def _models(result) -> list:
@@ -558,46 +539,143 @@ def _train_store(args, options):
                             dir_name="--checkpoint-dir")
 
 
+# Where one process is the faster way (docs/TRAINING.md, "Which way is fastest for my data"):
+# a local cluster's start-up and its rounds' task round-trips cost more than its second
+# process saves on every store of up to this many rows measured; the block pass on two
+# threads was not faster than the default sequential pass on any data set measured, so it
+# pays, if anywhere, from three threads.
+LOCAL_CLUSTER_SLOWER_ROWS = 2_000_000
+BLOCK_PASS_MIN_THREADS = 3
+
+
+def _faster_way(args, store, options) -> str | None:
+    """A note naming the faster way when ``train``'s options ask for a way of using this
+    machine's cores that was measured slower on such a run; None otherwise."""
+    where = "docs/TRAINING.md, 'Which way is fastest for my data'"
+    if args.workers is not None:  # (a local cluster; --scheduler names a cluster of other machines)
+        from streamwww.stream.sources import as_store
+
+        n_rows = int(as_store(store, options).n_rows)
+        if n_rows <= LOCAL_CLUSTER_SLOWER_ROWS:
+            return (f"a store of {n_rows:,} rows trains faster in one process than on a local cluster "
+                    f"(measured on stores of up to {LOCAL_CLUSTER_SLOWER_ROWS:,} rows); drop --workers ({where})")
+    elif args.block_rows > 1 and len(args.C) == 1 and args.cv is None:
+        from streamwww._params import resolve_n_jobs
+
+        threads = resolve_n_jobs(args.jobs)
+        if threads < BLOCK_PASS_MIN_THREADS:
+            return (f"the block pass (--block-rows {args.block_rows}) on {threads} thread(s) was measured no faster "
+                    f"than the default sequential pass, which certifies on a second thread; drop --block-rows "
+                    f"({where})")
+    return None
+
+
 def run_train(args) -> int:
     from streamwww.api import model_paths, train_fitted
+    from streamwww.errors import CheckpointError
 
     on_cluster = args.workers is not None or args.scheduler is not None
-    if not on_cluster:
-        if args.checkpoint_dir is None:
-            raise ValueError("--checkpoint-dir is required (it holds beta and the checkpoints); only "
-                             "--workers/--scheduler runs go without")
-        if args.partitions is not None:
-            raise ValueError("--partitions applies to cluster runs only; add --workers N or --scheduler ADDRESS")
+    if not on_cluster and args.partitions is not None:
+        raise ValueError("--partitions applies to cluster runs only; add --workers N or --scheduler ADDRESS")
     options = storage_options(args)
+    if args.model_out is None:
+        args.model_out = _default_model_out(args.store, options)
+    # A cluster's workers write beta into the checkpoint directory: one on this machine is no
+    # place for a remote cluster's, so a cluster run without one keeps beta in a temporary directory.
+    default_dir = args.checkpoint_dir is None and not on_cluster
+    if default_dir:
+        args.checkpoint_dir = _default_checkpoint_dir(args.model_out)
     _check_model_out(args)  # (before _train_store: converting a LIBSVM file is work already)
+    before = _run_in(args.checkpoint_dir, options, default=default_dir)
     store = _train_store(args, options)
+    if default_dir and not args.quiet:
+        print(f"streamwww train: {'continuing the run in' if before else 'checkpoints in'} {args.checkpoint_dir} "
+              f"(continue with: streamwww resume {args.checkpoint_dir})", file=sys.stderr)
+    note = None if args.quiet else _faster_way(args, store, options)
+    if note is not None:
+        print(f"streamwww train: note: {note}", file=sys.stderr)
     class_weight = _store_class_weight(args.class_weight, store, options)
     C = args.C if len(args.C) > 1 or args.cv is not None else args.C[0]
     labels = _model_labels(args.C)
     if args.cv is not None:
         splits = [s for s in range(max(args.cv, 0)) for _ in args.C] + [-1] * len(args.C)
         labels = _model_labels([c for _ in range(max(args.cv, 0)) for c in args.C] + args.C, splits)
-    rep = _Reporter(args.show_progress, args.quiet, args.max_iter, labels=labels)
     try:
-        result, fit = train_fitted(store, C=C, tol=args.tol,
-                                   max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
-                                   fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
-                                   subproblem=args.subproblem, shrinking=not args.no_shrinking, device=args.device,
-                                   checkpoint_dir=args.checkpoint_dir,
-                                   checkpoint_every=args.checkpoint_every, checkpoint_interval=args.checkpoint_interval,
-                                   prefetch=args.prefetch,
-                                   inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
-                                   model_out=args.model_out, class_weight=class_weight, cv=args.cv,
-                                   client=args.scheduler, workers=args.workers, partitions=args.partitions,
-                                   callback=rep.epoch_done, progress=rep.progress, storage_options=options,
-                                   memory_budget=args.memory_budget, n_jobs=args.jobs, block_rows=args.block_rows,
-                                   loss=args.loss)
+        with _progress_bar(args, args.max_iter, args.tol, labels, before) as bar:
+            result, fit = train_fitted(store, C=C, tol=args.tol,
+                                       max_iter=args.max_iter, gap_decay=args.gap_decay, random_state=args.seed,
+                                       fit_intercept=not args.no_intercept, intercept_scaling=args.intercept_scaling,
+                                       subproblem=args.subproblem, shrinking=not args.no_shrinking, device=args.device,
+                                       checkpoint_dir=args.checkpoint_dir,
+                                       checkpoint_every=args.checkpoint_every, checkpoint_interval=args.checkpoint_interval,
+                                       prefetch=args.prefetch,
+                                       inner_passes=args.inner_passes, eval_every=args.eval_every, mix_shards=args.mix_shards,
+                                       model_out=args.model_out, class_weight=class_weight, cv=args.cv,
+                                       client=args.scheduler, workers=args.workers, partitions=args.partitions,
+                                       callback=bar, progress=bar, storage_options=options,
+                                       memory_budget=args.memory_budget, n_jobs=args.jobs, block_rows=args.block_rows,
+                                       loss=args.loss)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
+    except CheckpointError as exc:  # (a run of other settings or data in the directory chosen for the user)
+        if not default_dir:
+            raise
+        raise CheckpointError(f"{exc} (the default --checkpoint-dir of --model-out {args.model_out}: give "
+                              "--checkpoint-dir DIR for another run)") from None
     _warn_not_converged(fit, "train", cv=args.cv is not None)
     paths = model_paths(args.model_out, args.C, many=len(args.C) > 1 and args.cv is None)
     _report_run(args, result, paths, "train")
     return 0
+
+
+#: what ``train DATA`` without ``--model-out`` writes, in the current directory: LIBLINEAR's
+#: ``train DATA`` writes ``DATA.model`` there (its name kept whole: ``a9a`` and ``a9a.t`` differ)
+MODEL_SUFFIX = ".model.npz"
+
+
+def _default_model_out(store: str, options=None) -> str:
+    """``train``'s model file without ``--model-out``: the data's name + :data:`MODEL_SUFFIX`,
+    in the current directory (a URL's data too: the model is the user's file)."""
+    from streamwww._location import located
+
+    where = located(store, options)
+    name = where.name or (where.local_path.resolve().name if where.is_local else "")
+    return (name or "data") + MODEL_SUFFIX
+
+
+def _default_checkpoint_dir(model_out: str) -> str:
+    """``train``'s checkpoint directory without ``--checkpoint-dir``: beside the model file,
+    named after it (``m.npz`` -> ``m.ckpt``), so that the same command finds it again."""
+    text = str(model_out)
+    return (text[:-len(".npz")] if text.endswith(".npz") else text) + ".ckpt"
+
+
+def _run_in(checkpoint_dir, options, default: bool) -> dict | None:
+    """The manifest of the run ``checkpoint_dir`` already holds (None: none, or one too
+    damaged to read, which training reports). A ``default`` directory that cannot be one is
+    refused here, naming the options that choose another place."""
+    if checkpoint_dir is None:
+        return None
+    from streamwww._location import located
+    from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
+    from streamwww.errors import CheckpointError, OutputPathError, StorageError
+
+    where = located(checkpoint_dir, options)
+    if default and where.is_local:
+        path = where.local_path
+        problem = ("it is not a directory" if path.exists() and not path.is_dir() else
+                   None if os.access(path if path.exists() else path.parent, os.W_OK | os.X_OK) else
+                   "no permission to write there")
+        if problem:
+            raise OutputPathError(f"{path}: cannot keep the checkpoints there ({problem}); it is the default "
+                                  "--checkpoint-dir, named after --model-out: give --checkpoint-dir DIR")
+    if not (where.child(MANIFEST).isfile() or where.child(PREVIOUS).isfile()):
+        return None
+    try:
+        with CheckpointDir(where, lock=False) as probe:
+            return probe.load_settings()
+    except (CheckpointError, StorageError):
+        return None
 
 
 def _check_model_out(args) -> None:
@@ -619,14 +697,14 @@ def run_resume(args) -> int:
     options = storage_options(args)
     with CheckpointDir(located(args.checkpoint_dir, options), lock=False) as probe:
         run = probe.load_settings()
-    rep = _Reporter(args.show_progress, args.quiet, args.max_iter or run["config"]["max_iter"],
-                    labels=_model_labels(run["config"]["Cs"], run["config"].get("splits")))
     model_out = False if args.no_model else args.model_out
     try:
-        result, fit = resume_fitted(args.checkpoint_dir, store=args.store, model_out=model_out,
-                                    callback=rep.epoch_done, progress=rep.progress, max_iter=args.max_iter,
-                                    client=args.scheduler, workers=args.workers, partitions=args.partitions,
-                                    storage_options=options, memory_budget=args.memory_budget, n_jobs=args.jobs)
+        with _progress_bar(args, args.max_iter or run["config"]["max_iter"], run["config"]["tol"],
+                           _model_labels(run["config"]["Cs"], run["config"].get("splits")), run) as bar:
+            result, fit = resume_fitted(args.checkpoint_dir, store=args.store, model_out=model_out,
+                                        callback=bar, progress=bar, max_iter=args.max_iter,
+                                        client=args.scheduler, workers=args.workers, partitions=args.partitions,
+                                        storage_options=options, memory_budget=args.memory_budget, n_jobs=args.jobs)
     except ConnectionError as exc:  # an unreachable --scheduler: the CLI's one-line error
         raise ValueError(f"{exc}; check --scheduler") from None
     _warn_not_converged(fit, "resume", cv=bool(run["run"].get("cv")))
@@ -652,25 +730,39 @@ def run_predict(args) -> int:
         check_not_input(output, [args.model, args.input], "the predictions")
     model = load_fitted(_model_arg(args.model, options, "predict"))
     out = _open_predictions(Path(output)) if output else sys.stdout
+
+    def emit(write, text) -> None:
+        """One write of the output: a failure (a full disk) names the --output file."""
+        from streamwww._fsutil import write_failure
+
+        try:
+            write(text)
+        except OSError as exc:
+            if not output:
+                raise
+            raise write_failure(output, exc, "the predictions") from None
+
     try:
         n = 0
         kw = dict(zero_based=args.zero_based, storage_options=options)
         if args.scores:
-            out.write("labels " + " ".join(map(_fmt_label, np.asarray(model.classes_))) + "\n")
+            emit(out.write, "labels " + " ".join(map(_fmt_label, np.asarray(model.classes_))) + "\n")
             for labels, scores in predict_scores(model, args.input, **kw):
-                out.writelines(f"{_fmt_label(lab)} " + " ".join(map(repr, row.tolist())) + "\n"
-                               for lab, row in zip(labels, scores))
+                emit(out.writelines, (f"{_fmt_label(lab)} " + " ".join(map(repr, row.tolist())) + "\n"
+                                      for lab, row in zip(labels, scores)))
                 n += len(labels)
         else:
             for labels in predict_labels(model, args.input, **kw):
-                out.write("\n".join(map(_fmt_label, labels)) + ("\n" if len(labels) else ""))
+                emit(out.write, "\n".join(map(_fmt_label, labels)) + ("\n" if len(labels) else ""))
                 n += len(labels)
-        if output:
-            out.close()  # (its last writes: a full disk is found here, before the rename)
-            os.replace(out.name, output)
+        if output:  # (its last writes: a full disk is found here, before the rename)
+            emit(lambda name: (out.close(), os.replace(name, output)), out.name)
     except BaseException:
         if output:  # (a half-written file never takes the output's name)
-            out.close()
+            try:
+                out.close()
+            except OSError:  # (the disk that failed a write may fail the last flush too)
+                pass
             Path(out.name).unlink(missing_ok=True)
         raise
     if output:
@@ -797,11 +889,10 @@ def run_demo(args) -> int:
               f"({time.perf_counter() - t:.1f} s)")
 
         ckpt, model_path = work / "checkpoints", work / "model.npz"
-        rep = _Reporter(args.show_progress, not args.verbose, 1000, labels=_model_labels([args.C]))
         t = time.perf_counter()
-        model, fit = train_fitted(train_store, C=args.C, random_state=args.seed, tol=1e-3, max_iter=1000,
-                                  checkpoint_dir=ckpt, model_out=model_path, callback=rep.epoch_done,
-                                  progress=rep.progress)
+        with _progress_bar(args, MAX_ITER, 1e-3, _model_labels([args.C]), lines=bool(args.verbose)) as bar:
+            model, fit = train_fitted(train_store, C=args.C, random_state=args.seed, tol=1e-3, max_iter=MAX_ITER,
+                                      checkpoint_dir=ckpt, model_out=model_path, callback=bar, progress=bar)
         _warn_not_converged(fit, "demo")
         h = model.history_[-1]
         where = (f"checkpoints in {ckpt}" if args.workdir else

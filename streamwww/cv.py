@@ -28,7 +28,7 @@ from sklearn.metrics import check_scoring
 from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from streamwww._params import check_params, resolve_seed
+from streamwww._params import MAX_ITER, check_params, resolve_seed
 from streamwww._textdata import text_as_store
 from streamwww.engine.run import cluster_options, fit_placed
 from streamwww.estimator import WWClassifier, estimator_class, estimator_from
@@ -176,7 +176,7 @@ class WWClassifierCV(WWClassifier):
         Of the refitted model (``refit=True``).
     """
 
-    def __init__(self, Cs=10, cv=5, scoring=None, refit=True, tol=1e-3, max_iter=1000, fit_intercept=True,
+    def __init__(self, Cs=10, cv=5, scoring=None, refit=True, tol=1e-3, max_iter=MAX_ITER, fit_intercept=True,
                  intercept_scaling=1.0, gap_decay=None, subproblem="walrus", shrinking=True, random_state=None,
                  device="auto", verbose=0, class_weight=None, n_jobs=None, block_rows=1):
         self.Cs = Cs

@@ -12,7 +12,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from streamwww._params import check_params
+from streamwww._params import MAX_ITER, check_params
 from streamwww._textdata import text_as_store
 from streamwww.fitted import FittedModel, class_scores, fitted_attributes, model_params, predicted_labels
 from streamwww.labels import classification_targets
@@ -36,8 +36,12 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
         Regularization parameter, ``C > 0``.
     tol : float, default=1e-3
         Stop when the relative duality gap ``(P - D) / |P|`` is at most ``tol``.
-    max_iter : int, default=1000
-        Maximum number of epochs (passes over the data).
+    max_iter : int, default=10000
+        Maximum number of epochs (passes over the data): a limit for runs that do
+        not reach the stopping rule, which then warn.  The epochs a certificate
+        needs grow about in proportion to ``C``; the default lets every model of
+        ``C <= 10`` measured reach ``tol`` with a margin (docs/benchmarks.md,
+        "Epochs to the default stop").
     fit_intercept : bool, default=True
         Append a constant feature ``intercept_scaling`` (LIBLINEAR's
         convention); its weights are regularized like any other.
@@ -138,7 +142,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
 
     _loss = "ww"  # the loss this class trains (fitted.model_params names it where it is not WW)
 
-    def __init__(self, C=1.0, tol=1e-3, max_iter=1000, fit_intercept=True, intercept_scaling=1.0,
+    def __init__(self, C=1.0, tol=1e-3, max_iter=MAX_ITER, fit_intercept=True, intercept_scaling=1.0,
                  gap_decay=None, subproblem="walrus", shrinking=True, random_state=None, device="auto",
                  verbose=0, class_weight=None, warm_start=False, client=None, n_jobs=None, block_rows=1):
         self.C = C

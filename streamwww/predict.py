@@ -165,6 +165,7 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
     """
     import shutil
 
+    from streamwww._fsutil import remove_dead_temporaries, temporary_beside
     from streamwww.errors import StoreExistsError
     from streamwww.io import open_store
     from streamwww.stream.sources import store_shards
@@ -182,7 +183,8 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
     output = where.local_path
     if output.exists() and not overwrite:
         raise StoreExistsError(f"{output}: already exists (pass overwrite=True to replace it)")
-    tmp = output.with_name(f".{output.name}.tmp-{os.getpid()}")
+    remove_dead_temporaries(output, folders=True)
+    tmp = temporary_beside(output)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     classes = np.asarray(model.classes_)

@@ -9,19 +9,26 @@ commit's manifest checksum and the hash of the weights it names, and, on
 request, the sums of every ``beta`` version it names (read from disk); the same
 for the previous commit, which a resume falls back to.  Only the CLI
 (:mod:`streamwww.commands`) uses this module.
+
+A checkpoint may be read while a run trains into it (:func:`describe_checkpoint`):
+each commit is checked from a snapshot, and a failure is damage only when the
+commit read is still one of the two the run keeps once the read is over (see
+:func:`_settled`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from streamwww._fsutil import lock_held
-from streamwww._location import located, location
-from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
+from streamwww._location import located
+from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir, manifest_checksum
 from streamwww.errors import CheckpointError, StorageError, StreamwwwError
 from streamwww.model_io import load_fitted, model_paths
 
@@ -96,53 +103,123 @@ def describe_model(path, storage_options: dict | None = None) -> dict[str, Any]:
                   "final": _last(model.history_), "history_length": len(model.history_)})
 
 
-def _check_commit(ckpt: CheckpointDir, name: str, verify_beta: bool,
-                  storage_options: dict | None = None) -> dict[str, Any]:
-    """One commit's health: present, manifest checksum, weights hash, and (``verify_beta``) its beta."""
-    out: dict[str, Any] = {"file": name, "present": location(ckpt.path).child(name).isfile()}
+#: snapshots of a commit a reader takes before it gives up on a run that replaces its
+#: commits faster than they are read (each try reads the commit's files once)
+SNAPSHOT_TRIES = 8
+
+
+def _check_commit(ckpt: CheckpointDir, name: str, check_beta: Callable[[dict], str] | None
+                  ) -> tuple[dict[str, Any], str | None, StorageError | None]:
+    """One snapshot of one commit's health: present, manifest checksum, weights hash, and
+    (``check_beta``) its beta; with the identity of the manifest read (None: none was
+    read whole) and the I/O error that stopped the check, if one did."""
+    out: dict[str, Any] = {"file": name, "present": ckpt.location.child(name).isfile()}
     if not out["present"]:
-        return out
+        return out, None, None
+    ident = None
     try:
         manifest = ckpt.load_manifest(name)
+        ident = manifest_checksum(manifest)
         out.update(step=manifest.get("step"), epoch=manifest["cursor"]["epoch"], pos=manifest["cursor"]["pos"])
         ckpt.load_W(manifest)
         ckpt.load_W_sets(manifest)
-        out["beta"] = (_check_beta(ckpt.path, manifest, storage_options) if verify_beta
-                       else "not checked (--verify checks it)")
-    except StorageError:  # a file that cannot be read says nothing of its bytes: an error, not damage
-        raise
+        out["beta"] = check_beta(manifest) if check_beta is not None else "not checked (--verify checks it)"
+    except StorageError as exc:  # a file that cannot be read says nothing of its bytes: an error, not damage
+        return out, ident, exc
     except (CheckpointError, KeyError, ValueError, OSError) as exc:
         out.update(intact=False, error=str(exc))
-        return out
+        return out, ident, None
     out["intact"] = True
-    return out
+    return out, ident, None
 
 
-def _check_beta(path, manifest: dict[str, Any], storage_options: dict | None = None) -> str:
-    """Read and sum every ``beta`` version the manifest names (needs the store for the shard sizes)."""
+def _kept(ckpt: CheckpointDir) -> dict[str, str | None]:
+    """The identity of each manifest there now (None: absent): the checksum of its
+    content, or a hash of bytes that are no manifest's."""
+    kept: dict[str, str | None] = {}
+    for name in (MANIFEST, PREVIOUS):
+        try:
+            raw = ckpt.location.child(name).read_bytes()
+        except FileNotFoundError:
+            kept[name] = None
+            continue
+        try:
+            body = json.loads(raw.decode())
+        except (ValueError, UnicodeDecodeError):
+            body = None
+        kept[name] = (manifest_checksum(body) if isinstance(body, dict)
+                      else "bytes " + hashlib.blake2b(raw, digest_size=16).hexdigest())
+    return kept
+
+
+def _settled(ckpt: CheckpointDir, name: str, check_beta: Callable[[dict], str] | None,
+             live: bool = False) -> dict[str, Any]:
+    """One commit's health from a snapshot that a run training into the directory cannot
+    have changed while it was read.
+
+    A run never changes or deletes a file that ``manifest.json`` or ``manifest.prev.json``
+    names (it deletes what a commit superseded only once the manifests moved past it, and
+    replaces manifests by rename or one PUT, never in place). So a failure is damage when
+    the manifest read is still one of those two after the read (it then was throughout);
+    a manifest that failed to load is damage when the same bytes were there before and
+    after. Otherwise the run moved on during the read: the newer commit is read, up to
+    :data:`SNAPSHOT_TRIES` times (then ``checked`` is False). With ``live`` (a trainer
+    holds LOCK) a missing ``manifest.json`` is looked for on every try, and is never
+    reported absent: a commit renames the latest to the previous, then the new one into
+    place, and a trainer paused between the two leaves none for as long as it is paused.
+    No lock is taken, and the trainer does nothing for readers.
+    """
+    for attempt in range(SNAPSHOT_TRIES):
+        before = _kept(ckpt)
+        out, ident, io_error = _check_commit(ckpt, name, check_beta)
+        out["tries"] = attempt + 1
+        if out.get("intact"):
+            return out
+        after = _kept(ckpt)
+        if not out["present"]:
+            settled = before[name] is None and after[name] is None and not (live and name == MANIFEST)
+        else:
+            settled = ident in after.values() if ident is not None else before[name] == after[name]
+        if settled:
+            if io_error is not None:
+                raise io_error
+            return out
+        time.sleep(min(0.2, 0.005 * 2 ** attempt))  # (the run's renames of the manifests take moments)
+    return {"file": name, "present": True, "checked": False, "tries": SNAPSHOT_TRIES}
+
+
+def _beta_check(path, settings: dict[str, Any], storage_options: dict | None = None) -> Callable[[dict], str]:
+    """A check of a manifest's ``beta`` (read and sum every version it names; needs the
+    store for the shard sizes), the store opened once for every snapshot."""
     from streamwww.engine.run import check_manifest
     from streamwww.io import open_store
 
-    data = manifest.get("data", {})
+    data = settings.get("data", {})
     if data.get("kind") != "store":
-        return "not checked (the run trained on in-memory arrays)"
+        return lambda manifest: "not checked (the run trained on in-memory arrays)"
     try:
         store = open_store(located(data["path"], storage_options))
     except (StreamwwwError, FileNotFoundError, ValueError) as exc:
-        return f"not checked (the store cannot be opened: {exc})"
-    if str(data.get("fingerprint", "")).split(":")[0] != store.fingerprint:
-        return f"not checked (the store at {data['path']} is not the data of this checkpoint)"
-    check_manifest(path, manifest, store)  # raises CheckpointError naming the damaged shard
-    return "verified"
+        reason = f"not checked (the store cannot be opened: {exc})"
+        return lambda manifest: reason
+
+    def check(manifest: dict[str, Any]) -> str:
+        if str(manifest.get("data", {}).get("fingerprint", "")).split(":")[0] != store.fingerprint:
+            return f"not checked (the store at {data['path']} is not the data of this checkpoint)"
+        check_manifest(path, manifest, store)  # raises CheckpointError naming the damaged shard
+        return "verified"
+
+    return check
 
 
 def describe_checkpoint(path, verify: bool = False, storage_options: dict | None = None) -> dict[str, Any]:
     """A checkpoint directory's run: settings, data, position, each model's state, and health.
 
-    Nothing is trained or changed; the directory's lock is not taken. While a
-    trainer holds it, the settings and position are those of its newest commit and
-    the commits are not checked (the run replaces them as it goes: say so rather than
-    report damage); ``verify`` applies once the run ends.
+    Nothing is trained or changed; the directory's lock is not taken, and a run may be
+    training into it: each commit is checked from a snapshot that the run cannot have
+    changed while it was read (a commit it replaced meanwhile is read again, see
+    :func:`_settled`), so what the run replaces as it goes is never reported as damage,
+    and damage to a commit it keeps is.
 
     Parameters
     ----------
@@ -167,7 +244,8 @@ def describe_checkpoint(path, verify: bool = False, storage_options: dict | None
         ``epoch``, ``beta``, ``error``), ``ok`` (the latest commit is intact)
         and ``resumes_from`` (the commit a resume would use, or None), and
         ``in_progress``: a trainer holds the directory's ``LOCK`` (local
-        directories), so its commits are not checked (``checked`` False, ``ok`` None).
+        directories). Each commit also has ``tries`` (the snapshots read); one that
+        the run replaced on every try has ``checked`` False (then ``ok`` is None).
 
     Raises
     ------
@@ -175,22 +253,17 @@ def describe_checkpoint(path, verify: bool = False, storage_options: dict | None
         If neither manifest can be read (no run's settings at all).
     """
     path = located(path, storage_options)
-    # A run that holds LOCK replaces the commits as it goes (renames, then deletes what the
-    # commit before the previous named): what a reader finds missing or changed meanwhile
-    # is no damage, so its commits are not checked until the run ends.
     in_progress = path.is_local and lock_held(path.local_path / "LOCK")
     with CheckpointDir(path, lock=False) as ckpt:
         manifest = ckpt.load_settings()
-        if in_progress:
-            latest, previous = ({"file": name, "present": path.child(name).isfile(), "checked": False}
-                                for name in (MANIFEST, PREVIOUS))
-        else:
-            latest = _check_commit(ckpt, MANIFEST, verify, storage_options)
-            previous = _check_commit(ckpt, PREVIOUS, verify, storage_options)
+        check_beta = _beta_check(ckpt.path, manifest, storage_options) if verify else None
+        latest = _settled(ckpt, MANIFEST, check_beta, in_progress)
+        previous = _settled(ckpt, PREVIOUS, check_beta, in_progress)
     models = [{"C": float(r["C"]), "epochs": int(r["n_iter"]), "status": r["status"],
                "last": _last(r["history"]), "history_length": len(r["history"])}
               for r in manifest.get("results", [])]
-    resumes_from = MANIFEST if latest.get("intact") else PREVIOUS if previous.get("intact") else None
+    resumes_from = (MANIFEST if latest.get("intact") else
+                    PREVIOUS if previous.get("intact") and latest.get("checked") is not False else None)
     run = dict(manifest.get("run", {}))
     Cs = manifest.get("config", {}).get("Cs", [])
     if run.get("model_out") and not run.get("cv"):
@@ -205,7 +278,7 @@ def describe_checkpoint(path, verify: bool = False, storage_options: dict | None
                   "finished": bool(manifest.get("finished", False)), "created": manifest.get("created"),
                   "models": models,
                   "health": {"latest": latest, "previous": previous, "in_progress": in_progress,
-                             "ok": None if in_progress else bool(latest.get("intact")),
+                             "ok": None if latest.get("checked") is False else bool(latest.get("intact")),
                              "resumes_from": resumes_from}})
 
 
@@ -241,6 +314,9 @@ def format_model(info: dict[str, Any]) -> list[str]:
 def _commit_line(c: dict[str, Any]) -> str:
     if not c["present"]:
         return "absent"
+    if c.get("checked") is False:
+        return (f"not checked: the run was replacing it on each of {c['tries']} tries to read it; run "
+                f"info again, or once the run ends")
     where = f"step {c.get('step')}, epoch {c.get('epoch')}, shard {c.get('pos')}" if "step" in c else ""
     if c.get("intact"):
         return f"intact ({where}; manifest checksum and weights hash match; beta {c['beta']})"
@@ -276,11 +352,17 @@ def format_checkpoint(info: dict[str, Any]) -> list[str]:
                      f"{_g(last['primal'], '.8g'):>14} {_g(last['dual'], '.8g'):>14} {m['history_length']:>8d}")
     lines.append("")
     if health.get("in_progress"):
-        lines.append("health       not checked: a run holds this checkpoint (LOCK) and replaces its commits as it "
-                     "goes; verify after it ends")
-        return lines
+        c = health["latest"]
+        state = ("not checked" if c.get("checked") is False or not c["present"] else
+                 "intact" if c.get("intact") else "DAMAGED")
+        lines.append(f"health       commit at step {c.get('step', '?')}, epoch {c.get('epoch', '?')}: {state}; a run "
+                     f"is still training (it holds LOCK; each commit is checked from a snapshot it kept "
+                     f"while it was read)")
     lines.append(f"latest       {_commit_line(health['latest'])}")
     lines.append(f"previous     {_commit_line(health['previous'])}")
+    if health["latest"].get("checked") is False:
+        lines.append("resume uses  not known until a commit is checked")
+        return lines
     lines.append("resume uses  " + (health["resumes_from"] or "nothing: no intact commit is left; train again "
                                     "with a new --checkpoint-dir"))
     return lines

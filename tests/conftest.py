@@ -12,6 +12,17 @@ def rng():
     return np.random.default_rng(12345)
 
 
+def write_libsvm(path, X, labels, zero_based=False):
+    """Dense rows ``X`` and ``labels`` as LIBSVM text at ``path`` (gzip for ``.gz``)."""
+    import gzip
+
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "wt") as f:
+        for row, lab in zip(X, labels):
+            f.write(f"{lab:g} " + " ".join(f"{j + (0 if zero_based else 1)}:{v:.9g}"
+                                            for j, v in enumerate(row) if v != 0) + "\n")
+
+
 def make_classification(rng, n=60, d=5, k=4, sparse=False, density=0.5, dtype=np.float64):
     """Small learnable multiclass data: class prototypes plus noise."""
     import scipy.sparse as sp

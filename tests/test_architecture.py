@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1] / "streamwww"
 
 # Layers, top to bottom; a module may import its own layer or any layer below it.
 LAYERS = [
-    {"streamwww.cli", "streamwww.commands", "streamwww.runinfo", "streamwww.plotting"},
+    {"streamwww.cli", "streamwww.commands", "streamwww.runinfo", "streamwww.plotting", "streamwww.progress"},
     {"streamwww.api", "streamwww.model_io", "streamwww.predict"},
     {"streamwww.cv"},
     {"streamwww.estimator"},

@@ -22,15 +22,9 @@ from streamwww.cli import main
 from streamwww.errors import DataFormatError, LibsvmFormatError, OutputPathError
 from streamwww.io import load_libsvm, write_store
 
-from .conftest import make_classification
+from .conftest import make_classification, write_libsvm as _write_libsvm
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
-
-
-def _write_libsvm(path, X, labels):
-    with open(path, "w") as f:
-        for row, lab in zip(X, labels):
-            f.write(f"{lab:g} " + " ".join(f"{j + 1}:{v:.9g}" for j, v in enumerate(row) if v != 0) + "\n")
 
 
 @pytest.fixture(scope="module")
@@ -512,30 +506,30 @@ def test_temporaries_of_dead_processes_beside_an_output_are_removed(files, tmp_p
 
 # ------------------------------------------------------------------ 10. a run in progress is not damage
 def test_info_on_a_checkpoint_a_run_holds_says_so_and_reports_no_damage(trained_ck, tmp_path, capsys):
-    """While a trainer holds LOCK it replaces the commits a reader would check: ``info``
-    says a run is in progress and reports no damage (exit 0); once the lock is free it
-    checks again (here: the weights a live run's garbage collection took)."""
+    """While a trainer holds LOCK, ``info`` checks a snapshot (tests/test_live_verify.py) and
+    says a run is training; weights that the kept manifests name and that are gone are
+    damage all the same (a run only deletes what the manifests no longer name)."""
     import json
 
     from streamwww._fsutil import try_lock, unlock
 
     ck = _copy_ck(trained_ck, tmp_path)
-    for name in ("manifest.json", "manifest.prev.json"):  # (as a live run's commits collect them)
-        (ck / json.loads((ck / name).read_text())["W"]).unlink()
     fd = try_lock(ck / "LOCK")
     try:
         for argv in (["info", str(ck)], ["info", str(ck), "--verify"]):
             assert main(argv) == 0
             out, err = capsys.readouterr()
             assert "DAMAGED" not in out + err and "damaged" not in out + err
-            assert "a run holds this checkpoint (LOCK)" in out and "verify after it ends" in out
+            assert "a run is still training" in out and "intact (step" in out
         assert main(["info", str(ck), "--json"]) == 0
         health = json.loads(capsys.readouterr().out)["health"]
-        assert health["in_progress"] is True and health["ok"] is None
+        assert health["in_progress"] is True and health["ok"] is True
+        for name in ("manifest.json", "manifest.prev.json"):
+            (ck / json.loads((ck / name).read_text())["W"]).unlink()
+        assert main(["info", str(ck)]) == 1
+        assert "DAMAGED" in capsys.readouterr().out
     finally:
         unlock(fd)
-    assert main(["info", str(ck)]) == 1
-    assert "DAMAGED" in capsys.readouterr().out
 
 
 # ------------------------------------------------------------------ 11. Python warnings in the command line

@@ -124,7 +124,8 @@ def _run_settings(name: str, tmp, sh: dict) -> str:
                            random_state=4))
     if name == "memory-multiC":
         X, y = _data(3, 350, 20, 6, True)
-        return _digest(sw.train((X, y), C=[0.1, 1.0, 10.0], tol=1e-4, random_state=5, **sh, **every))
+        return _digest(sw.train((X, y), C=[0.1, 1.0, 10.0], tol=1e-4, random_state=5, **sh, **every,
+                                max_iter=1000))  # (C = 10 stops at this limit, the default when pinned)
     if name == "memory-shark":
         X, y = _data(4, 250, 6, 4, False)
         return _digest(fit(X, y, C=1.0, subproblem="shark", tol=1e-3, random_state=6))

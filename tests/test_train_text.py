@@ -1,7 +1,6 @@
 """``streamwww train FILE``: a LIBSVM text file converted into the checkpoint directory, then
 trained, in one command (and one process start-up)."""
 
-import gzip
 import json
 import re
 
@@ -14,17 +13,9 @@ from streamwww.commands import TEXT_STORE
 from streamwww.errors import ShardFormatError
 from streamwww.io import convert_libsvm, open_store
 
-from .conftest import make_classification
+from .conftest import make_classification, write_libsvm as _write_libsvm
 
 FLAGS = ["--C", "0.5", "--seed", "4", "--max-iter", "40"]
-
-
-def _write_libsvm(path, X, labels, zero_based=False):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "wt") as f:
-        for row, lab in zip(X, labels):
-            f.write(f"{lab:g} " + " ".join(f"{j + (0 if zero_based else 1)}:{v:.9g}"
-                                            for j, v in enumerate(row) if v != 0) + "\n")
 
 
 @pytest.fixture

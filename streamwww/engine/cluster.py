@@ -30,14 +30,29 @@ def scheduler_timeout() -> float:
     return value
 
 
+def _check_address(address: str) -> None:
+    """Raise ``ValueError`` (distributed's own words) unless ``address`` is a scheduler
+    address distributed can parse: a known scheme and, for TCP and TLS, a port. Checked
+    before any connection, so that what a server sends back is never taken for a bad address."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
+
+    scheme, loc = parse_address(address)
+    get_backend(scheme)
+    if scheme in ("tcp", "tls"):
+        parse_host_port(loc)
+
+
 def _probe(address: str, timeout: float) -> None:
     """Connect to the scheduler at ``address`` and wait for its handshake, ``timeout``
-    seconds at most; raise ``OSError`` (a ``TimeoutError``) naming how long it waited.
+    seconds at most; raise ``OSError``: a ``TimeoutError`` naming how long it waited, or
+    a ``ConnectionError`` when what answered is not a Dask scheduler.
 
     ``Client(address, timeout=)`` bounds the TCP connect but not the handshake read after
     it: a port that accepts connections and never answers held it forever. The probe
     runs distributed's own ``connect`` on an event loop of its own, in a thread (the
-    caller may be inside a running loop), under ``asyncio.wait_for``.
+    caller may be inside a running loop), under ``asyncio.wait_for``. Whatever else the
+    handshake raises (bytes that do not decode as one) means another server answered.
     """
     import asyncio
     from concurrent.futures import ThreadPoolExecutor
@@ -52,7 +67,13 @@ def _probe(address: str, timeout: float) -> None:
         try:
             pool.submit(asyncio.run, handshake()).result()
         except asyncio.TimeoutError:  # (TimeoutError, an OSError, from Python 3.11 on)
-            raise TimeoutError(f"no answer in {timeout:g} s; set {TIMEOUT_ENV} to wait longer") from None
+            raise TimeoutError(f"no answer as a Dask scheduler in {timeout:g} s (a port that says nothing, or "
+                               f"another server); set {TIMEOUT_ENV} to wait longer") from None
+        except OSError:
+            raise
+        except Exception as exc:
+            raise ConnectionError(f"it answered, but not as a Dask scheduler: {type(exc).__name__}: "
+                                  f"{(str(exc).splitlines() or [''])[0]}") from None
 
 
 @contextlib.contextmanager
@@ -73,12 +94,16 @@ def connect(client=None, workers: int | None = None):
     if isinstance(client, str):
         timeout = scheduler_timeout()
         try:
-            _probe(client, timeout)
-            c = Client(client, timeout=f"{timeout}s")
-        except OSError as exc:
-            raise ConnectionError(f"cannot reach the Dask scheduler at {client!r} ({exc})") from None
+            _check_address(client)
         except ValueError as exc:  # (distributed's parse of the address: "missing port number in ...")
             raise ValueError(f"cannot reach the Dask scheduler at {client!r}: not an address ({exc})") from None
+        try:
+            _probe(client, timeout)
+            c = Client(client, timeout=f"{timeout}s")
+        except OSError as exc:  # (a timeout of Client's own says nothing: how long it waited, then)
+            reason = str(exc) or (f"it took the connection, then gave no answer in {timeout:g} s; set "
+                                  f"{TIMEOUT_ENV} to wait longer")
+            raise ConnectionError(f"cannot reach the Dask scheduler at {client!r} ({reason})") from None
         with c:
             yield c
         return

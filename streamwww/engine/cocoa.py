@@ -681,7 +681,8 @@ def _certify(W, outs, cfg, results, active, t, wall, rows_per_s, callback) -> np
                     R[j], wall)
     stop = callback is not None and call_back(
         callback, {"epoch": t, "time": wall, "models": [int(i) for i in active], "primal": P.tolist(),
-                   "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s},
+                   "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s,
+                   "converged": [int(i) in done for i in active], "tol": cfg.tol, "max_iter": cfg.max_iter},
         cfg, W, active, W.shape[1] - int(cfg.fit_intercept), np.array)  # (np.array copies)
     if stop:
         for i in active:

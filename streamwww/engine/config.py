@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from streamwww._params import UNMIXED
+from streamwww._params import MAX_ITER, UNMIXED
 from streamwww.solvers import LOSS_IDS, SIMPLEX, SOLVER_IDS
 from streamwww.solvers.shark import SHARK_EPS
 
@@ -61,7 +61,7 @@ class SolverConfig:
 
     Cs: tuple[float, ...]
     tol: float = 1e-3
-    max_iter: int = 1000
+    max_iter: int = MAX_ITER
     gap_decay: float | None = None
     fit_intercept: bool = True
     intercept_scaling: float = 1.0

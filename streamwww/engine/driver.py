@@ -28,10 +28,10 @@ terms are added in storage order either way).
 from __future__ import annotations
 
 import logging
-import threading
+import signal
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from streamwww.engine import objective
 from streamwww.engine.callback import call_back
 from streamwww.engine.compiling import compile_seconds, solver_clock, watch
 from streamwww.engine.config import Cursor, ModelResult, SolverConfig
+from streamwww.engine.interrupt import Interrupted, Stop
 from streamwww.engine.order import EpochPlan, row_order
 from streamwww.engine.schedule import Schedule
 from streamwww.engine.shrink import REACH, NearSets, near_args, new_near, shrinking_applies
@@ -68,10 +69,13 @@ class Hooks:
         :class:`~streamwww.engine.callback.CallbackWeights`); a truthy return value stops training.
     progress : callable
         ``progress(epoch, shards_done, n_shards, rows)`` after each group (1-based epoch).
-    interrupted : threading.Event
-        Set by a Ctrl-C handler: the driver raises ``KeyboardInterrupt`` at the next
-        group, even when the signal's own exception was swallowed by a library
-        callback it happened to interrupt.
+    interrupted : Stop
+        Set by the signal handler (Ctrl-C, SIGTERM: :mod:`streamwww.engine.interrupt`):
+        the driver stops at the next group, even when the signal's own exception was
+        swallowed by a library callback it happened to interrupt.  With a checkpoint
+        hook it first commits the state there (whatever ``checkpoint_interval`` says),
+        or the nearest one before it that resumes bitwise, unless the last commit holds
+        it; then it raises :class:`~streamwww.engine.interrupt.Interrupted`.
     """
 
     checkpoint: Callable[[np.ndarray, Cursor, list[ModelResult]], None] | None = None
@@ -79,10 +83,11 @@ class Hooks:
     checkpoint_interval: float = 0.0
     callback: Callable[[dict[str, Any]], Any] | None = None
     progress: Callable[[int, int, int, int], None] | None = None
-    interrupted: threading.Event | None = None
+    interrupted: Stop | None = None
 
     def __post_init__(self) -> None:
         self._last_commit = time.monotonic()
+        self.kept: tuple[int, int] | None = None  # (epoch, pos) of the last commit, or of the state resumed
 
     def commit_due(self) -> bool:
         """Is a checkpoint hook set, and has ``checkpoint_interval`` passed since the last commit?"""
@@ -97,10 +102,25 @@ class Hooks:
         else:
             self.checkpoint(W_host, cur, results, W_sets=W_sets)
         self._last_commit = time.monotonic()
+        self.kept = (cur.epoch, cur.pos)
 
-    def check_interrupt(self) -> None:
-        if self.interrupted is not None and self.interrupted.is_set():
-            raise KeyboardInterrupt
+    def stop_requested(self) -> bool:
+        """Has a signal asked the run to stop?"""
+        return self.interrupted is not None and self.interrupted.is_set()
+
+    def stop(self, keep: Callable[[], tuple] | None = None) -> NoReturn:
+        """Stop the run (a signal asked): with a checkpoint hook, commit ``keep()``'s
+        ``(W_host, cursor, results, W_sets)`` first unless the last commit holds that
+        position, shielded from further signals so the commit is written whole; then
+        raise :class:`~streamwww.engine.interrupt.Interrupted`.  ``keep`` None: nothing
+        new to keep (the run has not trained since it resumed)."""
+        stop = self.interrupted
+        if keep is not None and self.checkpoint is not None:
+            stop.shielded = True
+            W_host, cur, results, W_sets = keep()
+            if (cur.epoch, cur.pos) != self.kept:
+                self.commit(W_host, cur, results, W_sets=W_sets)
+        raise Interrupted(signum=getattr(stop, "signum", None) or signal.SIGINT)
 
     def checkpoint_due(self, before: int, after: int, n_shards: int) -> bool:
         """Did the position cross a multiple of ``checkpoint_every`` (epoch ends excluded)?"""
@@ -172,11 +192,13 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
     sticky = cfg.sticky_sets
     near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows, spill=not getattr(betas, "in_memory", True)
                     ) if shrink and (not late or sticky or (cur.pos > 0 and W_sets is not None)) else None
-    # a commit within an epoch, or after one without objectives (sticky sets), holds the W
-    # that chose the sets in force (host copy, kept only if needed)
-    keep_sets_W = near is not None and hooks.checkpoint is not None and (
-        sticky or (not late and hooks.checkpoint_every > 0))
+    # a commit within an epoch (every checkpoint_every shards, or where a signal stops the
+    # run), or after one without objectives (sticky sets), holds the W that chose the sets
+    # in force (a host copy, kept where a checkpoint hook may commit)
+    keep_sets_W = near is not None and hooks.checkpoint is not None
     sets_W = None
+    if results is not None:
+        hooks.kept = (cur.epoch, cur.pos)  # resumed: that state is committed already
     if shrink:
         logger.info("shrinking: settled coordinates of beta sit out the epoch after each objective pass")
     pending = None  # late: the certificate of W_{epoch} summed while this epoch trains
@@ -189,22 +211,32 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         if late and cur.epoch < cfg.max_iter:
             pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0, shrink=shrink)
         else:
-            _evaluate(data, betas, cfg, backend, feed, W, due, results, cur, hooks,
-                      wall=time.perf_counter() - wall0, rows=0, epoch_time=0.0,
-                      then=plan.next_groups(cur.epoch), near=near, partial=due.size < active.size)
+            partial = due.size < active.size
+            if partial and near is not None and W_sets is not None:
+                # (a stop during a partial objective pass: the other models' sets, made again first)
+                _near_pass(data, cfg, backend, feed, backend.put_W(W_sets), np.setdiff1d(active, due), near,
+                           hooks, then=plan.next_groups(cur.epoch))
+            left = _evaluate(data, betas, cfg, backend, feed, W, due, results, cur, hooks,
+                             wall=time.perf_counter() - wall0, rows=0, epoch_time=0.0,
+                             then=plan.next_groups(cur.epoch), near=near, partial=partial)
             active = _running(results, active)
+            if keep_sets_W and active.size:  # the W whose sets each model trains with
+                sets_W = backend.to_host(W)
+                if partial and W_sets is not None:  # (the models not scored keep theirs)
+                    Wh, sets_W = sets_W, np.array(W_sets)
+                    sets_W[left] = Wh[left]
     elif at_evaluated_end and shrink and cur.epoch < cfg.max_iter and W_sets is None:
         # resumed after a certified W_{epoch}: the sets its objective pass made, made again
         if late:
             pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0, shrink=shrink,
                                    sets_only=True)
         else:
-            _near_pass(data, cfg, backend, feed, W, active, near, then=plan.next_groups(cur.epoch))
+            _near_pass(data, cfg, backend, feed, W, active, near, hooks, then=plan.next_groups(cur.epoch))
             sets_W = backend.to_host(W) if keep_sets_W else None  # (to_host copies)
     elif active.size and near is not None and W_sets is not None and (cur.pos > 0 or 0 < cur.epoch):
         # resumed within an epoch, or after an epoch without objectives (sticky sets): the
         # sets in force, made again from the W that made them
-        _near_pass(data, cfg, backend, feed, backend.put_W(W_sets), active, near,
+        _near_pass(data, cfg, backend, feed, backend.put_W(W_sets), active, near, hooks,
                    then=plan.groups(cur.epoch, cur.pos))
         sets_W = W_sets if keep_sets_W else None
 
@@ -237,10 +269,12 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             betas.put_group(list(zip(group, split_rows(backend.get_beta(beta), data.shard_rows[list(group)]))))
             beta = host_block = host_beta = None
             rows += n_rows
-            hooks.check_interrupt()
             before, cur.pos = cur.pos, cur.pos + len(group)
             if hooks.progress is not None:
                 hooks.progress(cur.epoch + 1, cur.pos, data.n_shards, n_rows)
+            if hooks.stop_requested():  # (a signal: the run stops here, keeping its work)
+                cur.train_time += solver_clock() - t0
+                hooks.stop(lambda: _kept_within_epoch(backend, betas, W, cur, results, pending, sets_W))
             if hooks.checkpoint_due(before, cur.pos, data.n_shards):
                 cur.train_time += solver_clock() - t0  # the commit's capture is not training
                 hooks.commit(backend.to_host(W), cur, results, W_sets=sets_W)
@@ -277,19 +311,22 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
                 pending = _Certificate(backend, W, cur, data, cfg, active, rows=rows, epoch_time=epoch_time,
                                        wall=time.perf_counter() - wall0, shrink=shrink, spare=spare)
             else:
+                partial = due.size < active.size
+                # a stop during the pass keeps the epoch's end before it (W_{epoch} not certified:
+                # the resumed run certifies it), with the W that made the sets of the models not scored
                 left = _evaluate(data, betas, cfg, backend, feed, W, due, results, cur, hooks,
                                  wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
-                                 then=plan.next_groups(cur.epoch), near=near, partial=due.size < active.size)
+                                 then=plan.next_groups(cur.epoch), near=near, partial=partial,
+                                 keep=lambda: (backend.to_host(W), cur, results, sets_W if partial else None))
                 active = _running(results, active)
-                # the W whose sets each model trains with, on the host, only where a commit may need
-                # it before every model's next objective pass (models not scored keep theirs)
+                # the W whose sets each model trains with, on the host, where a commit may need it
+                # before every model's next objective pass (models not scored keep theirs)
                 full = left.size == active.size
-                if keep_sets_W and active.size and (hooks.checkpoint_every > 0 or not full or
-                                                    schedule.due(cur.epoch + 1, active).size < active.size):
+                if keep_sets_W and active.size:
                     Wh = backend.to_host(W)
-                    if full:
+                    if full or sets_W is None:
                         sets_W = Wh
-                    else:  # (a partial pass follows one that kept sets_W: the condition above)
+                    else:  # (a partial pass follows a full one, which kept sets_W)
                         sets_W[left] = Wh[left]
                 else:
                     sets_W = None
@@ -310,6 +347,21 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         if res.status == "running":
             res.status = "max_iter"
     return results
+
+
+def _kept_within_epoch(backend: Backend, betas, W, cur: Cursor, results: list[ModelResult], pending,
+                       sets_W) -> tuple:
+    """What a stop at a group boundary keeps: ``(W_host, cursor, results, W_sets)``.
+
+    The state there (with the W that chose the shrinking sets in force), except while
+    a late certificate of ``W_t`` is being summed: its part-sums die with the process,
+    so the state kept is the epoch's start (``W_t``, ``beta`` rewound to the versions
+    held then, the certificate's cursor), the one an epoch-end commit of a late run
+    holds; the resumed run certifies ``W_t`` with its first pass."""
+    if pending is not None:
+        betas.rewind()
+        return backend.to_host(pending.W), pending.cursor, results, None
+    return backend.to_host(W), cur, results, sets_W
 
 
 def _running(results: list[ModelResult], models: np.ndarray) -> np.ndarray:
@@ -392,10 +444,11 @@ def _in_order(parts, n: int) -> np.ndarray:
 
 def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active, results, cur: Cursor,
               hooks: Hooks, *, wall: float, rows: int, epoch_time: float, then=(),
-              near: NearSets | None = None, partial: bool = False) -> np.ndarray:
+              near: NearSets | None = None, partial: bool = False, keep=None) -> np.ndarray:
     """Primal, dual and gap of the models ``active`` (one streaming pass); those still
     running after it.  With ``near``, the pass also makes their shrinking sets for the
-    next epoch (``partial``: other models keep theirs)."""
+    next epoch (``partial``: other models keep theirs).  A signal stops the pass after a
+    shard (:meth:`Hooks.stop`, keeping ``keep()``'s state)."""
     hinge = np.zeros(active.shape[0])
     beta_sum = np.zeros(active.shape[0])
     splits = model_splits(cfg.splits, len(cfg.Cs))
@@ -405,7 +458,8 @@ def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active,
         if near is not None:
             near.filled(s)
         beta_sum += betas.sums(s, active)
-        hooks.check_interrupt()
+        if hooks.stop_requested():
+            hooks.stop(keep)
     return _decide(cfg, backend, W, hinge, beta_sum, active, results, cur, hooks, wall=wall, rows=rows,
                    epoch_time=epoch_time, n_features=data.n_features)
 
@@ -415,14 +469,18 @@ def _near_args(near: NearSets | None, shard: int, partial: bool = False) -> dict
     return near_args(None if near is None else near.buffer(shard, keep=partial))
 
 
-def _near_pass(data, cfg: SolverConfig, backend: Backend, feed, W, active, near: NearSets, then=()) -> None:
+def _near_pass(data, cfg: SolverConfig, backend: Backend, feed, W, active, near: NearSets, hooks: Hooks,
+               then=()) -> None:
     """The shrinking sets of ``W`` alone (a resumed run's; the objective pass that made them
-    ran before the checkpoint): the objective pass's kernel, its sums unused."""
+    ran before the checkpoint): the objective pass's kernel, its sums unused.  A signal
+    stops it after a shard (nothing new to keep)."""
     splits = model_splits(cfg.splits, len(cfg.Cs))
     for (s,), block in feed.eval_stream(then):
         backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits, loss=cfg.loss_id,
                            **_near_args(near, s))
         near.filled(s)
+        if hooks.stop_requested():
+            hooks.stop()
 
 
 def _decide(cfg: SolverConfig, backend: Backend, W, hinge, beta_sum, active, results, cur: Cursor, hooks: Hooks,
@@ -454,7 +512,9 @@ def _decide(cfg: SolverConfig, backend: Backend, W, hinge, beta_sum, active, res
     if hooks.callback is not None:
         stop = call_back(hooks.callback, {"epoch": cur.epoch, "time": cur.train_time,
                                           "models": [int(i) for i in active], "primal": P.tolist(),
-                                          "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s},
+                                          "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s,
+                                          "converged": [int(i) in finished for i in active],
+                                          "tol": cfg.tol, "max_iter": cfg.max_iter},
                          cfg, W, active, n_features, backend.to_host)  # (to_host copies)
     active = np.array([i for i in active if int(i) not in finished], dtype=np.int64)
     if stop:  # every running model of the run, evaluated now or not

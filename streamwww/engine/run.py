@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -41,9 +40,10 @@ from streamwww.engine.config import (
 )
 from streamwww.engine.compiling import watch
 from streamwww.engine.driver import Hooks, late_allowed, run_bcd
+from streamwww.engine.interrupt import CtrlC, Interrupted
 from streamwww.engine.order import ROW_ORDER
 from streamwww.engine.schedule import SCHEDULE
-from streamwww.errors import CheckpointError
+from streamwww.errors import CheckpointError, StreamwwwError
 from streamwww.stream.betas import DiskBetas, InMemoryBetas, beta_nbytes
 from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
 
@@ -103,32 +103,50 @@ def check_manifest(path, manifest: dict, data) -> None:
         manifest["beta"]["versions"], manifest["beta"]["sums"], where)
 
 
-class CtrlC:
-    """Ctrl-C during a fit: an event the driver checks after every group, besides the
-    usual ``KeyboardInterrupt``.
+def _interrupted(signum: int | None, ckpt, checkpoint_dir, n_shards: int) -> Interrupted:
+    """The exception an interrupted fit raises, once its last commit is complete: the signal,
+    and where the work is kept (the checkpoint's latest commit, read back: what a resume
+    continues from), also logged."""
+    kept = None
+    if ckpt is not None:
+        try:
+            m = ckpt.load_manifest()
+            kept = {"epoch": int(m["cursor"]["epoch"]), "pos": int(m["cursor"]["pos"]),
+                    "finished": bool(m.get("finished"))}
+        except (StreamwwwError, OSError):  # none committed (or none readable): nothing to point at
+            kept = None
+    where = None if checkpoint_dir is None else getattr(checkpoint_dir, "url", None) or str(checkpoint_dir)
+    exc = Interrupted(signum=signum or signal.SIGINT, checkpoint_dir=where, kept=kept, n_shards=n_shards)
+    if exc.where() is not None:
+        message = f"interrupted {exc.where()}: continue with streamwww.resume({where!r})"
+    elif where is None:
+        message = ("interrupted; nothing was kept (no checkpoint directory): streamwww.train(..., "
+                   "checkpoint_dir=DIR) keeps the work of a run that is interrupted")
+    else:
+        message = f"interrupted before anything was kept in {where}: train again"
+    logger.info("%s", message)
+    exc.args = (message,)
+    return exc
 
-    Python raises ``KeyboardInterrupt`` in whatever the main thread runs at that
-    instant, which may be a library callback that swallows it (a ``distributed``
-    one did, once in twelve tries); the event makes the driver raise it again at the next group.
-    The previous handler is restored on exit.  Off the main thread, or when
-    SIGINT is not at its default handler, nothing is installed.
-    """
 
-    def __enter__(self) -> threading.Event:
-        self.event = threading.Event()
-        self.old = None
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-            self.old = signal.signal(signal.SIGINT, self._handler)
-        return self.event
+class _Told:
+    """Around a fit (outside its :class:`CtrlC` and its stack): a ``KeyboardInterrupt``
+    of any origin leaves it as the :class:`Interrupted` of :func:`_interrupted`, once the
+    stack has closed (the commit in progress complete).  ``ckpt``: the fit's checkpoint
+    directory, once open."""
 
-    def _handler(self, signum, frame):
-        self.event.set()
-        raise KeyboardInterrupt
+    def __init__(self, ctrl_c: CtrlC, checkpoint_dir, n_shards: int):
+        self.ctrl_c, self.checkpoint_dir, self.n_shards = ctrl_c, checkpoint_dir, n_shards
+        self.ckpt = None
 
-    def __exit__(self, *exc) -> None:
-        if self.old is not None:
-            signal.signal(signal.SIGINT, self.old)
+    def __enter__(self) -> "_Told":
+        return self
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        if kind is not None and issubclass(kind, KeyboardInterrupt):
+            signum = getattr(getattr(self.ctrl_c, "stop", None), "signum", None)
+            raise _interrupted(signum, self.ckpt, self.checkpoint_dir, self.n_shards).with_traceback(tb) from None
+        return False
 
 
 def loader_threads(prefetch: int, remote: bool = False) -> int:
@@ -172,10 +190,13 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
     watch()  # a first run's compilations: said once, and left out of the solver time (engine.compiling)
     budget = resolve_memory_budget(memory_budget)
     prefetch = resolve_prefetch(prefetch, getattr(source, "remote", False))
-    # Ctrl-C is watched from the start: a library callback running at that instant
-    # may swallow the KeyboardInterrupt. The stack closes in reverse: the commit in
-    # progress first (it needs the beta writes and the executor), the backend last.
-    with CtrlC() as interrupted, ExitStack() as stack:
+    # Ctrl-C and SIGTERM are watched from the start: a library callback running at that
+    # instant may swallow the KeyboardInterrupt; while the driver trains with a checkpoint
+    # directory the first one stops it at the next group, keeping the work (engine.interrupt).
+    # The stack closes in reverse: the commit in progress first (it needs the beta writes and
+    # the executor), the backend last; then an interrupted fit says where its work is.
+    stop = CtrlC()
+    with _Told(stop, checkpoint_dir, data.n_shards) as told, stop as interrupted, ExitStack() as stack:
         stack.enter_context(buffers.recycling())  # shard-sized arrays recycled during the run
         threads = resolve_n_jobs(params.get("n_jobs"))
         block_rows = int(params.get("block_rows", 1))
@@ -202,6 +223,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         if late:
             logger.info("objectives late: W_t certified with the first pass of epoch t + 1")
         ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
+        told.ckpt = ckpt
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
         cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards if source.streamed else UNMIXED,
@@ -225,6 +247,7 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                                                                 "C_is_list": bool(C_is_list), **(run_info or {})})
             commit = _committer(ckpt, betas, header, step=int(manifest["step"]) if manifest else 0)
 
+        interrupted.keeps = commit is not None  # (a signal: the driver stops at the next group)
         with verbose_logging(int(params["verbose"])):
             results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor, late=late,
                               hooks=Hooks(checkpoint=commit, checkpoint_every=checkpoint_every,
@@ -232,12 +255,13 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
                                           callback=callback, progress=progress, interrupted=interrupted),
                               **start)
         if commit is not None:
+            interrupted.shielded = True  # the run's last commit is written whole
             if not (manifest is not None and manifest.get("finished")):
                 # Final statuses ('max_iter'), same W; resuming a finished run writes nothing.
                 commit(np.stack([r.W for r in results]), cursor, results, finished=True)
             ckpt.wait()  # the last epoch's commit, when there was no final one
-    if interrupted.is_set():  # e.g. during the final commit: obeyed, the work kept
-        raise KeyboardInterrupt
+        if interrupted.is_set():  # e.g. during the final commit: obeyed, the work kept
+            raise Interrupted(signum=interrupted.signum)
     return Fit(results, cfg, seed, beta=betas.get(0) if isinstance(betas, InMemoryBetas) else None,
                device=backend.name)
 
@@ -418,8 +442,12 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                                        inner_passes=inner_passes, eval_every=eval_every, callback=callback,
                                        progress=progress, splits=splits)
     data = source.data
-    with ExitStack() as stack:
+    # (a round is not stopped within: each is committed, and a signal stops the run at once,
+    # the commit in progress drained; the event stops it after a round where the exception was swallowed)
+    stop = CtrlC()
+    with _Told(stop, checkpoint_dir, data.n_shards) as told, stop as interrupted, ExitStack() as stack:
         ckpt, manifest, W0 = _open_checkpoint(stack, checkpoint_dir, data)
+        told.ckpt = ckpt
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
         cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits, manifest)
@@ -461,10 +489,18 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                 ckpt.wait()  # the commit before must have settled its beta sums before these are adopted
                 betas.adopt(versions, sums)
                 commit(W, Cursor(t, 0, wall), start.results, W_sets=W_sets)
+                if interrupted.is_set():  # (a signal whose exception was swallowed: the round is kept)
+                    raise Interrupted(signum=interrupted.signum)
         else:
             def superseded(keys):
                 for s, v in keys:
                     betas.drop_version(s, v)
+
+            def progress(*args, progress=progress):
+                if progress is not None:
+                    progress(*args)
+                if interrupted.is_set():  # (a signal whose exception was swallowed)
+                    raise Interrupted(signum=interrupted.signum)
 
         cw = getattr(source, "class_weights", None)
         specs = [PartitionSpec(store=getattr(source.store, "location", None) or str(source.store.path),

@@ -57,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from streamwww._fsutil import read_failure
 from streamwww._location import Location
 from streamwww.errors import ChecksumError
 
@@ -139,11 +140,15 @@ def _fetch(remote: Location, array, grid) -> list[bytes | None]:
 
 
 def _read_file(path: str) -> bytes | None:
+    """A local chunk file's bytes (None: missing). One that is there but cannot be read
+    is an I/O error (:func:`~streamwww._fsutil.read_failure`), never damage."""
     try:
         with open(path, "rb") as f:
             return f.read()
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise read_failure(path, exc, "the chunk") from None
 
 
 def _label(coords: tuple[int, ...]) -> str:
@@ -232,6 +237,9 @@ def read_whole_chunks(array, directory: str | Path, out: np.ndarray, *, missing:
     ValueError
         A chunk (without crc32c) whose size or Blosc header does not match the
         metadata (the message names the chunk's file).
+    StorageError
+        A local chunk file that is there but cannot be read (no permission, EIO, a
+        directory in its place): an I/O error, not damage (the message names the file).
     """
     plan = plan_whole_chunks(array, directory, missing=missing, checksums=checksums, fix=fix)
     if plan is None or not plan.fits(out):
@@ -291,6 +299,8 @@ class ChunkPlan:
                     f = open(path, "rb", buffering=0)
                 except FileNotFoundError:
                     f = None
+                except OSError as exc:  # there but unreadable (EIO, a directory): not damage
+                    raise read_failure(path, exc, f"chunk {_label(self.grid[i])} of array {name!r}") from None
             if f is None:  # never written: all fill value (Zarr's rule)
                 if self.missing == "error":
                     raise _missing_chunk(path, name, self.grid[i], fix) from None
@@ -305,14 +315,18 @@ class ChunkPlan:
                     continue
             else:
                 with f:
-                    size = os.fstat(f.fileno()).st_size
-                    if kind == "raw" and not crc:
-                        # an edge chunk is stored full size; only its first rows are data
-                        if size != chunk_bytes or f.readinto(dest) != dest.nbytes:
-                            raise ValueError(f"{path}: {size} bytes, expected {chunk_bytes}")
-                        continue
-                    src = _scratch(size)
-                    if f.readinto(src) != size:
+                    try:
+                        size = os.fstat(f.fileno()).st_size
+                        if kind == "raw" and not crc:
+                            # an edge chunk is stored full size; only its first rows are data
+                            if size != chunk_bytes or f.readinto(dest) != dest.nbytes:
+                                raise ValueError(f"{path}: {size} bytes, expected {chunk_bytes}")
+                            continue
+                        src = _scratch(size)
+                        got = f.readinto(src)
+                    except OSError as exc:
+                        raise read_failure(path, exc, f"chunk {_label(self.grid[i])} of array {name!r}") from None
+                    if got != size:
                         raise ValueError(f"{path}: cannot read {size} bytes")
             if crc:
                 src = _verify(path, name, self.grid[i], src, None if self.checksums is None else self.checksums[i],
@@ -431,6 +445,8 @@ def read_into(array, directory: str | Path, out: np.ndarray, *, missing: str = "
     ChecksumError
         A damaged or (with ``missing="error"``) missing chunk; the message names
         the chunk's file, the array, the chunk and ``fix``.
+    StorageError
+        A local chunk file that cannot be read (see :func:`read_whole_chunks`).
     """
     if not read_whole_chunks(array, directory, out, missing=missing, checksums=checksums, fix=fix,
                              fetched=fetched):

@@ -19,16 +19,18 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamwww._arrow import column_to_numpy, from_numpy, to_numpy
+from streamwww._fsutil import read_failure
 from streamwww._location import location
 from streamwww.errors import ChecksumError
 from streamwww.io._backend import ShardBackend, check_fits
-from streamwww.io._chunks import _scratch, crc32c
+from streamwww.io._chunks import crc32c
 from streamwww.io._format import (
     CHECKSUM_KEY,
     DAMAGED_FIX,
@@ -53,8 +55,29 @@ def _list_parts(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return offsets - offsets[0], values
 
 
+_local = threading.local()
+
+
+def _arrow_scratch(nbytes: int) -> tuple[pa.Buffer, np.ndarray]:
+    """This thread's reusable read buffer for a whole Parquet file, in memory Arrow owns:
+    ``(the first nbytes as an Arrow buffer, the same bytes as a writable uint8 array)``.
+
+    Arrow's memory, never Python's (``pa.py_buffer``): pyarrow decodes a file's columns on
+    its own threads, and a decode task may drop the last reference to the bytes it read
+    after the read has returned. Releasing Python memory takes the GIL, which a thread can
+    no longer take once the interpreter is exiting: it then unwinds through a C++
+    destructor and the process aborts ("terminate called without an active exception",
+    exit status 134). Arrow's memory is released without it. A larger file gets a new
+    buffer, never a resize of the old one, which a decode task may still hold.
+    """
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.size < nbytes:
+        buf = _local.buf = pa.allocate_buffer(nbytes + nbytes // 4)
+    return buf.slice(0, nbytes), np.frombuffer(buf, dtype=np.uint8, count=nbytes)
+
+
 def _read_table(source, columns: list[str]) -> pa.Table:
-    """The columns of a Parquet file (a path or a buffer reader), its page checksums checked;
+    """The columns of a Parquet file (a buffer reader), its page checksums checked;
     not ``pq.read_table``, which imports ``pyarrow.dataset`` and with it pandas (streamwww._arrow)."""
     with pq.ParquetFile(source, memory_map=False, page_checksum_verification=True) as f:
         return f.read(columns=columns)
@@ -119,33 +142,37 @@ class ParquetBackend(ShardBackend):
         path = where.url
         # only the columns asked for are decoded (the whole file is checked)
         columns = [c for name in out for c in _COLUMNS[layout][name]]
-        if checksums is None and where.is_local:  # version 1: no file checksum recorded
-            table = _read_table(path, columns)
-        else:
-            # The file's bytes are checked, then parsed from the same buffer: this
-            # thread's reusable one (fresh pages cost more than the check, see _chunks).
-            # Nothing returned refers to it: every part is copied into ``out`` below.
-            try:
-                if where.is_local:
-                    with open(path, "rb", buffering=0) as f:
-                        size = os.fstat(f.fileno()).st_size
-                        buf = _scratch(size)
-                        if f.readinto(buf) != size:
-                            raise ChecksumError(path, "file", "file", f"cannot read {size} bytes",
-                                                DAMAGED_FIX)
-                else:  # an object store: the whole file in one request
-                    buf = memoryview(where.read_buffer())
-                    size = len(buf)
-            except FileNotFoundError:
-                raise ChecksumError(path, "file", "file", "shard file is missing", DAMAGED_FIX) from None
-        if checksums is not None:
+        # The file's bytes are read here (so that a failure to read them is told from
+        # damage, which only the parsing below can find), checked, then parsed from the
+        # same buffer: this thread's reusable one (fresh pages cost more than the check,
+        # see _chunks; an object's bytes are copied into it, see _arrow_scratch). Nothing
+        # returned refers to it: every part is copied into ``out``.
+        try:
+            if where.is_local:
+                with open(path, "rb", buffering=0) as f:
+                    size = os.fstat(f.fileno()).st_size
+                    buf, view = _arrow_scratch(size)
+                    if f.readinto(view) != size:
+                        raise ChecksumError(path, "file", "file", f"cannot read {size} bytes",
+                                            DAMAGED_FIX)
+            else:  # an object store: the whole file in one request
+                data = where.read_buffer()
+                size = len(data)
+                buf, view = _arrow_scratch(size)
+                view[...] = np.frombuffer(data, dtype=np.uint8)
+        except FileNotFoundError:
+            raise ChecksumError(path, "file", "file", "shard file is missing", DAMAGED_FIX) from None
+        except OSError as exc:  # there but unreadable (EIO, a directory): an I/O error, not damage
+            if not where.is_local:
+                raise  # (the store reports an object store's failure)
+            raise read_failure(path, exc, "the shard file") from None
+        if checksums is not None:  # (version 1 recorded none: only the pages' own are checked)
             expected = int(checksums["file"][0])
-            if (got := crc32c(buf)) != expected:
+            if (got := crc32c(view)) != expected:
                 raise ChecksumError(path, "file", "file", f"crc32c mismatch: the file hashes to "
                                     f"{got:#010x}, the metadata records {expected:#010x} "
                                     f"({size} bytes)", DAMAGED_FIX)
-        if checksums is not None or not where.is_local:
-            table = _read_table(pa.BufferReader(pa.py_buffer(buf)), columns)
+        table = _read_table(pa.BufferReader(buf), columns)
         parts = {}
         indptr = None
         if "y" in out:

@@ -112,7 +112,11 @@ class StoreTransaction(_Transaction):
         if self.path.exists() or self.path.is_symlink():
             old = self._sibling("old")
             os.rename(self.path, old)
-            os.rename(self.tmp, self.path)
+            try:
+                os.rename(self.tmp, self.path)
+            except BaseException:  # (a failed write destroys nothing: the earlier store goes back)
+                os.rename(old, self.path)
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(self.tmp, self.path)

@@ -73,7 +73,8 @@ def register(subparsers) -> None:
                                           "model file's classes, settings and final duality gap; or a "
                                           "checkpoint directory's run (settings, C values, position, each "
                                           "model's gap) and health (do the latest and the previous commit "
-                                          "verify).")
+                                          "verify; while a run trains into it, each is checked from a "
+                                          "snapshot the run kept while it was read).")
     p.add_argument("store", metavar="PATH",
                    help="shard store directory, model file (.npz) or checkpoint directory")
     p.add_argument("--json", action="store_true",

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from streamwww._fsutil import not_regular
+from streamwww._fsutil import not_regular, remove_dead_temporaries, temporary_beside, write_failure
 from streamwww._params import check_int
 from streamwww.errors import OutputPathError, StoreExistsError
 from streamwww.io._progress import ProgressCallback, ProgressEvent
@@ -266,7 +266,8 @@ def make_data(output: str | os.PathLike, *, rows: int, features: int, nnz_per_ro
                          float(noise), buf)
         return buf[:size]
 
-    tmp = path.with_name(f".{path.name}.streamwww-tmp-{os.getpid()}")
+    remove_dead_temporaries(path)  # (what a make-data killed by SIGKILL left beside it)
+    tmp = temporary_beside(path)
     total = 0
     try:
         f, raw = open_compressed(tmp, "wb", compression=compression_from_extension(path))
@@ -295,11 +296,15 @@ def make_data(output: str | os.PathLike, *, rows: int, features: int, nnz_per_ro
             f.close()  # writes the compressed stream's trailer
         raw.close()
         os.replace(tmp, path)
-    except BaseException:
-        if f is not raw:
-            f.close()
-        raw.close()
+    except BaseException as exc:
+        for stream in ([f] if f is not raw else []) + [raw]:
+            try:
+                stream.close()
+            except OSError:  # (the disk that failed a write may fail the last flush too)
+                pass
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):  # a full disk: one line naming the output
+            raise write_failure(path, exc, "the file") from None
         raise
     return {"path": str(path), "rows": rows, "features": features, "nnz_per_row": nnz,
             "classes": classes, "seed": seed, "noise": float(noise), "bytes": total}

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from streamwww import __version__
 from streamwww import _buffers as buffers
+from streamwww._fsutil import is_read_failure, read_failure
 from streamwww._location import (
     Location,
     is_storage_failure,
@@ -261,6 +262,10 @@ class ShardStore:
         ShardFormatError
             For a bad index, or a shard that is missing or does not match the
             store's metadata.
+        StorageError
+            For a shard file that is there but cannot be read (no permission, EIO,
+            a directory in its place) or an object store that fails the request: an
+            I/O error, not damage (the message names the shard and the file, and says so).
         """
         return self.read_shards((i,))
 
@@ -291,6 +296,10 @@ class ShardStore:
         ShardFormatError
             For a bad index, or weights that are missing, of another length or
             not finite and non-negative (the message names the shard).
+        StorageError
+            For a shard file that is there but cannot be read (no permission, EIO,
+            a directory in its place) or an object store that fails the request: an
+            I/O error, not damage (the message names the shard and the file, and says so).
         """
         ids = [self._check_index(i) for i in ids]
         if not ids:
@@ -318,6 +327,9 @@ class ShardStore:
             raise ChecksumError(exc.path, exc.array, exc.chunk, exc.reason, exc.fix,
                                 where=where) from None
         except Exception as exc:  # any other backend failure is a broken store ...
+            if self.location.is_local and is_read_failure(exc):  # ... or a file the system cannot read
+                raise read_failure(getattr(exc, "filename", None) or self.location.child(
+                    self._backend.shard_relpath(i)).url, exc, where=where) from None
             if not self.location.is_local and is_storage_failure(exc):  # ... or a store out of reach
                 reason = str(exc) if isinstance(exc, StorageError) else f"{type(exc).__name__}: {exc}"
                 raise StorageError(f"{where} cannot be read: the object store failed the request "
@@ -366,6 +378,10 @@ class ShardStore:
         ShardFormatError
             For a bad index, or a shard that is missing or does not match the
             store's metadata (the message names the shard).
+        StorageError
+            For a shard file that is there but cannot be read (no permission, EIO,
+            a directory in its place) or an object store that fails the request: an
+            I/O error, not damage (the message names the shard and the file, and says so).
         """
         ids = [self._check_index(i) for i in ids]
         if not ids:
@@ -477,7 +493,10 @@ class ShardStore:
             arrays' ``zarr.json`` does not match its recorded crc32c (version 4 on;
             ``streamwww.json`` itself was checked when the store was opened).
         ShardFormatError
-            The first shard that cannot be read or does not match the metadata.
+            The first shard that is damaged otherwise or does not match the metadata.
+        StorageError
+            The first shard file that cannot be read (an I/O error: no permission, EIO,
+            a directory in its place; or an object store's failure), which is not damage.
         """
         for i in range(self.n_shards):
             self.read_shards((i,), weights=self.has_weights)
@@ -594,6 +613,9 @@ def open_store(path: str | os.PathLike | Location,
         of an unsupported version.
     StorageURLError
         For a URL whose protocol is unknown or whose package is not installed.
+    StorageError
+        For a ``streamwww.json`` that is there but cannot be read (no permission,
+        EIO, a directory in its place), or an object store that fails the request.
     """
     loc = location(path, storage_options)
     shown = loc.url
@@ -609,11 +631,13 @@ def open_store(path: str | os.PathLike | Location,
         raise ShardFormatError(f"{shown} is a file, not a shard store (a directory); a LIBSVM text "
                                f"file is converted into one by `streamwww convert FILE STORE` or "
                                f"streamwww.io.convert_libsvm") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise ShardFormatError(f"{shown}: cannot read {MARKER}: {exc}") from exc
     except StorageError:  # a Location's, naming the URL and the request already
         raise
     except Exception as exc:
+        if loc.is_local and is_read_failure(exc):  # there but unreadable (EIO, a directory): not damage
+            raise read_failure(marker.url, exc, "the store's metadata") from None
         if loc.is_local or not is_storage_failure(exc):
             raise
         raise storage_error(shown, f"reading {MARKER}", exc) from exc
