@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streamwww._fsutil import not_regular, remove_dead_temporaries, same_or_inside, temporary_beside
+from streamwww._fsutil import not_regular, remove_dead_temporaries, same_or_inside, temporary_beside, write_failure
 from streamwww._location import Location, is_url, located, location
 from streamwww.errors import DataFormatError, OutputPathError, StorageError
 from streamwww.fitted import FittedModel
@@ -83,10 +83,7 @@ def save_model(model, path) -> Path | Location:
         os.replace(tmp, path)
     except OSError as exc:  # a full disk, a lost mount: one line naming the model, no temporary left
         tmp.unlink(missing_ok=True)
-        err = OutputPathError(f"{path}: cannot write the model ({exc.strerror or exc}); nothing was written "
-                              f"there")
-        err.errno = exc.errno
-        raise err from None
+        raise write_failure(path, exc, "the model") from None
     return path
 
 
