@@ -21,6 +21,7 @@ from streamwww.checkpoint import (
 )
 from streamwww.errors import CheckpointError
 from streamwww.io import write_store
+from streamwww.stream.betas import DiskBetas
 
 from .conftest import kill_after_commits, make_classification, no_room_for_scratch
 from .reference import W_from_beta
@@ -375,7 +376,15 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     if not room:
         no_room_for_scratch(monkeypatch)
-    counts, spares = [], []
+    counts, spares, taken = [], [], []
+    take = DiskBetas._take_spare
+
+    def counted_take(self, s, path):
+        result = take(self, s, path)
+        taken.append(result[0])
+        return result
+
+    monkeypatch.setattr(DiskBetas, "_take_spare", counted_take)
 
     def cb(info):
         (root,) = scratch.glob("streamwww-beta-*/beta.zarr")
@@ -386,6 +395,7 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
     for options, most in [(dict(checkpoint_every=99), n_shards + 2), ({}, 2 * n_shards + 2)]:
         counts.clear()
         spares.clear()
+        taken.clear()
         sw.train(tmp_path / "s.zarr", C=0.05, random_state=1, tol=0.0, max_iter=6, callback=cb, prefetch=2,
                  memory_budget=0, eval_every=1, **options)  # beta written every epoch (it would fit in memory)
         assert len(counts) == 6
@@ -397,8 +407,10 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
             # the version of the epoch's start, which a stop returns to
             assert all(c <= most for c in counts) and counts[-1] >= n_shards, counts
             # and at most one superseded version per shard kept for its next one (engine: no inodes
-            # created or freed per version), in use from the second epoch's writes
-            assert all(c <= n_shards for c in spares) and max(spares) > 0, spares
+            # created or freed per version): on disk between its drop and its shard's next write
+            # (how many at a callback depends on the loader's timing), taken by later writes
+            assert all(c <= n_shards for c in spares), spares
+            assert sum(taken) >= n_shards, (sum(taken), len(taken))
         assert not list(scratch.glob("streamwww-beta-*"))  # the temporary folder is removed at the end
 
 
