@@ -33,7 +33,7 @@ def is_text_file(data: Any, storage_options: dict | None = None) -> bool:
     """
     if not isinstance(data, (str, os.PathLike)):
         return False
-    from streamwww._location import located
+    from streamwww.storage.location import located
 
     where = located(data, storage_options)
     return where.exists() and not where.isdir()
@@ -78,10 +78,11 @@ def convert_into_run(data: str | os.PathLike, checkpoint_dir: Any, *, storage_op
     ValueError
         If ``checkpoint_dir`` holds a run on other data (nothing is changed then).
     """
-    from streamwww._location import located
-    from streamwww.checkpoint import CheckpointDir
     from streamwww.io import open_store
-    from streamwww.io.commands import convert_with_summary, is_store
+    from streamwww.io.convert import convert_with_summary
+    from streamwww.io.sniff import is_store
+    from streamwww.state.checkpoint import CheckpointDir
+    from streamwww.storage.location import located
 
     ck = located(checkpoint_dir, storage_options)
     out = ck.child(TEXT_STORE)
@@ -146,7 +147,7 @@ def text_as_store(data: Any, checkpoint_dir: Any = None, *,
     if checkpoint_dir is not None:
         yield convert_into_run(data, checkpoint_dir, storage_options=storage_options)
         return
-    from streamwww.io.commands import convert_with_summary
+    from streamwww.io.convert import convert_with_summary
 
     tmp = tempfile.mkdtemp(prefix="streamwww-text-")
     try:

@@ -4,7 +4,7 @@ Both build :class:`~streamwww.WWClassifier` models from one
 :func:`~streamwww.engine.run.fit_source` call; ``resume`` reads the settings
 a checkpoint recorded and trains again with them.  :func:`train_fitted` and
 :func:`resume_fitted` do the same and return the models as plain records
-(:class:`~streamwww.fitted.FittedModel`): the command line's path, which imports
+(:class:`~streamwww.model.fitted.FittedModel`): the command line's path, which imports
 no scikit-learn.
 """
 
@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from streamwww._location import located
+from streamwww.storage.location import located
 from streamwww._params import (
     DEFAULTS,
     MAX_ITER,
@@ -25,20 +25,20 @@ from streamwww._params import (
     resolve_prefetch,
 )
 from streamwww._textdata import text_as_store
-from streamwww.checkpoint import CheckpointDir
 from streamwww.engine.config import warn_not_converged
 from streamwww.engine.run import cluster_options, fit_placed
 from streamwww.errors import CheckpointError
-from streamwww.fitted import FittedModel, fitted_models, model_settings
 from streamwww.labels import classification_targets
-from streamwww.model_io import check_not_input, check_writable, model_paths, save_model
+from streamwww.model.files import check_not_input, check_writable, model_paths, save_model
+from streamwww.model.fitted import FittedModel, fitted_models, model_settings
+from streamwww.state.checkpoint import CheckpointDir
 from streamwww.stream.sources import ArraySource, StoreSource, as_store
 
 __all__ = ["train", "resume", "train_fitted", "resume_fitted", "model_paths", "check_writable"]
 
 
 def _locate(data, checkpoint_dir, model_out, storage_options):
-    """Paths and URLs as :class:`~streamwww._location.Location` (a store path opened),
+    """Paths and URLs as :class:`~streamwww.storage.location.Location` (a store path opened),
     with ``storage_options`` for the URLs among them."""
     if isinstance(data, (str, os.PathLike)):
         data = as_store(data, storage_options)
@@ -206,11 +206,11 @@ def _warn(result, fit, owner: str) -> None:
 
 def train_fitted(data, **options):
     """:func:`train`, returning ``(models, fit)``: the models as
-    :class:`~streamwww.fitted.FittedModel` records (one, or a list as :func:`train`
+    :class:`~streamwww.model.fitted.FittedModel` records (one, or a list as :func:`train`
     returns), and the :class:`~streamwww.engine.run.Fit` (no convergence warning:
     the caller warns); with ``cv``, the :class:`~streamwww.WWClassifierCV` and its ``Fit``.
     Trained on a store without ``cv``, no scikit-learn is imported: the command
-    line's path (:mod:`streamwww.fitted`). A LIBSVM text file as ``data`` is converted first,
+    line's path (:mod:`streamwww.model.fitted`). A LIBSVM text file as ``data`` is converted first,
     as ``streamwww train FILE`` does: into ``checkpoint_dir`` when one is given, else into a
     temporary directory removed when training ends (:func:`streamwww._textdata.text_as_store`)."""
     out = options.get("model_out")
@@ -420,7 +420,7 @@ def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, call
     ----------
     checkpoint_dir : str, Path or Location
         A local directory, or a URL (``s3://bucket/run``) or
-        :class:`~streamwww._location.Location` on an object store.
+        :class:`~streamwww.storage.location.Location` on an object store.
     store : str, Path or ShardStore, optional
         The data store, if it moved since the checkpoint was written (its
         fingerprint must match).

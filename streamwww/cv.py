@@ -32,8 +32,8 @@ from streamwww._params import MAX_ITER, check_params, resolve_seed
 from streamwww._textdata import text_as_store
 from streamwww.engine.run import cluster_options, fit_placed
 from streamwww.estimator import WWClassifier, estimator_class, estimator_from
-from streamwww.fitted import fitted_attributes
 from streamwww.labels import classification_targets
+from streamwww.model.fitted import fitted_attributes
 from streamwww.stream.folds import MAX_SPLITS, shard_folds, train_bits
 from streamwww.stream.sources import ArraySource, StoreSource, store_without_y
 

@@ -14,8 +14,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from streamwww._params import MAX_ITER, check_params
 from streamwww._textdata import text_as_store
-from streamwww.fitted import FittedModel, class_scores, fitted_attributes, model_params, predicted_labels
 from streamwww.labels import classification_targets
+from streamwww.model.fitted import FittedModel, class_scores, fitted_attributes, model_params, predicted_labels
 from streamwww.stream.sources import ArraySource, StoreSource, as_store, store_shards, store_without_y
 
 if TYPE_CHECKING:
@@ -276,7 +276,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
 
     @classmethod
     def from_fitted(cls, model: FittedModel) -> "WWClassifier":
-        """The fitted estimator of a :class:`~streamwww.fitted.FittedModel` (its settings
+        """The fitted estimator of a :class:`~streamwww.model.fitted.FittedModel` (its settings
         copied, as scikit-learn's ``clone`` copies them): a :class:`WWClassifier` or a
         :class:`CSClassifier` as the model's loss says, whichever class is asked."""
         est = estimator_from(copy.deepcopy(model.params))
@@ -365,6 +365,6 @@ def estimator_class(loss: str) -> type[WWClassifier]:
 
 
 def estimator_from(params: dict) -> WWClassifier:
-    """The (unfitted) estimator of a settings dict (:func:`~streamwww.fitted.model_params`'s
+    """The (unfitted) estimator of a settings dict (:func:`~streamwww.model.fitted.model_params`'s
     form): of the class its ``"loss"`` names (none: Weston-Watkins), with the other settings."""
     return estimator_class(params.get("loss", "ww"))(**{k: v for k, v in params.items() if k != "loss"})

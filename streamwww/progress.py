@@ -262,3 +262,37 @@ def _arrow(stream) -> str:
 
 def _measured(rate) -> bool:
     return rate is not None and math.isfinite(rate) and rate > 0
+
+
+class StageBars:
+    """tqdm bars for the ``ProgressEvent`` s of ``convert`` and ``make-data``: one bar per
+    stage (reading, writing shards, generating), the previous one closed."""
+
+    _UNITS = {"read": ("reading", "B", True), "write": ("writing shards", " rows", False),
+              "generate": ("generating", " rows", False)}
+
+    def __init__(self):
+        self._bar = None
+        self._stage = None
+        self._start = time.monotonic()
+
+    def __call__(self, event) -> None:
+        from tqdm import tqdm
+
+        if event.stage != self._stage:
+            self.close()
+            desc, unit, scale = self._UNITS.get(event.stage, (event.stage, "", False))
+            self._bar = tqdm(total=event.total, desc=desc, unit=unit, unit_scale=scale,
+                             unit_divisor=1024 if scale else 1000, leave=True)
+            self._stage = event.stage
+            self._start = time.monotonic()
+        self._bar.update(event.done - self._bar.n)
+        if event.stage == "read":
+            elapsed = max(time.monotonic() - self._start, 1e-9)
+            self._bar.set_postfix(rows=event.rows, rows_s=f"{event.rows / elapsed:,.0f}",
+                                  refresh=False)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None

@@ -89,7 +89,7 @@ def no_room_for_scratch(monkeypatch):
     then written as a version every epoch, and the rows' norms computed at every read."""
     import errno
 
-    from streamwww.stream import scratch
+    from streamwww.state import scratch
 
     def full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")

@@ -15,14 +15,15 @@ ROOT = Path(__file__).resolve().parents[1] / "streamwww"
 
 # Layers, top to bottom; a module may import its own layer or any layer below it.
 LAYERS = [
-    {"streamwww.cli", "streamwww.commands", "streamwww.runinfo", "streamwww.plotting", "streamwww.progress"},
-    {"streamwww.api", "streamwww.model_io", "streamwww.predict"},
+    {"streamwww.cli"},
+    {"streamwww.api", "streamwww.model.files", "streamwww.model.predict"},
     {"streamwww.cv"},
     {"streamwww.estimator"},
     {"streamwww.engine"},
-    {"streamwww.stream", "streamwww.checkpoint", "streamwww.backends", "streamwww._textdata"},
+    {"streamwww.stream", "streamwww.state", "streamwww.backends", "streamwww._textdata"},
     {"streamwww.io", "streamwww.solvers"},
-    {"streamwww.labels", "streamwww.weights", "streamwww.errors", "streamwww._params", "streamwww._fsutil", "streamwww._logging",
+    {"streamwww.storage", "streamwww.model.fitted", "streamwww.progress"},
+    {"streamwww.labels", "streamwww.weights", "streamwww.errors", "streamwww._params", "streamwww._logging",
      "streamwww._memory", "streamwww"},
 ]
 

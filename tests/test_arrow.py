@@ -90,7 +90,7 @@ def test_parquet_stores_are_written_and_read_without_importing_pandas(tmp_path):
         st = open_store({str(s)!r})
         X, y = st.read_shards(list(range(st.n_shards)))
         from pathlib import Path
-        from streamwww.predict import _write_part
+        from streamwww.model.predict import _write_part
         Path({str(tmp_path / "p")!r}).mkdir()
         _write_part(Path({str(tmp_path / "p")!r}), 0, np.ones((3, 2)), np.array([1.0, 2.0]), True, "parquet")
         _write_part(Path({str(tmp_path / "p")!r}), 1, np.array(["cat", "dog", "cat"]), np.array(["cat", "dog"]),

@@ -102,9 +102,9 @@ def test_a_default_directory_that_cannot_be_one_is_refused_in_one_line(work, cap
     ck.unlink()
     ck.mkdir()
     if os.geteuid() == 0:  # (root writes anywhere: the permission check is asked as it would be)
-        import streamwww.commands
+        import streamwww.cli.commands
 
-        monkeypatch.setattr(streamwww.commands.os, "access", lambda p, mode: os.fspath(p) != str(ck))
+        monkeypatch.setattr(streamwww.cli.commands.os, "access", lambda p, mode: os.fspath(p) != str(ck))
     else:
         ck.chmod(0o555)
     try:

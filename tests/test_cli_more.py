@@ -88,7 +88,7 @@ def test_evaluate_json(run, capsys):
 def test_evaluate_names_the_labels_the_model_never_saw(run, tmp_path, capsys):
     """A test file with labels the model has no class for (another data set's file, say):
     those rows count as wrong, and evaluate says so in one line, naming some of them."""
-    from streamwww.predict import UNKNOWN_SHOWN, evaluate
+    from streamwww.model.predict import UNKNOWN_SHOWN, evaluate
 
     tmp, _, _ = run
     model = tmp / "m-C0.1.npz"

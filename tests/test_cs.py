@@ -188,7 +188,7 @@ def test_store_checkpoint_resume_and_model_file(tmp_path, rng):
 
 def test_ww_records_no_loss(rng):
     """WW models and checkpoints are written as before Crammer-Singer existed."""
-    from streamwww.fitted import FittedModel, model_params
+    from streamwww.model.fitted import FittedModel, model_params
 
     X, y = make_classification(rng, n=30, d=3, k=3)
     ww = sw.WWClassifier(max_iter=5).fit(X, y)

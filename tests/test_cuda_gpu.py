@@ -79,7 +79,7 @@ def test_cupy_and_numba_objective_paths_agree():
 
 
 def test_parallel_mode_reaches_the_tolerance_or_says_so():
-    from streamwww.stream.betas import InMemoryBetas
+    from streamwww.state.betas import InMemoryBetas
     from streamwww.stream.sources import InMemoryData
     from tests.reference import objectives_in_memory
     from streamwww.engine.config import SolverConfig

@@ -68,8 +68,8 @@ def test_a_checkpoint_keeps_its_recorded_limit(tmp_path):
     """A checkpoint recorded with max_iter=1000 (the earlier default) resumes with that limit,
     not today's default (which would continue its model); train() on it with today's default
     continues it to the certificate."""
-    from streamwww.checkpoint import CheckpointDir
     from streamwww.io import write_store
+    from streamwww.state.checkpoint import CheckpointDir
 
     X, y = _slow_problem()
     store = write_store(tmp_path / "s.zarr", X, y, shard_rows=100)
@@ -122,7 +122,7 @@ def test_train_names_the_faster_way_for_the_block_pass(tmp_path, capsys):
 
 
 def test_train_names_the_faster_way_for_a_local_cluster(tmp_path, monkeypatch):
-    from streamwww import commands
+    from streamwww.cli import commands
     from streamwww.cli import build_parser
 
     store = _small_store(tmp_path)

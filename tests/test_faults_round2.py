@@ -306,7 +306,7 @@ def test_other_files_in_a_checkpoint_directory_stay_through_training(files, tmp_
 def test_a_run_killed_before_its_first_commit_is_still_cleaned_up(files, tmp_path, capsys):
     """What a trainer left before its first commit is its own (it signed LOCK first): the
     next run on the directory collects it and trains."""
-    from streamwww.checkpoint import LOCK_SIGNATURE
+    from streamwww.state.checkpoint import LOCK_SIGNATURE
 
     ck = tmp_path / "ck"
     ck.mkdir()
@@ -511,7 +511,7 @@ def test_info_on_a_checkpoint_a_run_holds_says_so_and_reports_no_damage(trained_
     damage all the same (a run only deletes what the manifests no longer name)."""
     import json
 
-    from streamwww._fsutil import try_lock, unlock
+    from streamwww.storage.fsutil import try_lock, unlock
 
     ck = _copy_ck(trained_ck, tmp_path)
     fd = try_lock(ck / "LOCK")

@@ -71,7 +71,7 @@ def _hidden(folder):
 def test_predict_output_on_a_full_disk_is_one_line_naming_it(files, tmp_path, capsys, monkeypatch, scores):
     """ENOSPC from a write of ``predict --output``: one line naming the output (not the
     temporary), no temporary left, an earlier file there kept."""
-    import streamwww.commands as commands
+    import streamwww.cli.commands as commands
 
     out = tmp_path / "pred.txt"
     out.write_text("earlier predictions\n")
@@ -148,8 +148,8 @@ def test_a_checkpoint_directory_that_cannot_be_written_at_the_first_commit_is_on
     """A read-only or full file system under the checkpoint directory at the first commit:
     one line naming the directory and saying nothing was committed (there is no earlier
     checkpoint to stand, when the commit is what failed); no manifest, no temporary."""
-    import streamwww.checkpoint as checkpoint
-    from streamwww.stream.betas import DiskBetas
+    import streamwww.state.checkpoint as checkpoint
+    from streamwww.state.betas import DiskBetas
 
     if fault == "EROFS-beta":  # (the beta write names its version; the commit did not start)
         def read_only(*args, **kwargs):
@@ -182,7 +182,7 @@ def test_plot_of_a_damaged_checkpoint_is_one_line_or_uses_the_intact_commit(file
     import json
     import shutil
 
-    from streamwww.runinfo import gap_histories
+    from streamwww.cli.runinfo import gap_histories
 
     ck = tmp_path / "ck"
     shutil.copytree(files / "ck", ck)

@@ -1,4 +1,4 @@
-"""Models as plain records (streamwww.fitted): the command line's path without scikit-learn."""
+"""Models as plain records (streamwww.model.fitted): the command line's path without scikit-learn."""
 
 import re
 import subprocess
@@ -10,9 +10,9 @@ from sklearn.exceptions import NotFittedError
 
 import streamwww as sw
 from streamwww.api import train_fitted
-from streamwww.fitted import SETTINGS, FittedModel, model_params, model_settings
 from streamwww.io import write_store
-from streamwww.model_io import load_model, save_model
+from streamwww.model.files import load_model, save_model
+from streamwww.model.fitted import SETTINGS, FittedModel, model_params, model_settings
 
 from .conftest import make_classification
 
@@ -120,7 +120,7 @@ def test_a_model_files_record_predicts_as_its_estimator(tmp_path, k):
     (two classes: one score column), dense or sparse rows; wrong widths are refused."""
     import scipy.sparse as sp
 
-    from streamwww.model_io import load_fitted
+    from streamwww.model.files import load_fitted
 
     X, y = make_classification(np.random.default_rng(k), n=200, d=6, k=k, dtype=np.float64)
     labels = np.array(["x", "y", "z"])[:k][y]

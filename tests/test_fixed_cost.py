@@ -13,9 +13,9 @@ import scipy.sparse as sp
 import pytest
 
 import streamwww as sw
-from streamwww.checkpoint import CheckpointDir, manifest_checksum
 from streamwww.io import write_store
-from streamwww.stream.betas import DiskBetas
+from streamwww.state.betas import DiskBetas
+from streamwww.state.checkpoint import CheckpointDir, manifest_checksum
 
 from .conftest import make_classification, no_room_for_scratch
 from .reference import W_from_beta

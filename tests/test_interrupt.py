@@ -219,7 +219,7 @@ RUNS = {  # settings, and the epoch (1-based) whose objective pass is interrupte
 @pytest.mark.parametrize("run", list(RUNS))
 def test_a_signal_at_each_kind_of_place_keeps_the_work_and_resumes_bitwise(store, references, tmp_path,
                                                                            monkeypatch, handlers, caplog, run, where):
-    from streamwww.stream.betas import DiskBetas
+    from streamwww.state.betas import DiskBetas
 
     settings, pass_epoch = RUNS[run]
     reference = references(settings)
@@ -266,7 +266,7 @@ def test_a_signal_at_each_kind_of_place_keeps_the_work_and_resumes_bitwise(store
 
 
 def test_a_second_signal_while_the_stop_commits_does_not_cut_the_commit(store, tmp_path, monkeypatch, handlers):
-    from streamwww.checkpoint import CheckpointDir
+    from streamwww.state.checkpoint import CheckpointDir
 
     # (beta beyond the memory budget, in a scratch file, which the commit reads: the fit must not close it first)
     settings = dict(C=[0.5, 4.0], tol=0.0, max_iter=6, random_state=7, prefetch=2, memory_budget=0)

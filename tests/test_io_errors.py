@@ -20,13 +20,13 @@ import fsspec
 import numpy as np
 import pytest
 
-from streamwww import _location
-from streamwww._location import is_storage_failure, location
-from streamwww.checkpoint import CheckpointDir, CheckpointFallbackWarning
 from streamwww.cli import main
 from streamwww.errors import ChecksumError, ShardFormatError, StorageError
 from streamwww.io import open_store, write_store
-from streamwww.stream.betas import DiskBetas
+from streamwww.state.betas import DiskBetas
+from streamwww.state.checkpoint import CheckpointDir, CheckpointFallbackWarning
+from streamwww.storage import location as _location
+from streamwww.storage.location import is_storage_failure, location
 
 from .conftest import make_classification
 
@@ -213,7 +213,7 @@ def test_train_reports_an_unreadable_shard_from_its_loader_thread_in_one_line(st
 
 def test_a_parquet_page_checksum_failure_stays_damage():
     """What pyarrow raises as OSError about the bytes it parses carries no errno: damage."""
-    from streamwww._fsutil import is_read_failure
+    from streamwww.storage.fsutil import is_read_failure
 
     assert not is_read_failure(OSError("could not verify page integrity, CRC checksum verification failed"))
     assert not is_read_failure(FileNotFoundError(errno.ENOENT, "No such file or directory", "x"))

@@ -31,7 +31,7 @@ from .conftest import make_classification
 TRAINER = textwrap.dedent("""
     import errno, sys, warnings
     warnings.simplefilter("ignore")
-    from streamwww.stream import scratch
+    from streamwww.state import scratch
 
     def full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -152,7 +152,7 @@ def test_a_commit_replaced_while_it_is_read_is_read_again(tmp_path, monkeypatch)
     intact; the same missing weights, with the manifests left as they were, are damage."""
     import shutil
 
-    from streamwww.checkpoint import CheckpointDir
+    from streamwww.state.checkpoint import CheckpointDir
 
     X, y = make_classification(np.random.default_rng(1), n=120, d=6, k=3)
     write_store(tmp_path / "d.zarr", X, y, shard_rows=60)
@@ -196,8 +196,8 @@ def test_a_manifest_missing_for_a_moment_is_read_again(tmp_path, monkeypatch, li
     it reappears."""
     import shutil
 
-    from streamwww import runinfo
-    from streamwww._fsutil import try_lock, unlock
+    from streamwww.cli import runinfo
+    from streamwww.storage.fsutil import try_lock, unlock
 
     X, y = make_classification(np.random.default_rng(1), n=120, d=6, k=3)
     write_store(tmp_path / "d.zarr", X, y, shard_rows=60)
@@ -234,7 +234,7 @@ def test_a_run_paused_between_the_renames_of_a_commit_is_not_damage(tmp_path):
     trainer stopped between a commit's renames): not checked, exit status 0, no damage."""
     import shutil
 
-    from streamwww._fsutil import try_lock, unlock
+    from streamwww.storage.fsutil import try_lock, unlock
 
     X, y = make_classification(np.random.default_rng(1), n=120, d=6, k=3)
     write_store(tmp_path / "d.zarr", X, y, shard_rows=60)

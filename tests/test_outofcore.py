@@ -14,14 +14,14 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 import streamwww as sw
-from streamwww.checkpoint import (
+from streamwww.state.checkpoint import (
     CheckpointDir,
     CheckpointFallbackWarning,
     manifest_checksum,
 )
 from streamwww.errors import CheckpointError
 from streamwww.io import write_store
-from streamwww.stream.betas import DiskBetas
+from streamwww.state.betas import DiskBetas
 
 from .conftest import kill_after_commits, make_classification, no_room_for_scratch
 from .reference import W_from_beta
@@ -68,7 +68,7 @@ def test_sharded_store_trains_and_invariant_holds_on_disk(tmp_path, rng):
         man = cd.load_manifest()
         W = cd.load_W(man)[0]
     store = sw.open_store(tmp_path / "s.zarr")
-    from streamwww.stream.betas import DiskBetas
+    from streamwww.state.betas import DiskBetas
 
     betas = DiskBetas(ck, 1, store.shard_rows, store.n_classes, versions=man["beta"]["versions"])
     Xs, ys, Bs = [], [], []
@@ -338,7 +338,7 @@ def test_prefetch_across_epochs_is_exact(tmp_path, rng, prefetch, eval_every, mi
     from streamwww.engine.config import SolverConfig
     from streamwww.engine.driver import run_bcd
     from streamwww.engine.order import shard_order
-    from streamwww.stream.betas import DiskBetas, InMemoryBetas
+    from streamwww.state.betas import DiskBetas, InMemoryBetas
     from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
     from streamwww.stream.sources import StoreData
 
@@ -419,7 +419,7 @@ def test_a_beta_being_written_is_read_from_memory(tmp_path, monkeypatch):
     the array that was put (from the outbox), and later the same values from disk."""
     import threading
 
-    from streamwww.stream.betas import DiskBetas
+    from streamwww.state.betas import DiskBetas
     from streamwww.stream.feed import LoaderPool
 
     release = threading.Event()
@@ -454,7 +454,7 @@ def test_checkpointed_betas_are_fsynced_in_the_background(tmp_path, monkeypatch)
     (once), so a commit does not pay for it; a failed fsync fails the commit."""
     import threading
 
-    from streamwww.stream import betas as C
+    from streamwww.state import betas as C
     from streamwww.stream.feed import LoaderPool
 
     calls = []
@@ -492,7 +492,7 @@ def test_commit_in_the_background_captures_state_and_spares_newer_versions(tmp_p
     commit deletes everything neither the manifest nor the previous one (the fallback) names."""
     import threading
 
-    from streamwww.stream import betas as C
+    from streamwww.state import betas as C
 
     go = threading.Event()
     threads = []
@@ -546,7 +546,7 @@ def test_commit_in_the_background_captures_state_and_spares_newer_versions(tmp_p
 def test_a_failed_background_commit_stops_training_and_the_last_commit_resumes(tmp_path, rng, monkeypatch):
     """An error in a background commit surfaces from train() at the next commit; the
     checkpoint on disk is the last complete one and resumes to the uninterrupted model."""
-    from streamwww import checkpoint as C
+    from streamwww.state import checkpoint as C
 
     X, y = _data(rng)
     store = tmp_path / "s.zarr"
@@ -576,7 +576,7 @@ def test_sums_follow_versions_when_writes_finish_out_of_order(tmp_path, monkeypa
     the sum of beta reported (and committed) must be the current version's."""
     import threading
 
-    from streamwww.stream import betas as C
+    from streamwww.state import betas as C
     from streamwww.stream.feed import LoaderPool
 
     second_done = threading.Event()
@@ -608,7 +608,7 @@ def test_a_spare_left_by_a_killed_run_goes_and_the_versions_stay(tmp_path):
     """A superseded version is kept as its shard's spare and becomes the shard's next version
     (its files overwritten in place); a killed run leaves its spares, which the next run on
     the directory deletes, and never a spare in place of a version."""
-    from streamwww.stream import betas as C
+    from streamwww.state import betas as C
     from streamwww.stream.feed import LoaderPool
 
     rng = np.random.default_rng(8)
@@ -638,7 +638,7 @@ def test_a_spare_of_an_own_version_keeps_its_zarr_json_and_another_gets_it_writt
     spare's zarr.json is not written again; a version of another instance (a resumed run's)
     is compared when read, and its spare's zarr.json is written anew. Every version still
     reads back as written, also in a new instance, and a damaged chunk is still found."""
-    from streamwww.stream import betas as C
+    from streamwww.state import betas as C
     from streamwww.stream.feed import LoaderPool
 
     rng = np.random.default_rng(9)
@@ -685,7 +685,7 @@ def test_a_spare_of_an_own_version_keeps_its_zarr_json_and_another_gets_it_writt
 def test_no_spares_where_the_disk_lacks_room_for_them(tmp_path, monkeypatch):
     """Spares cost up to one version of every shard: a file system without SPARE_ROOM times
     that free deletes superseded versions instead (and still cleans a killed run's spares)."""
-    from streamwww.stream import betas as C
+    from streamwww.state import betas as C
     from streamwww.stream.feed import LoaderPool
 
     one_version = 8 * 1 * 2 * 14  # n_models x (k - 1) x rows, float64
@@ -711,7 +711,7 @@ def test_superseded_versions_are_deleted_whichever_write_finishes_last(tmp_path,
     also when two versions are written at once and the older one finishes last."""
     import threading
 
-    from streamwww.stream import betas as C
+    from streamwww.state import betas as C
     from streamwww.stream.feed import LoaderPool
 
     first, last = (1, 2) if older_first else (2, 1)
@@ -757,7 +757,7 @@ def test_scratch_dirs_of_dead_runs_are_removed(tmp_path, rng, monkeypatch):
     holds their LOCK (or, without LOCK, unless they are new)."""
     import tempfile
 
-    from streamwww._fsutil import try_lock, unlock
+    from streamwww.storage.fsutil import try_lock, unlock
 
     scratch = tmp_path / "tmp"
     scratch.mkdir()
@@ -765,7 +765,7 @@ def test_scratch_dirs_of_dead_runs_are_removed(tmp_path, rng, monkeypatch):
     dead = scratch / "streamwww-beta-dead"
     (dead / "beta.zarr").mkdir(parents=True)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom streamwww._fsutil import try_lock\n"
+        [sys.executable, "-c", "import sys, time\nfrom streamwww.storage.fsutil import try_lock\n"
          "assert try_lock(sys.argv[1]) is not None\nprint('locked', flush=True)\ntime.sleep(120)",
          str(dead / "LOCK")], stdout=subprocess.PIPE, text=True)
     try:
@@ -845,8 +845,8 @@ def test_a_full_disk_during_a_checkpoint_is_one_error_and_the_previous_checkpoin
         tmp_path, rng, monkeypatch, where):
     import errno
 
-    from streamwww import checkpoint as ckmod
-    from streamwww.stream import betas as bmod
+    from streamwww.state import checkpoint as ckmod
+    from streamwww.state import betas as bmod
 
     X, y = _data(rng)
     store = tmp_path / "s.zarr"

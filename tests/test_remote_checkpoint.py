@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import streamwww as sw
-from streamwww._fsutil import ObjectLock, _host
-from streamwww._location import is_storage_failure, location, write_once
-from streamwww.checkpoint import (
+from streamwww.storage.fsutil import ObjectLock, _host
+from streamwww.storage.location import is_storage_failure, location, write_once
+from streamwww.state.checkpoint import (
     MANIFEST,
     PREVIOUS,
     CheckpointDir,
@@ -26,7 +26,7 @@ from streamwww.checkpoint import (
 )
 from streamwww.errors import CheckpointError, StorageError
 from streamwww.io import open_store, write_store
-from streamwww.stream.betas import DiskBetas
+from streamwww.state.betas import DiskBetas
 
 from .conftest import kill_after_commits, make_classification
 
@@ -311,8 +311,8 @@ def _same(models, reference):
 _WORKER = """
 import json, os, sys, warnings
 import streamwww as sw
-from streamwww._location import location
 from streamwww.io import open_store
+from streamwww.storage.location import location
 warnings.simplefilter("ignore")
 opts = json.loads(os.environ["STREAMWWW_TEST_S3"])
 settings = json.loads(sys.argv[3])

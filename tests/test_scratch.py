@@ -1,4 +1,4 @@
-"""Scratch files beyond the memory budget (streamwww.stream.scratch): beta's working copies
+"""Scratch files beyond the memory budget (streamwww.state.scratch): beta's working copies
 between commits, and the rows' norms of shards read from storage every epoch."""
 
 import errno
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import streamwww as sw
-from streamwww.checkpoint import CheckpointDir
 from streamwww.io import write_store
-from streamwww.stream import betas as B
-from streamwww.stream.scratch import ShardScratch
+from streamwww.state import betas as B
+from streamwww.state.checkpoint import CheckpointDir
+from streamwww.state.scratch import ShardScratch
 
 from .conftest import make_classification
 
@@ -112,7 +112,7 @@ def test_a_put_with_every_slot_taken_is_an_error(tmp_path, rng):
 
 def test_without_room_versions_are_written_every_epoch(tmp_path, caplog, monkeypatch):
     monkeypatch.setattr(B, "_free_bytes", lambda path: 100)
-    with caplog.at_level(logging.INFO, logger="streamwww.stream.betas"):
+    with caplog.at_level(logging.INFO, logger="streamwww.state.betas"):
         betas = _betas(tmp_path)
     assert betas.mode == "versions" and not betas.resident
     assert re.search(r"beta scratch file \(0\.0 MiB\) not made: 0\.0 MiB free", caplog.text)

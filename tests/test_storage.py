@@ -13,8 +13,8 @@ import pytest
 import scipy.sparse as sp
 
 import streamwww as sw
-from streamwww._location import location, parse_storage_options
 from streamwww.cli import main
+from streamwww.storage.location import location, parse_storage_options
 from streamwww.errors import (
     ChecksumError,
     ShardFormatError,
@@ -357,7 +357,7 @@ def test_keep_decoded_reads_storage_once_and_changes_nothing(tmp_path, s3_server
     assert kept.kept_bytes == 0
     fs = s3_server.filesystem()
     calls = []
-    from streamwww._location import Location
+    from streamwww.storage.location import Location
 
     real = Location.read_many
 
@@ -432,7 +432,7 @@ def test_s3_everything_through_the_cli(data, tmp_path, s3_server, capsys):
     acc = json.loads(capsys.readouterr().out)["accuracy"]
     m = sw.load_model(location(model, s3_server.options))
     assert m.n_iter_ == 12 and acc == pytest.approx(m.score(open_store(store, storage_options=s3_server.options)))
-    from streamwww.runinfo import gap_histories
+    from streamwww.cli.runinfo import gap_histories
 
     series, _ = gap_histories(ckpt, s3_server.options)
     assert list(series[0]["epoch"]) == [h["epoch"] for h in m.history_] and series[0]["epoch"][-1] == 12
@@ -494,7 +494,7 @@ def _server_requests():
 def test_one_object_read_is_one_request_on_s3(tmp_path, s3_server, monkeypatch, client):
     """A whole-object read (a Parquet shard, a model file) is one GET: s3fs would ask for
     the object's size first (HEAD) to decide on a multipart download, pyarrow's S3 file
-    system would too; obstore's GET is the read (streamwww._obstore), s3fs's the fallback."""
+    system would too; obstore's GET is the read (streamwww.storage.obstore), s3fs's the fallback."""
     pytest.importorskip("obstore")
     if client == "s3fs":
         monkeypatch.setenv("STREAMWWW_S3_CLIENT", "s3fs")
@@ -526,7 +526,7 @@ def test_obstore_settings_follow_the_s3fs_options():
     """s3fs's options become obstore's; one it cannot express keeps the reads with s3fs."""
     from datetime import timedelta
 
-    from streamwww._obstore import s3_config
+    from streamwww.storage.obstore import s3_config
 
     got = s3_config({"key": "K", "secret": "S", "token": "T", "endpoint_url": "http://127.0.0.1:9",
                      "client_kwargs": {"region_name": "eu-west-3"},
@@ -551,7 +551,7 @@ def test_obstore_errors_are_storage_failures_or_answers():
     """A failed obstore request is the store's failure (one StorageError); a missing object
     is an answer about the object."""
     exceptions = pytest.importorskip("obstore.exceptions")
-    from streamwww._location import is_storage_failure
+    from streamwww.storage.location import is_storage_failure
 
     assert is_storage_failure(exceptions.GenericError("Error performing GET: connection refused"))
     assert is_storage_failure(exceptions.PermissionDeniedError("403"))
@@ -562,7 +562,7 @@ def test_obstore_reads_equal_s3fs_reads_and_fall_back_to_s3fs(s3_server, monkeyp
     """The same bytes (and None for a missing object) through obstore as through s3fs; a
     failed obstore read is made again through s3fs, which reads that bucket from then on."""
     pytest.importorskip("obstore")
-    from streamwww import _obstore
+    from streamwww.storage import obstore as _obstore
 
     root = location(s3_server.url("objects"), s3_server.options)
     blobs = {f"o{i}": np.random.default_rng(i).bytes(1000 * (i + 1)) for i in range(5)}
@@ -583,7 +583,7 @@ def test_obstore_reads_equal_s3fs_reads_and_fall_back_to_s3fs(s3_server, monkeyp
         raise RuntimeError("no route to the bucket's region")
 
     monkeypatch.setattr(_obstore.Reader, "get_many", broken)
-    with caplog.at_level("WARNING", logger="streamwww._obstore"):
+    with caplog.at_level("WARNING", logger="streamwww.storage.obstore"):
         assert root.read_many(wanted) == expect
     assert "go through s3fs from now on" in caplog.text
     assert _obstore.reader(root.protocol, root.path, root.storage_options) is None

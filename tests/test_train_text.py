@@ -9,7 +9,7 @@ import pytest
 
 import streamwww as sw
 from streamwww.cli import main
-from streamwww.commands import TEXT_STORE
+from streamwww.cli.commands import TEXT_STORE
 from streamwww.errors import ShardFormatError
 from streamwww.io import convert_libsvm, open_store
 

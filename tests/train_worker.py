@@ -30,7 +30,7 @@ if __name__ == "__main__":
     logging.getLogger("streamwww.engine.run").setLevel(logging.INFO)
     settings = dict(SETTINGS)
     if os.environ.get("NO_SCRATCH_ROOM") == "1":
-        from streamwww.stream import scratch
+        from streamwww.state import scratch
 
         def full(self, *args, **kwargs):
             raise OSError(errno.ENOSPC, "No space left on device")

@@ -238,10 +238,10 @@ def bench_parallel(name, args, tmp) -> str:
     import warnings
 
     from streamwww.backends.cuda import CUDABackend
-    from streamwww.stream.betas import InMemoryBetas
-    from streamwww.stream.sources import InMemoryData
     from streamwww.engine.config import SolverConfig
     from streamwww.engine.driver import run_bcd
+    from streamwww.state.betas import InMemoryBetas
+    from streamwww.stream.sources import InMemoryData
 
     X, y, desc = load(name, args.data_dir, tmp, args.quick, args.rows)
     k = int(y.max()) + 1

@@ -486,10 +486,10 @@ def _shark_eps_study(ctx: BenchContext, datasets: dict[str, tuple], names, C: fl
     and ``changes`` (see :func:`_one_pass_changes`).
     """
     from streamwww.backends.cpu import CPUBackend
-    from streamwww.stream.betas import InMemoryBetas
-    from streamwww.stream.sources import InMemoryData
     from streamwww.engine.config import SolverConfig
     from streamwww.engine.driver import Hooks, run_bcd
+    from streamwww.state.betas import InMemoryBetas
+    from streamwww.stream.sources import InMemoryData
 
     caps = CAPS_QUICK if ctx.quick else CAPS_FULL
     out = []

@@ -13,7 +13,7 @@ requests and response bytes. The same store is trained for ``--epochs`` epochs
 each with ``memory_budget=0`` (every shard read from the store every time) and
 ``memory_budget="auto"`` (the default: decoded shards kept after their first read),
 the checkpoint directory on local disk each time, and the S3 runs with each client of
-``--clients`` (``obstore``: the default where it is installed, streamwww._obstore;
+``--clients`` (``obstore``: the default where it is installed, streamwww.storage.obstore;
 ``s3fs``: ``STREAMWWW_S3_CLIENT=s3fs``, the reads before it), side by side on the same
 server. Reported: whole ``train`` wall time per epoch (medians of ``--repeats``), its
 ratio to the local run, the training process's CPU per epoch (user + system, all its
@@ -214,7 +214,7 @@ def receive(mib: float, repeats: int, cpus: str) -> None:
     S3 client (``STREAMWWW_S3_CLIENT``), and the same bytes from local files (the page cache)."""
     import s3fs
 
-    from streamwww._location import location
+    from streamwww.storage.location import location
 
     n, batch = 48, 4
     blob = np.random.default_rng(0).bytes(int(mib * 2**20))
@@ -410,7 +410,7 @@ def main(argv=None) -> None:
                  "training's CPU (as a real object store)." if args.pin else
                  "on this machine it runs on the same cores as the training (a real object store does not)."),
              "*Training CPU*: the training process's user + system CPU per epoch (all its threads). "
-             "*obstore* / *s3fs*: the client of the S3 reads (streamwww._obstore; `STREAMWWW_S3_CLIENT=s3fs` "
+             "*obstore* / *s3fs*: the client of the S3 reads (streamwww.storage.obstore; `STREAMWWW_S3_CLIENT=s3fs` "
              "for the second), both runs on the same server in the same loop.",
              "", "| store | ms per epoch | vs local disk | training CPU ms per epoch | requests per epoch "
              "| MiB per epoch | server CPU ms per epoch |",

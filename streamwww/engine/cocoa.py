@@ -41,7 +41,7 @@ The driver never holds rows or ``beta`` of a store.
 A checkpoint after round ``t`` is ``W_{t+1}`` with the versions the round wrote, or,
 when a step was scaled (``beta_{t+1}`` is not written until round ``t + 1`` mixes
 it), ``W_t`` with the ``beta_t`` round ``t`` read or wrote
-(:class:`~streamwww.checkpoint.CheckpointDir`, the sequential format); either engine,
+(:class:`~streamwww.state.checkpoint.CheckpointDir`, the sequential format); either engine,
 with any ``K``, continues from it.
 """
 
@@ -65,7 +65,7 @@ from streamwww.engine.config import ModelResult, SolverConfig
 from streamwww.engine.order import EpochPlan, row_order
 from streamwww.engine.shrink import near_args, new_near, round_shrinks
 from streamwww.solvers import SHARK
-from streamwww.stream.betas import DiskBetas, split_rows
+from streamwww.state.betas import DiskBetas, split_rows
 from streamwww.stream.sources import StoreData
 
 logger = logging.getLogger(__name__)

@@ -44,7 +44,7 @@ from streamwww.engine.interrupt import Interrupted, Stop
 from streamwww.engine.order import EpochPlan, row_order
 from streamwww.engine.schedule import Schedule
 from streamwww.engine.shrink import REACH, NearSets, near_args, new_near, shrinking_applies
-from streamwww.stream.betas import split_rows
+from streamwww.state.betas import split_rows
 from streamwww.stream.feed import SyncFeed
 
 logger = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from streamwww import _buffers as buffers
-from streamwww._fsutil import ScratchDir
-from streamwww._location import Location
 from streamwww._logging import verbose_logging
+from streamwww.storage.fsutil import ScratchDir
+from streamwww.storage.location import Location
 from streamwww._params import (
     DEFAULTS,
     UNMIXED,
@@ -29,7 +29,7 @@ from streamwww._params import (
 )
 from streamwww.backends.base import make_block
 from streamwww.backends.select import get_backend
-from streamwww.checkpoint import CheckpointDir, check_compatible
+from streamwww.state.checkpoint import CheckpointDir, check_compatible
 from streamwww.engine.config import (
     OMITTED,
     Cursor,
@@ -44,7 +44,7 @@ from streamwww.engine.interrupt import CtrlC, Interrupted
 from streamwww.engine.order import ROW_ORDER
 from streamwww.engine.schedule import SCHEDULE
 from streamwww.errors import CheckpointError, StreamwwwError
-from streamwww.stream.betas import DiskBetas, InMemoryBetas, beta_nbytes
+from streamwww.state.betas import DiskBetas, InMemoryBetas, beta_nbytes
 from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
 
 logger = logging.getLogger(__name__)
@@ -287,7 +287,7 @@ def _resident_betas(source, n_models: int, budget: int, copies: int = 2) -> bool
     progress writes, and with late objectives those of the epoch's start) fits the
     memory budget. It comes before the store's shards in the budget: ``beta`` is
     written every epoch, the shards only read. (Else it goes to a scratch file of as
-    many copies, :class:`~streamwww.stream.scratch.ShardScratch`, where there is room.)"""
+    many copies, :class:`~streamwww.state.scratch.ShardScratch`, where there is room.)"""
     if not source.streamed:
         return False
     return copies * _beta_bytes(source.data, n_models) <= budget

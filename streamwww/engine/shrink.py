@@ -23,7 +23,7 @@ decided on the true gap whatever was left out.
 
 What decides the sets is the state at an evaluated epoch end (``W_t``), which an
 epoch-end checkpoint holds; a mid-epoch checkpoint also holds ``W_t`` (as
-``W_sets``, :class:`~streamwww.checkpoint.CheckpointDir`).  A resumed run
+``W_sets``, :class:`~streamwww.state.checkpoint.CheckpointDir`).  A resumed run
 recomputes the sets with one pass over the data
 (:func:`streamwww.engine.driver.run_bcd`) and continues bitwise, so the model does
 not depend on when checkpoints are taken.  The sets wait for the next epoch in

@@ -1,7 +1,7 @@
 """Storage backends: how one shard is laid out in one on-disk format.
 
 A backend only writes and reads single shards, below a root that is a local
-path or a :class:`~streamwww._location.Location` (an object store); everything else (cutting rows
+path or a :class:`~streamwww.storage.location.Location` (an object store); everything else (cutting rows
 into shards, metadata, the commit marker, atomic rename, validation) is shared
 by every format in :mod:`streamwww.io.store`. New formats register here.
 """

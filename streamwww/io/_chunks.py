@@ -20,7 +20,7 @@ and recorded checksums) is a :class:`ChunkPlan`, which a caller reading the same
 array every epoch keeps (the shard store's backend does).
 
 The array may also live on an object store (``directory`` a remote
-:class:`~streamwww._location.Location`): then all of an array's chunks are
+:class:`~streamwww.storage.location.Location`): then all of an array's chunks are
 fetched in one concurrent batch (what hides the store's latency) and decoded
 the same way, with the same checks.
 
@@ -57,9 +57,9 @@ from typing import Any
 
 import numpy as np
 
-from streamwww._fsutil import read_failure
-from streamwww._location import Location
 from streamwww.errors import ChecksumError
+from streamwww.storage.fsutil import read_failure
+from streamwww.storage.location import Location
 
 _local = threading.local()
 _BLOSC_HEADER = 16  # c-blosc frame: version, versionlz, flags, typesize, nbytes, blocksize, cbytes
@@ -141,7 +141,7 @@ def _fetch(remote: Location, array, grid) -> list[bytes | None]:
 
 def _read_file(path: str) -> bytes | None:
     """A local chunk file's bytes (None: missing). One that is there but cannot be read
-    is an I/O error (:func:`~streamwww._fsutil.read_failure`), never damage."""
+    is an I/O error (:func:`~streamwww.storage.fsutil.read_failure`), never damage."""
     try:
         with open(path, "rb") as f:
             return f.read()
@@ -509,7 +509,7 @@ def blosc_encode(blosc, data) -> bytes:
     numcodecs lets c-blosc use its own threads when called from the main thread, and
     c-blosc's threads place the compressed blocks in the order they finish: the bytes
     would then depend on timing (a task run again must write the same objects,
-    :func:`~streamwww._location.write_once`). Off the main thread numcodecs compresses
+    :func:`~streamwww.storage.location.write_once`). Off the main thread numcodecs compresses
     with one thread, so a call from the main thread runs on a short-lived thread of its own
     (the rare path: background writers and Zarr's codec threads are not the main thread)."""
     if threading.current_thread() is not threading.main_thread():

@@ -26,11 +26,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from streamwww._arrow import column_to_numpy, from_numpy, to_numpy
-from streamwww._fsutil import read_failure
-from streamwww._location import location
 from streamwww.errors import ChecksumError
 from streamwww.io._backend import ShardBackend, check_fits
 from streamwww.io._chunks import crc32c
+from streamwww.storage.fsutil import read_failure
+from streamwww.storage.location import location
 from streamwww.io._format import (
     CHECKSUM_KEY,
     DAMAGED_FIX,

@@ -41,8 +41,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww._location import location
 from streamwww.io._chunks import chunk_checksums, create_checksummed_array
+from streamwww.storage.location import location
 from streamwww.io._format import (
     CHECKSUM_KEY,
     WEIGHT_ARRAY,

@@ -17,10 +17,10 @@ import secrets
 import shutil
 from pathlib import Path
 
-from streamwww._fsutil import ScratchDir, fsync_path, fsync_tree
-from streamwww._location import Location, located, location
 from streamwww.errors import StoreExistsError
 from streamwww.io._format import MARKER
+from streamwww.storage.fsutil import ScratchDir, fsync_path, fsync_tree
+from streamwww.storage.location import Location, located, location
 
 __all__ = ["StoreTransaction", "RemoteStoreTransaction", "open_transaction", "INCOMPLETE"]
 

@@ -17,9 +17,9 @@ import os
 
 import numpy as np
 
-from streamwww._location import location
 from streamwww.errors import DataFormatError, InputReadError
 from streamwww.io.libsvm import open_compressed
+from streamwww.storage.location import location
 from streamwww.weights import first_bad_weight
 
 __all__ = ["WeightFile"]

@@ -29,9 +29,9 @@ import numpy as np
 import zarr
 from zarr.codecs import BloscCodec
 
-from streamwww._location import Location, location
 from streamwww.errors import ChecksumError
 from streamwww.io._backend import ShardBackend, check_fits
+from streamwww.storage.location import Location, location
 from streamwww.io._chunks import (
     chunk_checksums,
     crc32c,

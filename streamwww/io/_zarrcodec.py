@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from streamwww._location import location
+from streamwww.storage.location import location
 
 __all__ = ["ChunkCodec", "ZarrDocs", "blosc_of", "local_codec"]
 

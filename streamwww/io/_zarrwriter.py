@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streamwww._location import location
+from streamwww.storage.location import location
 from streamwww.io._format import (
     CHECKSUM_KEY,
     WEIGHT_ARRAY,

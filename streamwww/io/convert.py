@@ -26,14 +26,15 @@ import errno
 import logging
 import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww._location import is_url, located, location
-from streamwww._params import check_int
 from streamwww._memory import release_freed_memory
+from streamwww._params import check_int
+from streamwww.storage.location import is_url, located, location
 from streamwww.errors import (
     DataFormatError,
     LibsvmFormatError,
@@ -390,3 +391,28 @@ def _check_known_labels(block, store: ShardStore, path: str) -> None:
                                 f"label {format_label(block.labels[first])} is not one of the "
                                 f"{len(classes)} classes of {store.path} "
                                 f"{summarize_classes(classes)}")
+
+
+def convert_with_summary(input, output, *, show_progress: bool, summary, shown: str | None = None, **options):
+    """:func:`~streamwww.io.convert.convert_libsvm` as the command line runs it: progress bars
+    (``show_progress``), then one line on ``summary`` (a text stream, or None for none) giving
+    the store's size and the conversion's speed, the store named ``shown`` (default: its
+    path). Returns the store."""
+    from streamwww.progress import StageBars
+
+    bars = StageBars() if show_progress else None
+    start = time.monotonic()
+    try:
+        store = convert_libsvm(input, output, progress=bars, **options)
+    finally:
+        if bars is not None:
+            bars.close()
+    elapsed = time.monotonic() - start
+    source = store.metadata["provenance"]["source"]
+    skipped = source["skipped_lines"]
+    if summary is not None:
+        print(f"{shown or store.path}: {store.n_rows} rows, {store.n_features} features, "
+              f"{store.n_classes} classes, {store.n_shards} {store.layout} {store.format} shard(s) "
+              f"in {elapsed:.1f} s ({source['text_bytes'] / 2**20 / max(elapsed, 1e-9):.1f} MiB/s "
+              f"of text)" + (f"; skipped {skipped} malformed line(s)" if skipped else ""), file=summary)
+    return store

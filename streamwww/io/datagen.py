@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 from numba import njit
 
-from streamwww._fsutil import not_regular, remove_dead_temporaries, temporary_beside, write_failure
 from streamwww._params import check_int
 from streamwww.errors import OutputPathError, StoreExistsError
 from streamwww.io._progress import ProgressCallback, ProgressEvent
 from streamwww.io.libsvm import compression_from_extension, open_compressed
+from streamwww.storage.fsutil import not_regular, remove_dead_temporaries, temporary_beside, write_failure
 
 __all__ = ["make_data"]
 

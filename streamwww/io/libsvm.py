@@ -35,11 +35,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww._location import Location, is_url, location
 from streamwww.errors import DataFormatError, InputReadError, LibsvmFormatError
 from streamwww.io import _libsvm_kernels as K
 from streamwww.io._progress import ProgressCallback, ProgressEvent
 from streamwww.io.sniff import misplaced
+from streamwww.storage.location import Location, is_url, location
 
 __all__ = [
     "LibsvmBlock",

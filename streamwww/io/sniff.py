@@ -59,12 +59,14 @@ def is_store(path) -> bool:
     return path.child(MARKER).isfile()
 
 
-def what_is(path) -> str | None:
+def what_is(path, required: bool = False) -> str | None:
     """'store', 'checkpoint' or 'model' by what ``path`` (a Location) holds.
 
     Parameters
     ----------
     path : Location
+    required : bool
+        Raise where ``path`` holds none of them (else return None).
 
     Returns
     -------
@@ -75,6 +77,8 @@ def what_is(path) -> str | None:
     ------
     FileNotFoundError
         Where nothing is there.
+    ValueError
+        With ``required``, where ``path`` holds none of them: a one-line message.
     """
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
@@ -84,6 +88,11 @@ def what_is(path) -> str | None:
         return "checkpoint"
     if not path.isdir() and (path.name.endswith(".npz") or _head(path, 4) == b"PK\x03\x04"):
         return "model"  # (by content too: `train --model-out NAME` keeps NAME as given)
+    if required:
+        from streamwww.io._format import MARKER
+
+        raise ValueError(f"{path}: not a shard store (no {MARKER}; an interrupted conversion leaves none), "
+                         f"a checkpoint directory (no manifest.json) or a model file (.npz); give one of those")
     return None
 
 

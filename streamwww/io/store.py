@@ -23,8 +23,8 @@ import scipy.sparse as sp
 
 from streamwww import __version__
 from streamwww import _buffers as buffers
-from streamwww._fsutil import is_read_failure, read_failure
-from streamwww._location import (
+from streamwww.storage.fsutil import is_read_failure, read_failure
+from streamwww.storage.location import (
     Location,
     is_storage_failure,
     location,

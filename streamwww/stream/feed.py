@@ -23,7 +23,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable, Iterator
 
-from streamwww.stream.betas import stack_rows
+from streamwww.state.betas import stack_rows
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class PrefetchFeed(SyncFeed):
     their shards is still to be trained in this stream; those read theirs when
     the next stream starts, after the last :meth:`DiskBetas.put`.
 
-    A ``beta`` read never waits for a background write: :class:`~streamwww.stream.betas.DiskBetas` serves
+    A ``beta`` read never waits for a background write: :class:`~streamwww.state.betas.DiskBetas` serves
     versions still being written from memory.
     """
 

@@ -108,7 +108,7 @@ class StoreData:
 
     def spill_norms(self, keep: bool) -> None:
         """Keep the rows' squared norms of each shard, once computed, in a scratch file
-        (:class:`~streamwww.stream.scratch.ShardScratch`; ``False``: close it).
+        (:class:`~streamwww.state.scratch.ShardScratch`; ``False``: close it).
 
         For a store whose shards are read from storage every epoch (beyond the memory
         budget): each read then takes them from the file (8 bytes a row, from the page
@@ -121,7 +121,7 @@ class StoreData:
         self._norms_in = {}
         if not keep:
             return
-        from streamwww.stream.scratch import ShardScratch
+        from streamwww.state.scratch import ShardScratch
 
         try:
             self._norms = ShardScratch(None, self.shard_rows, 1, 1, 1)
@@ -289,7 +289,7 @@ def as_store(obj, storage_options: dict | None = None):
     """An opened store for a path, a URL (with ``storage_options``) or a store
     object; None for anything else."""
     if isinstance(obj, (str, os.PathLike)):
-        from streamwww._location import located
+        from streamwww.storage.location import located
         from streamwww.io import (
             open_store,  # io loads zarr/pyarrow: only when a path is given
         )

@@ -1,6 +1,6 @@
 """Training-side subcommands of the ``streamwww`` CLI: train, resume, predict, evaluate, demo.
 
-Data conversion commands (convert, info, make-data) live in :mod:`streamwww.io.commands`.
+Data conversion commands (convert, info, make-data) live in :mod:`streamwww.cli.data`.
 This module owns what a run prints, its bar and per-evaluation lines drawn by
 :class:`streamwww.progress.ProgressBar`; the library only logs.
 """
@@ -20,7 +20,7 @@ import numpy as np
 
 from streamwww._params import DEFAULTS, MAX_ITER
 from streamwww._textdata import TEXT_STORE  # where `train FILE` converts a LIBSVM file
-from streamwww.io.commands import storage_options
+from streamwww.cli.data import storage_options
 
 
 def _C_list(text: str) -> list[float]:
@@ -60,9 +60,9 @@ def _store_class_weight(pairs, store_path, options=None):
     (read as the store's label type: numbers for numeric labels, else strings)."""
     if pairs is None or isinstance(pairs, str):
         return pairs
-    from streamwww._location import located
     from streamwww.io import open_store
     from streamwww.labels import summarize_classes
+    from streamwww.storage.location import located
 
     classes = open_store(located(store_path, options)).classes
     numeric = classes.dtype.kind not in "US"
@@ -177,7 +177,7 @@ def _cluster_options(p, *, workers: str, scheduler: str, partitions: str) -> Non
 
 
 def register(sub) -> None:
-    from streamwww.io.commands import add_storage_option
+    from streamwww.cli.data import add_storage_option
 
     """Add this module's subcommands to the CLI's subparsers."""
     p = sub.add_parser("train", help="train WW-SVM(s) on a shard store or a LIBSVM file, with checkpoints",
@@ -347,7 +347,7 @@ def register(sub) -> None:
     add_storage_option(p)
     p.set_defaults(func=run_plot)
 
-    # `info` (registered by streamwww.io.commands) reads stores; models and checkpoints
+    # `info` (registered by streamwww.cli.data) reads stores; models and checkpoints
     # are read here, above the io layer.
     info = sub.choices.get("info")
     if info is not None:
@@ -355,10 +355,10 @@ def register(sub) -> None:
 
 
 def run_plot(args) -> int:
-    from streamwww import runinfo
-    from streamwww._location import located
-    from streamwww.checkpoint import MANIFEST, PREVIOUS
-    from streamwww.plotting import MissingMatplotlib, plot_gaps
+    from streamwww.cli import runinfo
+    from streamwww.cli.plotting import MissingMatplotlib, plot_gaps
+    from streamwww.state.checkpoint import MANIFEST, PREVIOUS
+    from streamwww.storage.location import located
 
     options = storage_options(args)
     source = located(args.source, options)
@@ -382,7 +382,7 @@ def run_plot(args) -> int:
 
 def run_info(args, kind: str) -> int:
     """``streamwww info`` of a model file or a checkpoint directory."""
-    from streamwww import runinfo
+    from streamwww.cli import runinfo
 
     options = storage_options(args)
     if kind == "model":
@@ -437,7 +437,7 @@ def _summary(models) -> None:
 
 
 def _print_json(obj) -> None:
-    from streamwww.runinfo import plain
+    from streamwww.cli.runinfo import plain
 
     print(json.dumps(plain(obj), indent=1, allow_nan=False))
 
@@ -520,8 +520,8 @@ def _train_store(args, options):
     text), the store it is converted into first, ``CHECKPOINT_DIR/data.zarr``, as ``streamwww
     convert FILE`` with its defaults makes it (:func:`streamwww._textdata.convert_into_run`,
     the conversion :func:`streamwww.train` shares)."""
-    from streamwww._location import located
     from streamwww._textdata import convert_into_run
+    from streamwww.storage.location import located
 
     where = located(args.store, options)
     if where.is_local and not where.exists():
@@ -636,7 +636,7 @@ MODEL_SUFFIX = ".model.npz"
 def _default_model_out(store: str, options=None) -> str:
     """``train``'s model file without ``--model-out``: the data's name + :data:`MODEL_SUFFIX`,
     in the current directory (a URL's data too: the model is the user's file)."""
-    from streamwww._location import located
+    from streamwww.storage.location import located
 
     where = located(store, options)
     name = where.name or (where.local_path.resolve().name if where.is_local else "")
@@ -656,9 +656,9 @@ def _run_in(checkpoint_dir, options, default: bool) -> dict | None:
     refused here, naming the options that choose another place."""
     if checkpoint_dir is None:
         return None
-    from streamwww._location import located
-    from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
     from streamwww.errors import CheckpointError, OutputPathError, StorageError
+    from streamwww.state.checkpoint import MANIFEST, PREVIOUS, CheckpointDir
+    from streamwww.storage.location import located
 
     where = located(checkpoint_dir, options)
     if default and where.is_local:
@@ -681,7 +681,7 @@ def _run_in(checkpoint_dir, options, default: bool) -> dict | None:
 def _check_model_out(args) -> None:
     """``train``'s model file(s): writable, a regular file (or none yet) and none of its
     input (the LIBSVM file or store, or a path inside the store), before any work."""
-    from streamwww.model_io import check_not_input, check_writable, model_paths
+    from streamwww.model.files import check_not_input, check_writable, model_paths
 
     for out in model_paths(args.model_out, args.C, many=len(args.C) > 1 and args.cv is None):
         if out.is_local:  # (an object store's is probed by train itself, with the storage options)
@@ -690,9 +690,9 @@ def _check_model_out(args) -> None:
 
 
 def run_resume(args) -> int:
-    from streamwww._location import located
     from streamwww.api import model_paths, resume_fitted
-    from streamwww.checkpoint import CheckpointDir
+    from streamwww.state.checkpoint import CheckpointDir
+    from streamwww.storage.location import located
 
     options = storage_options(args)
     with CheckpointDir(located(args.checkpoint_dir, options), lock=False) as probe:
@@ -719,13 +719,13 @@ def run_resume(args) -> int:
 
 
 def run_predict(args) -> int:
-    from streamwww.model_io import load_fitted  # (no scikit-learn: the estimator is not needed)
-    from streamwww.predict import predict_labels, predict_scores
+    from streamwww.model.files import load_fitted  # (no scikit-learn: the estimator is not needed)
+    from streamwww.model.predict import predict_labels, predict_scores
 
     options = storage_options(args)
     output = None if args.output in (None, "-") else args.output  # ('-': standard output)
     if output:  # (before any work: the model and the rows are what it reads)
-        from streamwww.model_io import check_not_input
+        from streamwww.model.files import check_not_input
 
         check_not_input(output, [args.model, args.input], "the predictions")
     model = load_fitted(_model_arg(args.model, options, "predict"))
@@ -733,7 +733,7 @@ def run_predict(args) -> int:
 
     def emit(write, text) -> None:
         """One write of the output: a failure (a full disk) names the --output file."""
-        from streamwww._fsutil import write_failure
+        from streamwww.storage.fsutil import write_failure
 
         try:
             write(text)
@@ -773,9 +773,9 @@ def run_predict(args) -> int:
 def _open_predictions(path: Path):
     """A temporary file beside ``path`` that the predictions are written to, renamed to
     ``path`` when all are written; a one-line error where none can be made there."""
-    from streamwww._fsutil import remove_dead_temporaries, temporary_beside
     from streamwww.errors import OutputPathError
-    from streamwww.model_io import check_writable
+    from streamwww.model.files import check_writable
+    from streamwww.storage.fsutil import remove_dead_temporaries, temporary_beside
 
     check_writable(path, what="the predictions")  # (a directory, a missing folder: as --model-out)
     remove_dead_temporaries(path)  # (what a predict killed by SIGKILL left here)
@@ -788,7 +788,7 @@ def _open_predictions(path: Path):
 def _model_arg(path: str, options, command: str):
     """A model file argument: a local path as it is, a URL as a Location with the options. Data
     given there (LIBLINEAR's ``predict DATA MODEL`` order) is a one-line error saying so."""
-    from streamwww._location import is_url, location
+    from streamwww.storage.location import is_url, location
 
     if is_url(path):
         return location(path, options)
@@ -806,8 +806,8 @@ def _fmt_label(v) -> str:
 
 
 def run_evaluate(args) -> int:
-    from streamwww.model_io import load_fitted
-    from streamwww.predict import evaluate
+    from streamwww.model.files import load_fitted
+    from streamwww.model.predict import evaluate
 
     options = storage_options(args)
     model = load_fitted(_model_arg(args.model, options, "evaluate"))
@@ -827,7 +827,7 @@ def run_evaluate(args) -> int:
               f"{model.n_features_in_}: features {res['n_features'] + 1} to {model.n_features_in_} are taken "
               "as 0 (convert test data with --like TRAIN_STORE to keep the training features)", file=sys.stderr)
     if args.json:
-        from streamwww.runinfo import json_label
+        from streamwww.cli.runinfo import json_label
 
         obj = {"accuracy": res["accuracy"], "n_correct": res["n_correct"], "n_rows": res["n_rows"],
                "n_unknown": res["n_unknown"], "n_features": res["n_features"]}
@@ -856,8 +856,8 @@ def run_demo(args) -> int:
     command line's records throughout: no scikit-learn imported)."""
     from streamwww.api import train_fitted
     from streamwww.io import convert_libsvm, make_data
-    from streamwww.model_io import load_fitted
-    from streamwww.predict import evaluate
+    from streamwww.model.files import load_fitted
+    from streamwww.model.predict import evaluate
 
     tmp = None
     if args.workdir:

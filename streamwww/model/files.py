@@ -7,7 +7,7 @@ A model file is a NumPy ``.npz`` archive (no pickle) with arrays ``coef``
 model; none: Weston-Watkins), ``n_iter``, ``converged``,
 ``seed``, ``history``, ``n_features_in``, ``feature_names_in``).  It is written to a
 temporary name, fsynced and renamed, so a model file is complete or absent; on an
-object store (a URL, or a :class:`~streamwww._location.Location` with its storage
+object store (a URL, or a :class:`~streamwww.storage.location.Location` with its storage
 options) it is one PUT, complete or absent as well.  See docs/MODEL.md.
 """
 
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from streamwww._fsutil import not_regular, remove_dead_temporaries, same_or_inside, temporary_beside, write_failure
-from streamwww._location import Location, is_url, located, location
 from streamwww.errors import DataFormatError, OutputPathError, StorageError
-from streamwww.fitted import FittedModel
+from streamwww.model.fitted import FittedModel
+from streamwww.storage.fsutil import not_regular, remove_dead_temporaries, same_or_inside, temporary_beside, write_failure
+from streamwww.storage.location import Location, is_url, located, location
 
 __all__ = ["save_model", "load_model", "load_fitted", "model_paths", "check_writable", "check_not_input",
            "refuse_not_regular", "MODEL_FORMAT",
@@ -45,9 +45,9 @@ def _remote(path) -> Location | None:
 
 def save_model(model, path) -> Path | Location:
     """Write a fitted :class:`~streamwww.WWClassifier` (or its
-    :class:`~streamwww.fitted.FittedModel`) to ``path`` (``.npz``) atomically.
+    :class:`~streamwww.model.fitted.FittedModel`) to ``path`` (``.npz``) atomically.
 
-    ``path`` is a local path, or a URL or :class:`~streamwww._location.Location` on an
+    ``path`` is a local path, or a URL or :class:`~streamwww.storage.location.Location` on an
     object store; returns the :class:`~pathlib.Path`, or the Location, written.
     """
     if not isinstance(model, FittedModel):
@@ -146,7 +146,7 @@ def check_not_input(output, inputs, what: str = "the model") -> None:
 def load_model(path):
     """Read a model written by :func:`save_model`; returns a fitted :class:`~streamwww.WWClassifier`.
 
-    ``path`` is a local path, or a URL or :class:`~streamwww._location.Location`
+    ``path`` is a local path, or a URL or :class:`~streamwww.storage.location.Location`
     on an object store.
 
     Raises
@@ -163,7 +163,7 @@ def load_model(path):
 
 def _not_a_model_directory(path: Path) -> str:
     """The one-line error for a directory given as a model file, saying what it is."""
-    from streamwww.io.commands import what_is  # (what `streamwww info` tells apart)
+    from streamwww.io.sniff import what_is  # (what `streamwww info` tells apart)
 
     kind = what_is(location(str(path)))
     if kind == "checkpoint":
@@ -175,7 +175,7 @@ def _not_a_model_directory(path: Path) -> str:
 
 
 def load_fitted(path) -> FittedModel:
-    """:func:`load_model`'s model as a :class:`~streamwww.fitted.FittedModel` record, without
+    """:func:`load_model`'s model as a :class:`~streamwww.model.fitted.FittedModel` record, without
     importing scikit-learn (the command line's ``predict``, ``evaluate``, ``info``, ``plot``, ``demo``)."""
     remote = _remote(path)
     path = remote if remote is not None else Path(location(path).path if isinstance(path, Location) else path)

@@ -2,14 +2,14 @@
 
 :class:`InMemoryBetas` keeps them in RAM (in-memory data); :class:`DiskBetas`
 keeps one Zarr v3 array per shard and version under ``<root>/beta.zarr``,
-written in the background, so that a checkpoint (:mod:`streamwww.checkpoint`)
+written in the background, so that a checkpoint (:mod:`streamwww.state.checkpoint`)
 can name a consistent set of versions while training goes on. Between commits
 the current versions stay in RAM when they fit the memory budget, else in a
-scratch file (:mod:`streamwww.stream.scratch`), and only commits write versions;
+scratch file (:mod:`streamwww.state.scratch`), and only commits write versions;
 without room for that file a version is written every epoch. The root may be on
-an object store (a URL or a remote :class:`~streamwww._location.Location`): each
+an object store (a URL or a remote :class:`~streamwww.storage.location.Location`): each
 version is then encoded by Zarr in memory and its objects created with
-create-only PUTs (:func:`~streamwww._location.write_once`), and read back through
+create-only PUTs (:func:`~streamwww.storage.location.write_once`), and read back through
 Zarr's ``FsspecStore`` with the same checks.
 """
 
@@ -27,8 +27,8 @@ from typing import Any
 import numpy as np
 
 from streamwww import _buffers as buffers
-from streamwww._fsutil import fsync_path, fsync_tree, read_failure
-from streamwww._location import (
+from streamwww.storage.fsutil import fsync_path, fsync_tree, read_failure
+from streamwww.storage.location import (
     is_storage_failure,
     is_url,
     location,
@@ -155,11 +155,11 @@ class DiskBetas:
     versions stay in RAM and only those a commit names are written, by the
     commit (:meth:`end_commit`): training between commits does no ``beta`` I/O.
     With ``scratch_copies=c`` (they do not fit) they are kept so too, but in a
-    :class:`~streamwww.stream.scratch.ShardScratch` file of ``c`` slots a shard, beside
+    :class:`~streamwww.state.scratch.ShardScratch` file of ``c`` slots a shard, beside
     the versions (or in the system's temporary directory for a root on an object
     store); where that file cannot be made (no room for it), versions are written every
     epoch (:attr:`mode` says which).
-    ``root`` is a local directory, or a URL or :class:`~streamwww._location.Location`
+    ``root`` is a local directory, or a URL or :class:`~streamwww.storage.location.Location`
     on an object store (picklable: cluster tasks get it as it is).
     """
 
@@ -273,7 +273,7 @@ class DiskBetas:
 
     def _open_scratch(self, copies: int):
         """The scratch file for the current versions, or None (no room: versions every epoch)."""
-        from streamwww.stream.scratch import ShardScratch
+        from streamwww.state.scratch import ShardScratch
 
         where = None if self.remote else self.root
         need = copies * beta_nbytes(self.n_models, sum(self.shard_rows), self.m + 1)

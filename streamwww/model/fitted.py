@@ -3,7 +3,7 @@
 :class:`FittedModel` holds what a :class:`~streamwww.WWClassifier` holds after ``fit``
 (``coef_``, ``intercept_``, ``classes_``, ``history_``, ...) and its settings (``params``,
 ``get_params()`` without ``client``).  :func:`streamwww.api.train_fitted` returns these
-records and :func:`streamwww.model_io.save_model` writes them; the estimators are built
+records and :func:`streamwww.model.files.save_model` writes them; the estimators are built
 from them (``WWClassifier.from_fitted``) only where a user asks for estimators.  Why a second form: importing
 scikit-learn is slow (it imports SciPy's statistics and, when installed, pandas), which the
 command line would pay before every small job only to write a model file

@@ -10,7 +10,7 @@ from typing import Iterator
 import numpy as np
 import scipy.sparse as sp
 
-from streamwww.fitted import all_class_scores, predicted_labels
+from streamwww.model.fitted import all_class_scores, predicted_labels
 
 __all__ = ["iter_batches", "predict_labels", "predict_scores", "evaluate", "write_predictions"]
 
@@ -42,7 +42,7 @@ def opened(source, storage_options: dict | None = None):
     or URL), or the Location of a LIBSVM file."""
     if hasattr(source, "read_shard"):
         return source
-    from streamwww._location import located
+    from streamwww.storage.location import located
 
     where = located(source, storage_options)
     if not where.isdir():
@@ -165,15 +165,15 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
     """
     import shutil
 
-    from streamwww._fsutil import remove_dead_temporaries, temporary_beside
     from streamwww.errors import StoreExistsError
     from streamwww.io import open_store
+    from streamwww.storage.fsutil import remove_dead_temporaries, temporary_beside
     from streamwww.stream.sources import store_shards
 
     if format not in ("zarr", "parquet"):
         raise ValueError(f"The 'format' parameter of write_predictions must be 'zarr' or 'parquet'. "
                          f"Got {format!r} instead.")
-    from streamwww._location import located
+    from streamwww.storage.location import located
 
     store = store if hasattr(store, "read_shard") else open_store(located(store, storage_options))
     where = located(output, storage_options)

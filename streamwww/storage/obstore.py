@@ -9,8 +9,8 @@ cores train, that CPU is the difference between an epoch from S3 and one from
 the local disk. Not pyarrow's S3 file system either: it sends a HEAD before
 every GET (twice the requests and round trips).
 
-What goes through here: :meth:`~streamwww._location.Location.read_bytes` and
-:meth:`~streamwww._location.Location.read_many` of ``s3://`` (and ``s3a://``)
+What goes through here: :meth:`~streamwww.storage.location.Location.read_bytes` and
+:meth:`~streamwww.storage.location.Location.read_many` of ``s3://`` (and ``s3a://``)
 locations — shard chunks and objects, manifests, checkpoint files — and the metadata
 reads of the Zarr arrays a shard read opens (:meth:`Reader.zarr_root`), when obstore
 is installed (the ``s3`` extra) and every storage option has an obstore

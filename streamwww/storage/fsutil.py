@@ -314,7 +314,7 @@ class ObjectLock:
     """An exclusive lock on an object store, where there is no flock: a ``LOCK`` object.
 
     The lock is taken by creating the object with a conditional PUT (create only if
-    absent; see :meth:`~streamwww._location.Location.write_bytes`). It records its
+    absent; see :meth:`~streamwww.storage.location.Location.write_bytes`). It records its
     owner's ``host`` (host name and boot id), ``pid``, a random ``token``, when it was
     taken (``started``) and a ``heartbeat`` time, which a daemon thread renews every
     ``lease_s / 4`` seconds (and :meth:`check` at every commit). A lock is stale,

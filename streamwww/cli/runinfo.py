@@ -8,7 +8,7 @@ human lines; :func:`gap_histories` gives the gap series that
 commit's manifest checksum and the hash of the weights it names, and, on
 request, the sums of every ``beta`` version it names (read from disk); the same
 for the previous commit, which a resume falls back to.  Only the CLI
-(:mod:`streamwww.commands`) uses this module.
+(:mod:`streamwww.cli.commands`) uses this module.
 
 A checkpoint may be read while a run trains into it (:func:`describe_checkpoint`):
 each commit is checked from a snapshot, and a failure is damage only when the
@@ -26,11 +26,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from streamwww._fsutil import lock_held
-from streamwww._location import located
-from streamwww.checkpoint import MANIFEST, PREVIOUS, CheckpointDir, manifest_checksum
 from streamwww.errors import CheckpointError, StorageError, StreamwwwError
-from streamwww.model_io import load_fitted, model_paths
+from streamwww.model.files import load_fitted, model_paths
+from streamwww.state.checkpoint import MANIFEST, PREVIOUS, CheckpointDir, manifest_checksum
+from streamwww.storage.fsutil import lock_held
+from streamwww.storage.location import located
 
 __all__ = ["describe_model", "describe_checkpoint", "format_model", "format_checkpoint", "gap_histories",
            "plain", "json_label"]

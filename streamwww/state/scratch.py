@@ -2,7 +2,7 @@
 memory budget, and the rows' norms of shards not kept in memory.
 
 Writing a new, checksummed, compressed version of every shard's ``beta`` every epoch
-and reading it back the next (:class:`~streamwww.stream.betas.DiskBetas`) is a large
+and reading it back the next (:class:`~streamwww.state.betas.DiskBetas`) is a large
 part of the loader thread's work on a store of small shards, and the loader is the
 critical path of a run whose ``beta`` does not fit its memory budget (docs/benchmarks.md,
 "beta in a scratch file").  Between checkpoint commits nothing needs those versions to
@@ -13,7 +13,7 @@ the one a commit in progress writes), with plain ``pwrite``/``preadv`` calls: a 
 and out of the kernel's page cache, which writes the pages out and evicts them under
 memory pressure, so they are not the process's memory (the file is read and written, not
 mapped).  Commits write the checkpoint's versions
-(:class:`~streamwww.stream.betas.DiskBetas`) from it.  The rows' squared norms of a
+(:class:`~streamwww.state.betas.DiskBetas`) from it.  The rows' squared norms of a
 store's shards (8 bytes a row), computed at every read of a shard not kept in memory, are kept
 the same way (:meth:`streamwww.stream.sources.StoreData.spill_norms`).
 

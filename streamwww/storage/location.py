@@ -28,8 +28,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from streamwww import _obstore
 from streamwww.errors import CheckpointError, StorageError, StorageURLError
+from streamwww.storage import obstore as _obstore
 
 __all__ = ["Location", "location", "located", "is_url", "parse_storage_options", "is_storage_failure",
            "storage_error", "write_once", "PROTOCOL_PACKAGES"]
@@ -310,7 +310,7 @@ class Location:
             return self.fs.cat_file(self.path, **_CAT_OPTIONS.get(self.protocol, {}))
 
     def _fast_reader(self):
-        """obstore's reader of this bucket, where it replaces s3fs's GETs (streamwww._obstore)."""
+        """obstore's reader of this bucket, where it replaces s3fs's GETs (streamwww.storage.obstore)."""
         return _obstore.reader(self.protocol, self.path, self.storage_options)
 
     def fast_read(self, read, again):
@@ -334,7 +334,7 @@ class Location:
         buffers as :meth:`read_buffer`'s), ``None`` for a missing one.
 
         On an object store the requests go out concurrently (one batch through
-        the file system's ``cat``, or obstore's GETs on S3: streamwww._obstore),
+        the file system's ``cat``, or obstore's GETs on S3: streamwww.storage.obstore),
         which is what hides their latency.
         """
         locations = list(locations)
@@ -392,7 +392,7 @@ class Location:
                 else:
                     self.fs.pipe_file(self.path, bytes(data))
             return
-        from streamwww._fsutil import fsync_path
+        from streamwww.storage.fsutil import fsync_path
 
         tmp = f"{self.path}.tmp-{os.getpid()}-{secrets.token_hex(3)}"
         try:
@@ -469,7 +469,7 @@ class Location:
     # ------------------------------------------------------------------ Zarr
     def zarr_read_root(self):
         """``(store, key)``: a read-only Zarr store at this bucket's root that reads through
-        obstore (streamwww._obstore) and this location's key in it; None where reads stay
+        obstore (streamwww.storage.obstore) and this location's key in it; None where reads stay
         with s3fs (then :meth:`zarr_store`)."""
         fast = self._fast_reader()
         if fast is None or self.path.partition("/")[0] != fast.bucket:

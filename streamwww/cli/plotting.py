@@ -1,7 +1,7 @@
 """Convergence plots: the relative duality gap against epochs and against solver time.
 
 :func:`plot_gaps` draws gap histories it is given (plain lists; reading them
-from a checkpoint or a model file is :mod:`streamwww.runinfo`'s work, so this
+from a checkpoint or a model file is :mod:`streamwww.cli.runinfo`'s work, so this
 module imports nothing of streamwww).  matplotlib is optional (``pip install
 "streamwww[plot]"``) and imported only when a plot is drawn; without it
 :class:`MissingMatplotlib` says how to install it.

@@ -8,8 +8,7 @@ import logging
 import sys
 import time
 
-from streamwww.io._progress import ProgressEvent
-from streamwww.io.sniff import is_store, what_is  # noqa: F401  (also imported from here)
+from streamwww.io.sniff import what_is
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +26,7 @@ def add_storage_option(p: argparse.ArgumentParser) -> None:
 
 def storage_options(args: argparse.Namespace) -> dict | None:
     """The ``--storage-option`` pairs of ``args`` as a dict (None: none given)."""
-    from streamwww._location import parse_storage_options
+    from streamwww.storage.location import parse_storage_options
 
     return parse_storage_options(getattr(args, "storage_options", None))
 
@@ -104,40 +103,9 @@ def register(subparsers) -> None:
     p.set_defaults(func=_make_data)
 
 
-class _Bars:
-    """tqdm bars for ProgressEvents: one bar per stage, the previous one closed."""
-
-    _UNITS = {"read": ("reading", "B", True), "write": ("writing shards", " rows", False),
-              "generate": ("generating", " rows", False)}
-
-    def __init__(self):
-        self._bar = None
-        self._stage = None
-        self._start = time.monotonic()
-
-    def __call__(self, event: ProgressEvent) -> None:
-        from tqdm import tqdm
-
-        if event.stage != self._stage:
-            self.close()
-            desc, unit, scale = self._UNITS.get(event.stage, (event.stage, "", False))
-            self._bar = tqdm(total=event.total, desc=desc, unit=unit, unit_scale=scale,
-                             unit_divisor=1024 if scale else 1000, leave=True)
-            self._stage = event.stage
-            self._start = time.monotonic()
-        self._bar.update(event.done - self._bar.n)
-        if event.stage == "read":
-            elapsed = max(time.monotonic() - self._start, 1e-9)
-            self._bar.set_postfix(rows=event.rows, rows_s=f"{event.rows / elapsed:,.0f}",
-                                  refresh=False)
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-
 def _convert(args: argparse.Namespace) -> int:
+    from streamwww.io.convert import convert_with_summary
+
     if args.seed is not None and not args.shuffle:
         raise ValueError("--seed only applies with --shuffle.")
     convert_with_summary(
@@ -149,50 +117,14 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
-def convert_with_summary(input, output, *, show_progress: bool, summary, shown: str | None = None, **options):
-    """:func:`~streamwww.io.convert.convert_libsvm` as the command line runs it: progress bars
-    (``show_progress``), then one line on ``summary`` (a text stream, or None for none) giving
-    the store's size and the conversion's speed, the store named ``shown`` (default: its
-    path). Returns the store."""
-    from streamwww.io.convert import convert_libsvm
-
-    bars = _Bars() if show_progress else None
-    start = time.monotonic()
-    try:
-        store = convert_libsvm(input, output, progress=bars, **options)
-    finally:
-        if bars is not None:
-            bars.close()
-    elapsed = time.monotonic() - start
-    source = store.metadata["provenance"]["source"]
-    skipped = source["skipped_lines"]
-    if summary is not None:
-        print(f"{shown or store.path}: {store.n_rows} rows, {store.n_features} features, "
-              f"{store.n_classes} classes, {store.n_shards} {store.layout} {store.format} shard(s) "
-              f"in {elapsed:.1f} s ({source['text_bytes'] / 2**20 / max(elapsed, 1e-9):.1f} MiB/s "
-              f"of text)" + (f"; skipped {skipped} malformed line(s)" if skipped else ""), file=summary)
-    return store
-
-
-def _what_is(path) -> str:
-    """:func:`what_is`, or a one-line error where ``path`` holds none of them."""
-    from streamwww.io._format import MARKER
-
-    kind = what_is(path)
-    if kind is not None:
-        return kind
-    raise ValueError(f"{path}: not a shard store (no {MARKER}; an interrupted conversion leaves none), "
-                     f"a checkpoint directory (no manifest.json) or a model file (.npz); give one of those")
-
-
 def _info(args: argparse.Namespace) -> int:
-    from streamwww._location import located
+    from streamwww.storage.location import located
 
     where = located(args.store, storage_options(args))
-    kind = _what_is(where)
+    kind = what_is(where, required=True)
     if kind != "store":
         # Models and checkpoints belong to the layers above io: the training CLI
-        # (streamwww.commands) registers their reader on this parser.
+        # (streamwww.cli.commands) registers their reader on this parser.
         describe = getattr(args, "describe_run", None)
         if describe is None:
             raise ValueError(f"{args.store}: a {kind}; this CLI reads only shard stores")
@@ -270,7 +202,9 @@ def _info(args: argparse.Namespace) -> int:
 def _make_data(args: argparse.Namespace) -> int:
     from streamwww.io.datagen import make_data
 
-    bars = _Bars() if args.show_progress else None
+    from streamwww.progress import StageBars
+
+    bars = StageBars() if args.show_progress else None
     start = time.monotonic()
     try:
         result = make_data(args.output, rows=args.rows, features=args.features,

@@ -1,7 +1,7 @@
 """Crash-safe, versioned checkpoints: commits of ``W``, the ``beta`` versions and the run state,
 the manifest that names them, and the checks a resume makes against it.
 
-The ``beta`` arrays themselves are :class:`~streamwww.stream.betas.DiskBetas`'
+The ``beta`` arrays themselves are :class:`~streamwww.state.betas.DiskBetas`'
 (written as training goes); a commit names a consistent set of their versions.
 
 Layout of a checkpoint directory::
@@ -32,14 +32,14 @@ leaves the previous manifest and everything it names intact; stray files from
 the killed step are ignored and collected by the next commit.
 
 On an object store (the directory given as a URL or a remote
-:class:`~streamwww._location.Location`), where there is no rename, no fsync and
+:class:`~streamwww.storage.location.Location`), where there is no rename, no fsync and
 no flock, the same layout is written under the same rules: every ``W`` and
 ``beta`` version is a new key, created only if absent (a conditional PUT; a key
 found with identical bytes, as a re-run task leaves it, is success), the
 manifest is written last as one PUT after the one it supersedes was copied to
 ``manifest.prev.json`` from the bytes in memory, readers trust nothing a
 manifest does not name (so a lagging listing only delays garbage collection),
-and ``LOCK`` is an :class:`~streamwww._fsutil.ObjectLock`.  The locked trainer
+and ``LOCK`` is an :class:`~streamwww.storage.fsutil.ObjectLock`.  The locked trainer
 deletes what no kept manifest names when it opens the checkpoint (what a killed
 run left), and superseded versions after the next commit, as on disk.  See
 docs/RELIABILITY.md, "Checkpoints on object stores".
@@ -61,8 +61,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from streamwww._fsutil import ObjectLock, fsync_path, read_failure, try_lock, unlock
-from streamwww._location import (
+from streamwww.storage.fsutil import ObjectLock, fsync_path, read_failure, try_lock, unlock
+from streamwww.storage.location import (
     is_storage_failure,
     is_url,
     location,
@@ -71,7 +71,7 @@ from streamwww._location import (
 from streamwww.errors import CheckpointError, OutputPathError
 
 if TYPE_CHECKING:
-    from streamwww.stream.betas import BetaCommit, DiskBetas
+    from streamwww.state.betas import BetaCommit, DiskBetas
 
 logger = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ class CheckpointDir:
     ----------
     path : str, Path or Location
         Directory (created if missing), or an fsspec URL (``s3://bucket/run``)
-        or a :class:`~streamwww._location.Location` (which carries its storage
+        or a :class:`~streamwww.storage.location.Location` (which carries its storage
         options) on an object store.
     lock : bool, default=True
         Take the exclusive lock; a second trainer on the same directory gets a
@@ -217,7 +217,7 @@ class CheckpointDir:
         except OSError as exc:
             raise OutputPathError(f"{self.path}: cannot use this checkpoint directory "
                                   f"(reading LOCK: {exc.strerror or exc})") from None
-        from streamwww.io.commands import is_store  # (what `train FILE` itself asks)
+        from streamwww.io.sniff import is_store  # (what `train FILE` itself asks)
 
         # (a complete store as data.zarr is one `train FILE` may replace by design, see
         # docs/TRAINING.md; any other data.zarr would be lost to its conversion)

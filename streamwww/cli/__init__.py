@@ -1,7 +1,9 @@
-"""The ``streamwww`` command line.
+"""The ``streamwww`` command line: the top-level parser, log levels, one-line errors.
 
-Each subsystem registers its own subcommands through a ``register(subparsers)``
-function; this module owns logging levels and the top-level parser only.
+The subcommands are registered by :mod:`.data` (convert, info of a store, make-data)
+and :mod:`.commands` (train, resume, predict, evaluate, cv, plot, demo), each through
+its ``register(subparsers)``; :mod:`.runinfo` and :mod:`.plotting` are what ``info``
+and ``plot`` read of runs and models.
 """
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ from streamwww import __version__
 # adds parsers whose ``func`` default takes the parsed ``args`` and returns an
 # exit code.
 _COMMAND_MODULES = (
-    "streamwww.io.commands",
-    "streamwww.commands",
+    "streamwww.cli.data",
+    "streamwww.cli.commands",
 )
 
 
@@ -104,7 +106,7 @@ class _Lines(logging.Formatter):
 
 
 # The engine's per-epoch (and per-round) log lines: the commands print each evaluated epoch
-# themselves (streamwww.commands._Reporter), so under -v they would come twice.
+# themselves (streamwww.cli.commands._Reporter), so under -v they would come twice.
 _EPOCH_LINES = (("streamwww.engine.driver", "epoch "), ("streamwww.engine.cocoa", "round "))
 
 
@@ -294,6 +296,3 @@ def _collect_from_now() -> None:
     gc.freeze()
     gc.enable()
 
-
-if __name__ == "__main__":  # pragma: no cover
-    run()
