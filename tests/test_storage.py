@@ -23,7 +23,8 @@ from streamwww.errors import (
     StoreExistsError,
 )
 from streamwww.io import convert_libsvm, open_store, write_store
-from streamwww.io.store import INCOMPLETE, MARKER
+from streamwww.io._format import MARKER
+from streamwww.io._transaction import INCOMPLETE
 
 from .conftest import make_classification
 

@@ -129,7 +129,8 @@ def _info(args: argparse.Namespace) -> int:
         if describe is None:
             raise ValueError(f"{args.store}: a {kind}; this CLI reads only shard stores")
         return describe(args, kind)
-    from streamwww.io.store import format_label, open_store, summarize_classes  # (SciPy, Zarr: a store's only)
+    from streamwww.io.store import open_store
+    from streamwww.labels import format_label, summarize_classes  # (SciPy, Zarr: a store's only)
     store = open_store(where)
     meta = store.metadata
     if args.json:

@@ -39,7 +39,7 @@ _LAZY = {name: (module, name) for name, module in {
     "open_store": "streamwww.io.store",
     "read_into": "streamwww.io._chunks",
     "read_whole_chunks": "streamwww.io._chunks",
-    "write_store": "streamwww.io.store",
+    "write_store": "streamwww.io.writer",
 }.items()}
 
 __all__ = sorted(_LAZY)

@@ -34,7 +34,7 @@ import numpy as np
 
 from streamwww.io._format import WEIGHT_ARRAY
 from streamwww.io._staging import Rows
-from streamwww.io.store import ShardWriter
+from streamwww.io.writer import ShardWriter
 
 __all__ = ["EARLY_BLOCK_BYTES", "EARLY_MAX_DENSITY", "EarlyZarrWriter"]
 
@@ -50,7 +50,7 @@ EARLY_BLOCK_BYTES = 8 * 2**20
 
 
 class EarlyZarrWriter(ShardWriter):
-    """A :class:`~streamwww.io.store.ShardWriter` for sparse local Zarr shards
+    """A :class:`~streamwww.io.writer.ShardWriter` for sparse local Zarr shards
     whose rows come with raw labels before the classes are known.
 
     ``push(X, labels, weight)``: ``X`` has as many columns as are known so far

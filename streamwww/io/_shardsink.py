@@ -1,4 +1,4 @@
-"""Where :class:`~streamwww.io.store.ShardWriter` puts the rows of the shard it is filling.
+"""Where :class:`~streamwww.io.writer.ShardWriter` puts the rows of the shard it is filling.
 
 A *sink* receives one shard's rows piece by piece and writes them when the
 shard is closed. Two kinds:

@@ -34,7 +34,6 @@ import scipy.sparse as sp
 
 from streamwww._memory import release_freed_memory
 from streamwww._params import check_int
-from streamwww.storage.location import is_url, located, location
 from streamwww.errors import (
     DataFormatError,
     LibsvmFormatError,
@@ -43,25 +42,23 @@ from streamwww.errors import (
 )
 from streamwww.io._backend import get_backend
 from streamwww.io._early import EARLY_BLOCK_BYTES, EARLY_MAX_DENSITY, EarlyZarrWriter
+from streamwww.io._format import format_version_for
 from streamwww.io._progress import ProgressCallback
 from streamwww.io._staging import Bucket, MemoryAllowance, Rows, Scatter, shuffled_blocks
+from streamwww.io._transaction import StoreTransaction, open_transaction
 from streamwww.io._weights import WeightFile
 from streamwww.io._zarrcodec import local_codec
 from streamwww.io.libsvm import DEFAULT_BLOCK_BYTES, LibsvmReader
-from streamwww.io.store import (
-    ShardStore,
+from streamwww.io.store import ShardStore, open_store
+from streamwww.io.writer import (
     ShardWriter,
-    StoreTransaction,
     build_metadata,
-    format_label,
-    format_version_for,
-    open_store,
-    open_transaction,
     resolve_dtype,
     resolve_layout,
     resolve_shard_size,
-    summarize_classes,
 )
+from streamwww.labels import format_label, summarize_classes
+from streamwww.storage.location import is_url, located, location
 
 __all__ = ["convert_libsvm"]
 

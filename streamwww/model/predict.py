@@ -240,7 +240,7 @@ def _write_part(where, i: int, out: np.ndarray, classes: np.ndarray, scores: boo
 def _write_predictions_remote(model, store, where, *, scores: bool, format: str, overwrite: bool) -> str:
     """:func:`write_predictions` to an object store: parts at their final keys, the
     ``predictions.json`` marker last (as a store's commit, io._transaction.RemoteStoreTransaction)."""
-    from streamwww.io.store import RemoteStoreTransaction
+    from streamwww.io.writer import RemoteStoreTransaction
     from streamwww.stream.sources import store_shards
 
     classes = np.asarray(model.classes_)

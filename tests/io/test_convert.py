@@ -67,7 +67,7 @@ def test_the_default_shard_size_is_the_formats(generated, tmp_path, monkeypatch)
     """Without a shard size, Zarr shards hold up to 128 MiB and Parquet shards 16 MiB
     (written two at a time beside the one being collected); convert and write_store both
     take their format's (here scaled down: 40 KiB for Parquet, 4 MiB for Zarr)."""
-    from streamwww.io import store as store_module
+    from streamwww.io import writer as store_module
     from streamwww.io import write_store
 
     assert store_module.DEFAULT_SHARD_MB == {"zarr": 128.0, "parquet": 16.0}

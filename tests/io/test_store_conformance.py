@@ -266,7 +266,7 @@ class StoreContract:
 
             monkeypatch.setattr(LocalZarrSink, "_write_rest", failing)
         else:
-            from streamwww.io import store as store_mod
+            from streamwww.io import writer as store_mod
 
             monkeypatch.setattr(store_mod, "_POOL_SHARD_BYTES", 0)  # in turn (threads: below)
             backend = get_backend(self.format)
@@ -370,7 +370,7 @@ def test_parquet_shards_written_on_threads_equal_those_written_in_turn(tmp_path,
     the store."""
     import json
 
-    from streamwww.io import _shardsink, store as store_mod
+    from streamwww.io import _shardsink, writer as store_mod
 
     X, y = sparse_data()
     pooled = []

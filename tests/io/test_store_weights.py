@@ -39,7 +39,8 @@ from streamwww.io import (
 )
 from streamwww.io._backend import get_backend
 from streamwww.io._format import fingerprint
-from streamwww.io.store import ShardWriter, StoreTransaction, build_metadata
+from streamwww.io._transaction import StoreTransaction
+from streamwww.io.writer import ShardWriter, build_metadata
 from tests.io.conftest import leftovers
 
 FORMATS = ["zarr", "parquet"]

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from streamwww.io import _zarr, _zarrcodec, _zarrwriter, open_store, store, write_store
+from streamwww.io import _zarr, _zarrcodec, _zarrwriter, open_store, write_store, writer
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -69,7 +69,7 @@ def test_same_files_as_zarr(tmp_path, monkeypatch, case):
                         lambda self: used.append(1) or real(self))
     write_store(tmp_path / "ours2", X, y, **kwargs)
     assert used  # the local writer did write it
-    monkeypatch.setattr(store, "local_codec", lambda *a: None)  # through Zarr itself
+    monkeypatch.setattr(writer, "local_codec", lambda *a: None)  # through Zarr itself
     theirs = write_store(tmp_path / "zarr", X, y, **kwargs)
     assert ours.fingerprint == theirs.fingerprint
     a, b = _files(tmp_path / "ours"), _files(tmp_path / "zarr")
