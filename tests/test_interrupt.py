@@ -321,9 +321,9 @@ def test_the_handler_keeps_the_first_signal_for_the_driver_and_obeys_a_second_at
 def test_the_command_line_says_where_the_work_is_and_exits_with_the_signals_status(store, tmp_path, monkeypatch,
                                                                                  handlers, capsys):
     from streamwww import cli
-    from streamwww.engine import driver, run
+    from streamwww.engine import epoch, run
 
-    order, calls = driver.row_order, []
+    order, calls = epoch.row_order, []
 
     def row_order_then(sig):
         def row_order(*args):
@@ -334,14 +334,14 @@ def test_the_command_line_says_where_the_work_is_and_exits_with_the_signals_stat
         return row_order
 
     ck = tmp_path / "ck"
-    monkeypatch.setattr(driver, "row_order", row_order_then(signal.SIGTERM))
+    monkeypatch.setattr(epoch, "row_order", row_order_then(signal.SIGTERM))
     common = ["--C", "0.5,4", "--tol", "0", "--max-iter", "6", "--seed", "7", "--model-out", str(tmp_path / "m.npz")]
     assert cli.main(["train", str(store), "--checkpoint-dir", str(ck), *common]) == 143
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         f"streamwww train: interrupted at epoch 3 (shard 6 of 12); the work is kept in {ck}: "
         f"continue with `streamwww resume {ck}`")
     assert not list(tmp_path.glob("m*.npz"))
-    monkeypatch.setattr(driver, "row_order", order)
+    monkeypatch.setattr(epoch, "row_order", order)
     assert cli.main(["resume", str(ck)]) == 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -371,9 +371,9 @@ def test_the_command_line_says_where_the_work_is_and_exits_with_the_signals_stat
 
 
 def test_without_a_checkpoint_directory_the_exception_says_nothing_was_kept(store, monkeypatch, handlers):
-    from streamwww.engine import driver
+    from streamwww.engine import epoch
 
-    order = driver.row_order
+    order = epoch.row_order
     calls = []
 
     def row_order(*args):
@@ -382,7 +382,7 @@ def test_without_a_checkpoint_directory_the_exception_says_nothing_was_kept(stor
             _send(signal.SIGINT)
         return order(*args)
 
-    monkeypatch.setattr(driver, "row_order", row_order)
+    monkeypatch.setattr(epoch, "row_order", row_order)
     with pytest.raises(Interrupted) as caught:
         sw.train(store, C=0.5, tol=0.0, max_iter=4, random_state=7)
     assert caught.value.kept is None and caught.value.checkpoint_dir is None

@@ -105,9 +105,10 @@ class _Lines(logging.Formatter):
         return self.prefix + " ".join(text.split())
 
 
-# The engine's per-epoch (and per-round) log lines: the commands print each evaluated epoch
-# themselves (streamwww.cli.commands._Reporter), so under -v they would come twice.
-_EPOCH_LINES = (("streamwww.engine.driver", "epoch "), ("streamwww.engine.cocoa", "round "))
+# The logger of the engine's per-epoch (and per-round) lines, its only INFO lines: the
+# commands print each evaluated epoch themselves (streamwww.cli.commands._Reporter), so
+# under -v they would come twice.
+_EPOCH_LINES = "streamwww.engine.decision"
 
 
 def _without_epoch_lines(record: logging.LogRecord) -> bool:
@@ -115,7 +116,7 @@ def _without_epoch_lines(record: logging.LogRecord) -> bool:
     the CLI prints its own way."""
     if record.name == "streamwww.engine.compiling" and record.levelno == logging.WARNING:
         return False  # (COMPILING_NOTE, from _announce_compiling; not under -q)
-    return not any(record.name == name and str(record.msg).startswith(start) for name, start in _EPOCH_LINES)
+    return not (record.name == _EPOCH_LINES and record.levelno == logging.INFO)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -59,10 +59,10 @@ import numpy as np
 from streamwww import _buffers as buffers
 from streamwww._params import AUTO_MEMORY_SHARE, resolve_memory_budget
 from streamwww.backends.select import get_backend
-from streamwww.engine import objective
-from streamwww.engine.callback import call_back
 from streamwww.engine.config import ModelResult, SolverConfig
-from streamwww.engine.order import EpochPlan, row_order
+from streamwww.engine.decision import decide
+from streamwww.engine.epoch import train_group
+from streamwww.engine.order import EpochPlan
 from streamwww.engine.shrink import near_args, new_near, round_shrinks
 from streamwww.solvers import SHARK
 from streamwww.state.betas import DiskBetas, split_rows
@@ -187,7 +187,6 @@ class _Local:
         self.every = np.arange(M, dtype=np.int64)
         self.splits = None if cfg.splits is None else np.asarray(cfg.splits, dtype=np.int64)
         self.Cs = np.asarray(cfg.Cs, dtype=np.float64)
-        self.solver = cfg.solver_id
         self.W = W
         self.W0 = self.backend.put_W(W) if sweeps else None  # W_t, for the certificate's sweep
         self.Wl = self.backend.put_W(W) if train else None  # the working copy W_t + Delta W_k
@@ -215,11 +214,7 @@ class _Local:
         if not self.train:
             return None
         dbeta = backend.put_beta(beta)
-        for p in range(cfg.inner_passes):
-            order = row_order(cfg.seed, t, first_shard, p, block.n_rows, cfg.row_order)
-            backend.bcd_pass(self.Wl, dblock, dbeta, self.Cs, active, order, cfg.bias, self.solver,
-                             cfg.shark_eps, self.splits, block_rows=cfg.block_rows,
-                             **({} if near is None else {"near": near}))
+        train_group(backend, cfg, self.Wl, dblock, dbeta, active, t, first_shard, self.Cs, self.splits, near=near)
         new = backend.get_beta(dbeta)
         self.local_sum += new.sum(axis=(1, 2))
         return new
@@ -658,36 +653,18 @@ def _ksum(deltas):
 
 
 def _certify(W, outs, cfg, results, active, t, wall, rows_per_s, callback) -> np.ndarray:
-    """The objectives of ``W_t`` (epoch ``t``) from the tasks' sums; who stops."""
-    hinge = _ksum([o["hinge"] for o in outs])[active]
-    beta_sum = _ksum([o["beta_sum"] for o in outs])[active]
-    wsq = np.einsum("mdk,mdk->m", W, W)[active]
-    P = objective.primal(wsq, hinge, np.asarray(cfg.Cs)[active])
-    D = objective.dual(wsq, beta_sum)
-    G = objective.gap(P, D)
-    R = np.atleast_1d(objective.relative_gap(P, D))
-    done = set()
-    for j, i in enumerate(active):
-        res = results[i]
-        if res.gap_1 is None:
-            res.gap_1 = float(G[j])
-        res.history.append({"epoch": t, "time": wall, "wall_time": wall, "primal": float(P[j]),
-                            "dual": float(D[j]), "gap": float(G[j]), "rel_gap": float(R[j])})
-        if cfg.converged(float(G[j]), float(R[j]), res.gap_1):
-            res.status = "converged"
-            res.W = W[i].copy()
-            done.add(int(i))
-        logger.info("round %d  C=%g  primal %.8g  dual %.8g  rel. gap %.3e  time %.3fs", t, res.C, P[j], D[j],
-                    R[j], wall)
-    stop = callback is not None and call_back(
-        callback, {"epoch": t, "time": wall, "models": [int(i) for i in active], "primal": P.tolist(),
-                   "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s,
-                   "converged": [int(i) in done for i in active], "tol": cfg.tol, "max_iter": cfg.max_iter},
-        cfg, W, active, W.shape[1] - int(cfg.fit_intercept), np.array)  # (np.array copies)
-    if stop:
-        for i in active:
-            if int(i) not in done:
-                results[i].status = "stopped"
-                results[i].W = W[i].copy()
-        return active[:0]
-    return np.array([i for i in active if int(i) not in done], dtype=np.int64)
+    """:func:`~streamwww.engine.decision.decide` for ``W_t`` (round ``t``) from the tasks'
+    sums; a model that stops keeps ``W_t``. The models still active."""
+    decision = decide(cfg, results, active, wsq=np.einsum("mdk,mdk->m", W, W)[active],
+                      hinge=_ksum([o["hinge"] for o in outs])[active],
+                      beta_sum=_ksum([o["beta_sum"] for o in outs])[active], epoch=t, time=wall, wall=wall,
+                      rows_per_s=rows_per_s, callback=callback, W=W,
+                      n_features=W.shape[1] - int(cfg.fit_intercept), to_host=np.array,  # (np.array copies)
+                      unit="round")
+    for i in active:
+        if int(i) in decision.finished:
+            results[i].W = W[i].copy()
+        elif decision.stop:
+            results[i].status = "stopped"
+            results[i].W = W[i].copy()
+    return decision.running(active)

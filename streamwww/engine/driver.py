@@ -36,14 +36,14 @@ from typing import Any, Callable, NoReturn
 import numpy as np
 
 from streamwww.backends.base import Backend, model_splits, ordered_row_sums
-from streamwww.engine import objective
-from streamwww.engine.callback import call_back
 from streamwww.engine.compiling import compile_seconds, solver_clock, watch
 from streamwww.engine.config import Cursor, ModelResult, SolverConfig
+from streamwww.engine.decision import decide
+from streamwww.engine.epoch import train_group
 from streamwww.engine.interrupt import Interrupted, Stop
-from streamwww.engine.order import EpochPlan, row_order
+from streamwww.engine.order import EpochPlan
 from streamwww.engine.schedule import Schedule
-from streamwww.engine.shrink import REACH, NearSets, near_args, new_near, shrinking_applies
+from streamwww.engine.shrink import NearSets, near_args, new_near, shrinking_applies
 from streamwww.state.betas import split_rows
 from streamwww.stream.feed import SyncFeed
 
@@ -169,115 +169,145 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
         One per ``C``, in order, with host weights ``W`` of shape (D, k); a model
         still running at ``max_iter`` has status 'max_iter'.
     """
-    hooks = hooks if hooks is not None else Hooks()
-    feed = feed if feed is not None else SyncFeed(data, betas, cfg.bias)
-    results = results if results is not None else [ModelResult(C=float(C)) for C in cfg.Cs]
-    cur = cursor if cursor is not None else Cursor()
-    W = (backend.put_W(W0) if W0 is not None
-         else backend.allocate_W(len(cfg.Cs), cfg.n_weight_rows(data.n_features), int(data.n_classes)))
-    Cs = np.asarray(cfg.Cs, dtype=np.float64)
-    splits = model_splits(cfg.splits, len(cfg.Cs))
-    solver = cfg.solver_id
-    schedule = Schedule(cfg, results)  # the epochs whose objectives are computed
-    plan = EpochPlan(cfg, data.n_shards, schedule.evaluates)
-    active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
-    wall0 = time.perf_counter() - cur.train_time
-    if late and not late_allowed(len(cfg.Cs), cfg.splits, hooks.checkpoint_every):
-        raise ValueError("late objectives need one model, no splits and checkpoints at epoch ends only")
-    # shrinking: coordinates settled at W_t's objective pass sit out epoch t + 1 (engine.shrink);
-    # late, the certificate of W_t makes each group's sets right before the group trains
-    shrink = shrinking_applies(cfg, backend)
-    # (late, and resumed within an epoch: the rest of that epoch takes its sets from W_sets)
-    # (late with sticky sets: each certificate's sets also serve the epochs without objectives after it)
-    sticky = cfg.sticky_sets
-    near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows, spill=not getattr(betas, "in_memory", True)
-                    ) if shrink and (not late or sticky or (cur.pos > 0 and W_sets is not None)) else None
-    # a commit within an epoch (every checkpoint_every shards, or where a signal stops the
-    # run), or after one without objectives (sticky sets), holds the W that chose the sets
-    # in force (a host copy, kept where a checkpoint hook may commit)
-    keep_sets_W = near is not None and hooks.checkpoint is not None
-    sets_W = None
-    if results is not None:
-        hooks.kept = (cur.epoch, cur.pos)  # resumed: that state is committed already
-    if shrink:
-        logger.info("shrinking: settled coordinates of beta sit out the epoch after each objective pass")
-    pending = None  # late: the certificate of W_{epoch} summed while this epoch trains
-    spare = None  # late: the W of a certificate that is done with, for the next one
-    due = schedule.due(cur.epoch, active) if active.size and cur.pos == 0 and 0 < cur.epoch else active[:0]
-    at_evaluated_end = due.size > 0
-    if at_evaluated_end and \
-            all(not results[i].history or results[i].history[-1]["epoch"] < cur.epoch for i in due):
-        # resumed where W_{epoch} is not certified yet (a late run's, or a cluster run's, checkpoint)
-        if late and cur.epoch < cfg.max_iter:
-            pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0, shrink=shrink)
-        else:
-            partial = due.size < active.size
-            if partial and near is not None and W_sets is not None:
-                # (a stop during a partial objective pass: the other models' sets, made again first)
-                _near_pass(data, cfg, backend, feed, backend.put_W(W_sets), np.setdiff1d(active, due), near,
-                           hooks, then=plan.next_groups(cur.epoch))
-            left = _evaluate(data, betas, cfg, backend, feed, W, due, results, cur, hooks,
-                             wall=time.perf_counter() - wall0, rows=0, epoch_time=0.0,
-                             then=plan.next_groups(cur.epoch), near=near, partial=partial)
-            active = _running(results, active)
-            if keep_sets_W and active.size:  # the W whose sets each model trains with
-                sets_W = backend.to_host(W)
-                if partial and W_sets is not None:  # (the models not scored keep theirs)
-                    Wh, sets_W = sets_W, np.array(W_sets)
-                    sets_W[left] = Wh[left]
-    elif at_evaluated_end and shrink and cur.epoch < cfg.max_iter and W_sets is None:
-        # resumed after a certified W_{epoch}: the sets its objective pass made, made again
-        if late:
-            pending = _Certificate(backend, W, cur, data, cfg, active, rows=0, epoch_time=0.0, shrink=shrink,
-                                   sets_only=True)
-        else:
-            _near_pass(data, cfg, backend, feed, W, active, near, hooks, then=plan.next_groups(cur.epoch))
-            sets_W = backend.to_host(W) if keep_sets_W else None  # (to_host copies)
-    elif active.size and near is not None and W_sets is not None and (cur.pos > 0 or 0 < cur.epoch):
-        # resumed within an epoch, or after an epoch without objectives (sticky sets): the
-        # sets in force, made again from the W that made them
-        _near_pass(data, cfg, backend, feed, backend.put_W(W_sets), active, near, hooks,
-                   then=plan.groups(cur.epoch, cur.pos))
-        sets_W = W_sets if keep_sets_W else None
+    run = _Run(data, betas, cfg, backend, feed, W0, cursor, results, hooks, late, W_sets)
+    run.resume()  # a checkpoint's state: its certificate still to come, its shrinking sets
+    watch()  # (the training time leaves out Numba compiling kernels: engine.compiling)
+    while run.cur.epoch < cfg.max_iter and run.active.size:
+        rows, epoch_time = run.train_epoch()  # every group: the exact block steps of its rows
+        if not run.decide_late():  # late: W_{t-1}'s certificate, summed during this epoch
+            break  # it stopped there: back to W_{t-1}, its beta and its position
+        run.evaluate(rows, epoch_time)  # W_t's objectives: now, or (late) during the next epoch
+        run.commit_if_due()
+    return run.finish()
 
-    # the training time leaves out Numba compiling kernels (a first run's: engine.compiling)
-    watch()
-    while cur.epoch < cfg.max_iter and active.size:
+
+class _Run:
+    """One run of :func:`run_bcd`: its fixed parts and the state the loop moves on.
+
+    The state is ``W``, the cursor, the models' results and which are ``active``; with
+    ``late`` certificates, ``pending`` (the certificate of the epoch before, summed while
+    this epoch trains) and ``spare`` (the ``W`` buffer of the certificate done with);
+    with shrinking, ``near`` (each shard's sets) and ``sets_W`` (the host copy of the
+    ``W`` that chose the sets in force, for a commit within an epoch)."""
+
+    def __init__(self, data, betas, cfg: SolverConfig, backend: Backend, feed, W0, cursor, results, hooks,
+                 late: bool, W_sets):
+        self.data, self.betas, self.cfg, self.backend = data, betas, cfg, backend
+        self.hooks = hooks = hooks if hooks is not None else Hooks()
+        self.feed = feed if feed is not None else SyncFeed(data, betas, cfg.bias)
+        self.results = results = results if results is not None else [ModelResult(C=float(C)) for C in cfg.Cs]
+        self.cur = cur = cursor if cursor is not None else Cursor()
+        self.W = (backend.put_W(W0) if W0 is not None
+                  else backend.allocate_W(len(cfg.Cs), cfg.n_weight_rows(data.n_features), int(data.n_classes)))
+        self.Cs = np.asarray(cfg.Cs, dtype=np.float64)
+        self.splits = model_splits(cfg.splits, len(cfg.Cs))
+        self.schedule = Schedule(cfg, results)  # the epochs whose objectives are computed
+        self.plan = EpochPlan(cfg, data.n_shards, self.schedule.evaluates)
+        self.active = np.array([i for i, r in enumerate(results) if r.status == "running"], dtype=np.int64)
+        self.wall0 = time.perf_counter() - cur.train_time
+        if late and not late_allowed(len(cfg.Cs), cfg.splits, hooks.checkpoint_every):
+            raise ValueError("late objectives need one model, no splits and checkpoints at epoch ends only")
+        self.late = late
+        # shrinking: coordinates settled at W_t's objective pass sit out epoch t + 1 (engine.shrink);
+        # late, the certificate of W_t makes each group's sets right before the group trains
+        self.shrink = shrink = shrinking_applies(cfg, backend)
+        # (late, and resumed within an epoch: the rest of that epoch takes its sets from W_sets)
+        # (late with sticky sets: each certificate's sets also serve the epochs without objectives after it)
+        self.sticky = cfg.sticky_sets
+        self.near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows, spill=not getattr(betas, "in_memory", True)
+                             ) if shrink and (not late or self.sticky or (cur.pos > 0 and W_sets is not None)) else None
+        # a commit within an epoch (every checkpoint_every shards, or where a signal stops the
+        # run), or after one without objectives (sticky sets), holds the W that chose the sets
+        # in force (a host copy, kept where a checkpoint hook may commit)
+        self.keep_sets_W = self.near is not None and hooks.checkpoint is not None
+        self.W_sets = W_sets  # (resumed: the sets' W the checkpoint holds)
+        self.sets_W = None
+        hooks.kept = (cur.epoch, cur.pos)  # the state it starts from is committed already (or fresh)
+        if shrink:
+            logger.info("shrinking: settled coordinates of beta sit out the epoch after each objective pass")
+        self.pending = None  # late: the certificate of W_{epoch} summed while this epoch trains
+        self.spare = None  # late: the W of a certificate that is done with, for the next one
+
+    def resume(self) -> None:
+        """Where the run starts from a checkpoint: the certificate of ``W_{epoch}`` if it is
+        still to come, else the shrinking sets in force, made again."""
+        cfg, cur, active, W_sets, W = self.cfg, self.cur, self.active, self.W_sets, self.W
+        backend, near, late, shrink = self.backend, self.near, self.late, self.shrink
+        due = self.schedule.due(cur.epoch, active) if active.size and cur.pos == 0 and 0 < cur.epoch else active[:0]
+        at_evaluated_end = due.size > 0
+        if at_evaluated_end and \
+                all(not self.results[i].history or self.results[i].history[-1]["epoch"] < cur.epoch for i in due):
+            # resumed where W_{epoch} is not certified yet (a late run's, or a cluster run's, checkpoint)
+            if late and cur.epoch < cfg.max_iter:
+                self.pending = _Certificate(backend, W, cur, self.data, cfg, active, rows=0, epoch_time=0.0,
+                                            shrink=shrink)
+            else:
+                partial = due.size < active.size
+                if partial and near is not None and W_sets is not None:
+                    # (a stop during a partial objective pass: the other models' sets, made again first)
+                    _near_pass(self.data, cfg, backend, self.feed, backend.put_W(W_sets), np.setdiff1d(active, due),
+                               near, self.hooks, then=self.plan.next_groups(cur.epoch))
+                left = _evaluate(self.data, self.betas, cfg, backend, self.feed, W, due, self.results, cur, self.hooks,
+                                 wall=time.perf_counter() - self.wall0, rows=0, epoch_time=0.0,
+                                 then=self.plan.next_groups(cur.epoch), near=near, partial=partial)
+                self.active = active = _running(self.results, active)
+                if self.keep_sets_W and active.size:  # the W whose sets each model trains with
+                    self.sets_W = backend.to_host(W)
+                    if partial and W_sets is not None:  # (the models not scored keep theirs)
+                        Wh, self.sets_W = self.sets_W, np.array(W_sets)
+                        self.sets_W[left] = Wh[left]
+        elif at_evaluated_end and shrink and cur.epoch < cfg.max_iter and W_sets is None:
+            # resumed after a certified W_{epoch}: the sets its objective pass made, made again
+            if late:
+                self.pending = _Certificate(backend, W, cur, self.data, cfg, active, rows=0, epoch_time=0.0,
+                                            shrink=shrink, sets_only=True)
+            else:
+                _near_pass(self.data, cfg, backend, self.feed, W, active, near, self.hooks,
+                           then=self.plan.next_groups(cur.epoch))
+                self.sets_W = backend.to_host(W) if self.keep_sets_W else None  # (to_host copies)
+        elif active.size and near is not None and W_sets is not None and (cur.pos > 0 or 0 < cur.epoch):
+            # resumed within an epoch, or after an epoch without objectives (sticky sets): the
+            # sets in force, made again from the W that made them
+            _near_pass(self.data, cfg, backend, self.feed, backend.put_W(W_sets), active, near, self.hooks,
+                       then=self.plan.groups(cur.epoch, cur.pos))
+            self.sets_W = W_sets if self.keep_sets_W else None
+
+    def train_epoch(self) -> tuple[int, float]:
+        """The rest of the current epoch, group by group (a commit every ``checkpoint_every``
+        shards where due; a signal stops the run at a group's end, keeping its work). Returns
+        the rows trained and the epoch's training time."""
+        cfg, cur, backend, betas, hooks, data = self.cfg, self.cur, self.backend, self.betas, self.hooks, self.data
+        W, active, near, pending = self.W, self.active, self.near, self.pending
         t0, c0 = solver_clock(), compile_seconds()
         rows = 0
-        if late:
+        if self.late:
             betas.hold()  # W_{epoch}'s beta: a stop decided after this epoch returns to it
-        stream = feed.train_stream(plan.groups(cur.epoch, cur.pos), *plan.after_training(cur.epoch, late))
-        for group, block, beta, host_block, host_beta in _on_device(backend, stream):
+        stream = self.feed.train_stream(self.plan.groups(cur.epoch, cur.pos),
+                                        *self.plan.after_training(cur.epoch, self.late))
+        for group, block, beta, host_beta in _on_device(backend, stream):
             # (late, after an evaluated epoch, the certificate's pass makes the group's sets)
-            shrunk = {} if near is None or pending is not None else {"near": near.take(group, keep=sticky)}
-            for p in range(cfg.inner_passes):  # exact block minimization over the group's rows
-                order = row_order(cfg.seed, cur.epoch, group[0], p, block.n_rows, cfg.row_order)
-                if p == 0 and pending is not None:  # with W_t's objectives (and the group's sets)
-                    shrunk = pending.certify_pass(group, block, host_beta, W, beta, Cs, order, solver)
-                    if sticky and near is not None and "near" in shrunk:
-                        near.keep(group, shrunk["near"])  # for the epochs without objectives after
-                else:
-                    backend.bcd_pass(W, block, beta, Cs, active, order, cfg.bias, solver, cfg.shark_eps, splits,
-                                     block_rows=cfg.block_rows, **shrunk)
-            shrunk = None
+            sets = None if near is None or pending is not None else near.take(group, keep=self.sticky)
+            train_group(backend, cfg, W, block, beta, active, cur.epoch, group[0], self.Cs, self.splits, near=sets,
+                        first_pass=None if pending is None else _certify_first(pending, group, block, host_beta,
+                                                                               W, beta, self.Cs, near, self.sticky))
+            sets = None
             n_rows = block.n_rows
             # Drop the group's rows and hand its beta over before the loop asks for
             # the next group: the write then queues ahead of that load, and the
             # loader frees this beta before it decodes another (one beta less at the peak).
             block = None
             betas.put_group(list(zip(group, split_rows(backend.get_beta(beta), data.shard_rows[list(group)]))))
-            beta = host_block = host_beta = None
+            beta = host_beta = None
             rows += n_rows
             before, cur.pos = cur.pos, cur.pos + len(group)
             if hooks.progress is not None:
                 hooks.progress(cur.epoch + 1, cur.pos, data.n_shards, n_rows)
             if hooks.stop_requested():  # (a signal: the run stops here, keeping its work)
                 cur.train_time += solver_clock() - t0
-                hooks.stop(lambda: _kept_within_epoch(backend, betas, W, cur, results, pending, sets_W))
+                hooks.stop(lambda: _kept_within_epoch(backend, betas, W, cur, self.results, pending, self.sets_W))
             if hooks.checkpoint_due(before, cur.pos, data.n_shards):
                 cur.train_time += solver_clock() - t0  # the commit's capture is not training
-                hooks.commit(backend.to_host(W), cur, results, W_sets=sets_W)
+                hooks.commit(backend.to_host(W), cur, self.results, W_sets=self.sets_W)
                 t0 = solver_clock()
         epoch_time = solver_clock() - t0 - (pending.seconds if pending is not None else 0.0)
         cur.train_time += epoch_time
@@ -286,67 +316,99 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
             logger.info("compiling kernels: %.3fs of epoch %d, not counted in its time", compiled, cur.epoch)
         cur.epoch, cur.pos = cur.epoch + 1, 0
         for i in active:
-            results[i].n_iter = cur.epoch
+            self.results[i].n_iter = cur.epoch
+        return rows, epoch_time
 
+    def decide_late(self) -> bool:
+        """The decision on the certificate summed during the epoch just trained (late runs);
+        False where it stops the run (``W``, ``beta`` and the cursor are back at its epoch)."""
+        pending, cur, results = self.pending, self.cur, self.results
         if pending is not None and not pending.sets_only:  # the certificate of the epoch before, now complete
-            active = _decide(cfg, backend, pending.W, pending.hinge(), pending.beta_sum(),
-                             pending.active, results, pending.cursor, hooks, wall=pending.wall,
-                             rows=pending.rows, epoch_time=pending.epoch_time,
-                             n_features=data.n_features)
-            if not active.size:  # it stops there: back to W_t, its beta and its position
-                W = pending.W
-                betas.rewind()
+            self.active = _decide(self.cfg, self.backend, pending.W, pending.hinge(), pending.beta_sum(),
+                                  pending.active, results, pending.cursor, self.hooks, wall=pending.wall,
+                                  rows=pending.rows, epoch_time=pending.epoch_time,
+                                  n_features=self.data.n_features)
+            if not self.active.size:  # it stops there: back to W_t, its beta and its position
+                self.W = pending.W
+                self.betas.rewind()
                 cur.epoch, cur.train_time = pending.cursor.epoch, pending.cursor.train_time
                 for i in pending.active:
                     results[i].n_iter = cur.epoch
-                break
-            spare = pending.W
+                return False
+            self.spare = pending.W
         # (after the decision: the adaptive schedule's next epoch depends on it)
-        if pending is not None and keep_sets_W and not schedule.evaluates(cur.epoch):
-            sets_W = backend.to_host(pending.W)  # its sets serve the epochs until the next certificate
-        pending = None
-        due = schedule.due(cur.epoch, active)  # (the adaptive schedule: each model at its own epochs)
+        if pending is not None and self.keep_sets_W and not self.schedule.evaluates(cur.epoch):
+            self.sets_W = self.backend.to_host(pending.W)  # its sets serve the epochs until the next certificate
+        self.pending = None
+        return True
+
+    def evaluate(self, rows: int, epoch_time: float) -> None:
+        """The objectives of the models due at the epoch's end: a pass over every row now,
+        or (late) a certificate summed from the next epoch's rows."""
+        cfg, cur, backend, results, W = self.cfg, self.cur, self.backend, self.results, self.W
+        active = self.active
+        due = self.schedule.due(cur.epoch, active)  # (the adaptive schedule: each model at its own epochs)
         if due.size:
-            if late and cur.epoch < cfg.max_iter:  # (one model)
-                pending = _Certificate(backend, W, cur, data, cfg, active, rows=rows, epoch_time=epoch_time,
-                                       wall=time.perf_counter() - wall0, shrink=shrink, spare=spare)
+            if self.late and cur.epoch < cfg.max_iter:  # (one model)
+                self.pending = _Certificate(backend, W, cur, self.data, cfg, active, rows=rows, epoch_time=epoch_time,
+                                            wall=time.perf_counter() - self.wall0, shrink=self.shrink,
+                                            spare=self.spare)
             else:
                 partial = due.size < active.size
                 # a stop during the pass keeps the epoch's end before it (W_{epoch} not certified:
                 # the resumed run certifies it), with the W that made the sets of the models not scored
-                left = _evaluate(data, betas, cfg, backend, feed, W, due, results, cur, hooks,
-                                 wall=time.perf_counter() - wall0, rows=rows, epoch_time=epoch_time,
-                                 then=plan.next_groups(cur.epoch), near=near, partial=partial,
-                                 keep=lambda: (backend.to_host(W), cur, results, sets_W if partial else None))
-                active = _running(results, active)
+                left = _evaluate(self.data, self.betas, cfg, backend, self.feed, W, due, results, cur, self.hooks,
+                                 wall=time.perf_counter() - self.wall0, rows=rows, epoch_time=epoch_time,
+                                 then=self.plan.next_groups(cur.epoch), near=self.near, partial=partial,
+                                 keep=lambda: (backend.to_host(W), cur, results, self.sets_W if partial else None))
+                self.active = active = _running(results, active)
                 # the W whose sets each model trains with, on the host, where a commit may need it
                 # before every model's next objective pass (models not scored keep theirs)
                 full = left.size == active.size
-                if keep_sets_W and active.size:
+                if self.keep_sets_W and active.size:
                     Wh = backend.to_host(W)
-                    if full or sets_W is None:
-                        sets_W = Wh
+                    if full or self.sets_W is None:
+                        self.sets_W = Wh
                     else:  # (a partial pass follows a full one, which kept sets_W)
-                        sets_W[left] = Wh[left]
+                        self.sets_W[left] = Wh[left]
                 else:
-                    sets_W = None
-        elif not sticky:
-            sets_W = None  # the next epoch passes over every coordinate
-        if pending is not None:
-            spare = None  # (taken by the new certificate)
-        if active.size and cur.epoch < cfg.max_iter and hooks.commit_due():  # (the caller commits the end)
-            # after an epoch without objectives, the W whose sets the next epoch uses
-            hooks.commit(backend.to_host(W), cur, results,
-                         W_sets=None if schedule.due(cur.epoch, active).size == active.size else sets_W)
+                    self.sets_W = None
+        elif not self.sticky:
+            self.sets_W = None  # the next epoch passes over every coordinate
+        if self.pending is not None:
+            self.spare = None  # (taken by the new certificate)
 
-    if near is not None:
-        near.close()
-    Wh = backend.to_host(W)
-    for i, res in enumerate(results):
-        res.W = Wh[i]
-        if res.status == "running":
-            res.status = "max_iter"
-    return results
+    def commit_if_due(self) -> None:
+        """A commit at the epoch's end where ``checkpoint_interval`` has passed (the caller
+        commits the run's end)."""
+        cur, active = self.cur, self.active
+        if active.size and cur.epoch < self.cfg.max_iter and self.hooks.commit_due():
+            # after an epoch without objectives, the W whose sets the next epoch uses
+            self.hooks.commit(self.backend.to_host(self.W), cur, self.results,
+                              W_sets=None if self.schedule.due(cur.epoch, active).size == active.size
+                              else self.sets_W)
+
+    def finish(self) -> list[ModelResult]:
+        """Every model's host weights and final status."""
+        if self.near is not None:
+            self.near.close()
+        Wh = self.backend.to_host(self.W)
+        for i, res in enumerate(self.results):
+            res.W = Wh[i]
+            if res.status == "running":
+                res.status = "max_iter"
+        return self.results
+
+
+def _certify_first(pending, group, block, host_beta, W, beta, Cs, near: NearSets | None, sticky: bool):
+    """The group's first pass with ``W_t``'s objectives (and the group's sets, which sticky
+    sets keep for the epochs without objectives after it)."""
+    def first_pass(order) -> dict:
+        shrunk = pending.certify_pass(group, block, host_beta, W, beta, Cs, order, pending.solver)
+        if sticky and near is not None and "near" in shrunk:
+            near.keep(group, shrunk["near"])
+        return shrunk
+    return first_pass
 
 
 def _kept_within_epoch(backend: Backend, betas, W, cur: Cursor, results: list[ModelResult], pending,
@@ -371,9 +433,9 @@ def _running(results: list[ModelResult], models: np.ndarray) -> np.ndarray:
 
 def _on_device(backend: Backend, stream):
     """The feed's ``(group, block, beta)`` items, made resident on the backend's device, with
-    the host block and ``beta`` (the CPU backend trains that ``beta`` in place: read it first)."""
+    the host ``beta`` (the CPU backend trains that ``beta`` in place: read it first)."""
     for group, block, beta in stream:
-        yield group, backend.put_block(block), backend.put_beta(beta), block, beta
+        yield group, backend.put_block(block), backend.put_beta(beta), beta
         block = beta = None  # hold no group while the feed loads the next one
 
 
@@ -391,6 +453,7 @@ class _Certificate:
         self.shrink, self.sets_only = shrink, sets_only
         self.shape = (len(cfg.Cs), int(data.n_classes))
         self.eps = cfg.shark_eps
+        self.solver = cfg.solver_id
         self.block_rows = cfg.block_rows
         self.loss = cfg.loss_id
         self.splits = model_splits(cfg.splits, len(cfg.Cs))
@@ -485,41 +548,14 @@ def _near_pass(data, cfg: SolverConfig, backend: Backend, feed, W, active, near:
 
 def _decide(cfg: SolverConfig, backend: Backend, W, hinge, beta_sum, active, results, cur: Cursor, hooks: Hooks,
             *, wall: float, rows: int, epoch_time: float, n_features: int) -> np.ndarray:
-    """The objectives of ``W`` at epoch ``cur.epoch`` from the summed hinge loss and ``beta``;
-    the history, the callback, and the models still active."""
-    Cs = np.asarray(cfg.Cs, dtype=np.float64)
-    wsq = backend.sq_frobenius(W)[active]
-    P = objective.primal(wsq, hinge, Cs[active])
-    D = objective.dual(wsq, beta_sum)
-    G = objective.gap(P, D)
-    R = np.atleast_1d(objective.relative_gap(P, D))
-    rows_per_s = rows / epoch_time if epoch_time > 0 else float("inf")
-
-    finished = set()
-    for j, i in enumerate(active):
-        res = results[i]
-        if res.gap_1 is None:
-            res.gap_1 = float(G[j])
-        res.history.append({"epoch": cur.epoch, "time": cur.train_time, "wall_time": wall,
-                            "primal": float(P[j]), "dual": float(D[j]),
-                            "gap": float(G[j]), "rel_gap": float(R[j])})
-        if cfg.converged(float(G[j]), float(R[j]), res.gap_1):
-            res.status = "converged"
-            finished.add(int(i))
-        logger.info("epoch %d  C=%g  primal %.8g  dual %.8g  rel. gap %.3e  time %.3fs  %.0f rows/s",
-                    cur.epoch, res.C, P[j], D[j], R[j], cur.train_time, rows_per_s)
-    stop = False
-    if hooks.callback is not None:
-        stop = call_back(hooks.callback, {"epoch": cur.epoch, "time": cur.train_time,
-                                          "models": [int(i) for i in active], "primal": P.tolist(),
-                                          "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s,
-                                          "converged": [int(i) in finished for i in active],
-                                          "tol": cfg.tol, "max_iter": cfg.max_iter},
-                         cfg, W, active, n_features, backend.to_host)  # (to_host copies)
-    active = np.array([i for i in active if int(i) not in finished], dtype=np.int64)
-    if stop:  # every running model of the run, evaluated now or not
+    """:func:`~streamwww.engine.decision.decide` at epoch ``cur.epoch``; the models still
+    active (none where the callback stopped the run: every running model stops)."""
+    decision = decide(cfg, results, active, wsq=backend.sq_frobenius(W)[active], hinge=hinge, beta_sum=beta_sum,
+                      epoch=cur.epoch, time=cur.train_time, wall=wall,
+                      rows_per_s=rows / epoch_time if epoch_time > 0 else float("inf"),
+                      callback=hooks.callback, W=W, n_features=n_features, to_host=backend.to_host)
+    if decision.stop:  # every running model of the run, evaluated now or not
         for res in results:
             if res.status == "running":
                 res.status = "stopped"
-        active = active[:0]
-    return active
+    return decision.running(active)
