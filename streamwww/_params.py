@@ -8,9 +8,9 @@ import os
 
 import numpy as np
 
-__all__ = ["check_params", "check_int", "check_interval", "check_n_jobs", "check_block_rows", "resolve_seed",
-           "resolve_memory_budget", "resolve_prefetch", "resolve_n_jobs", "usable_cores", "DEFAULTS", "MAX_ITER",
-           "UNMIXED"]
+__all__ = ["check_params", "check_int", "check_interval", "check_n_jobs", "check_block_rows", "check_run_options",
+           "resolve_seed", "resolve_memory_budget", "resolve_prefetch", "resolve_n_jobs", "usable_cores", "DEFAULTS",
+           "MAX_ITER", "UNMIXED"]
 
 
 def _fail(owner: str, name: str, what: str, value) -> None:
@@ -50,10 +50,10 @@ def _choice(owner, name, value, options):
 
 
 def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay,
-                 subproblem, random_state, device, verbose, inner_passes=1, eval_every=1,
-                 mix_shards=1, shrinking=True, n_jobs=None, block_rows=1, loss="ww",
+                 subproblem, random_state, device, verbose, shrinking=True, n_jobs=None, block_rows=1, loss="ww",
                  allow_C_list: bool = False) -> tuple[float, ...]:
-    """Validate training parameters; return ``C`` as a tuple of floats."""
+    """Validate a model's parameters; return ``C`` as a tuple of floats (the run's options:
+    :func:`check_run_options`)."""
     check_n_jobs(owner, n_jobs)
     check_block_rows(owner, block_rows)
     if allow_C_list and isinstance(C, (list, tuple, np.ndarray)):
@@ -84,11 +84,6 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
         _fail(owner, "shrinking", "an instance of 'bool'", shrinking)
     _choice(owner, "device", device, ("auto", "cpu", "cuda"))
     check_int(owner, "verbose", verbose, low=0)
-    check_int(owner, "inner_passes", inner_passes, low=1)
-    if not (isinstance(eval_every, str) and eval_every == "auto") and (
-            isinstance(eval_every, bool) or not isinstance(eval_every, numbers.Integral) or eval_every < 1):
-        _fail(owner, "eval_every", "an int in [1, inf) or 'auto'", eval_every)
-    check_int(owner, "mix_shards", mix_shards, low=1)
     if not (random_state is None or isinstance(random_state, (numbers.Integral, np.random.RandomState))) \
             or isinstance(random_state, bool):
         _fail(owner, "random_state", "an int, a numpy.random.RandomState instance or None", random_state)
@@ -178,6 +173,20 @@ def resolve_n_jobs(n_jobs, owner: str = "train") -> int:
     import numba
 
     return min(n_jobs, int(numba.config.NUMBA_NUM_THREADS))  # (asked for: beyond the usable cores too)
+
+
+def check_run_options(owner: str, *, inner_passes, eval_every, mix_shards, memory_budget, prefetch,
+                      checkpoint_every, checkpoint_interval) -> None:
+    """Validate a run's options (those of :data:`DEFAULTS`) before any work."""
+    check_int(owner, "inner_passes", inner_passes, low=1)
+    if not (isinstance(eval_every, str) and eval_every == "auto") and (
+            isinstance(eval_every, bool) or not isinstance(eval_every, numbers.Integral) or eval_every < 1):
+        _fail(owner, "eval_every", "an int in [1, inf) or 'auto'", eval_every)
+    check_int(owner, "mix_shards", mix_shards, low=1)
+    resolve_memory_budget(memory_budget, owner)
+    resolve_prefetch(prefetch, owner=owner)
+    check_int(owner, "checkpoint_every", checkpoint_every, low=0)
+    check_interval(checkpoint_interval, owner)
 
 
 def check_interval(value, owner: str = "train") -> float:

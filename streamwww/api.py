@@ -1,8 +1,9 @@
 """``train`` and ``resume``: the Python API for runs (several ``C``, stores, checkpoints, model files).
 
 Both build :class:`~streamwww.WWClassifier` models from one
-:func:`~streamwww.engine.run.fit_source` call; ``resume`` reads the settings
-a checkpoint recorded and trains again with them.  :func:`train_fitted` and
+:func:`~streamwww.engine.run.fit_placed` call, their keywords built once into the run's
+options (:mod:`streamwww.engine.options`); ``resume`` reads the settings a checkpoint
+recorded and trains again with them.  :func:`train_fitted` and
 :func:`resume_fitted` do the same and return the models as plain records
 (:class:`~streamwww.model.fitted.FittedModel`): the command line's path, which imports
 no scikit-learn.
@@ -11,22 +12,16 @@ no scikit-learn.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 import numpy as np
 
 from streamwww.storage.location import located
-from streamwww._params import (
-    DEFAULTS,
-    MAX_ITER,
-    UNMIXED,
-    check_interval,
-    check_params,
-    resolve_memory_budget,
-    resolve_prefetch,
-)
+from streamwww._params import DEFAULTS, MAX_ITER, UNMIXED, check_params
 from streamwww._textdata import text_as_store
 from streamwww.engine.config import warn_not_converged
-from streamwww.engine.run import cluster_options, fit_placed
+from streamwww.engine.options import OPTION_KEYS, Call, Placement, RunOptions, options_of
+from streamwww.engine.run import fit_placed
 from streamwww.errors import CheckpointError
 from streamwww.labels import classification_targets
 from streamwww.model.files import check_not_input, check_writable, model_paths, save_model
@@ -227,19 +222,15 @@ def _train_fitted(data, **options):
     if unknown:
         raise TypeError(f"train() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
     o = {**defaults, **options}
-    data, checkpoint_dir, model_out = _locate(data, o.pop("checkpoint_dir"), o.pop("model_out"),
-                                              o.pop("storage_options"))
-    client, workers, partitions = o.pop("client"), o.pop("workers"), o.pop("partitions")
+    data, o["checkpoint_dir"], model_out = _locate(data, o["checkpoint_dir"], o.pop("model_out"),
+                                                   o.pop("storage_options"))
+    run, placement, call = options_of({k: o.pop(k) for k in OPTION_KEYS}, "train")
     cv = o.pop("cv")
     if cv is not None:
         C, sample_weight = o.pop("C"), o.pop("sample_weight")
-        run = {k: o.pop(k) for k in ("checkpoint_every", "checkpoint_interval", "prefetch", "inner_passes",
-                                     "eval_every", "mix_shards", "callback", "progress", "memory_budget")}
-        return _train_cv(data, C=C, cv=cv, sample_weight=sample_weight, model_out=model_out,
-                         options=dict(checkpoint_dir=checkpoint_dir, client=client, workers=workers,
-                                      partitions=partitions, **run), **o)
-    return _train(data, checkpoint_dir=checkpoint_dir, model_out=model_out,
-                  cluster=cluster_options(client, workers, partitions, "train"), **o)
+        return _train_cv(data, C=C, cv=cv, sample_weight=sample_weight, model_out=model_out, options=run,
+                         placement=placement, call=call, **o)
+    return _train(data, model_out=model_out, options=run, placement=placement, call=call, **o)
 
 
 def _estimators(result):
@@ -253,24 +244,16 @@ def _estimators(result):
 
 
 def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_decay, subproblem, shrinking, random_state,
-           device, verbose, checkpoint_dir, checkpoint_every, prefetch, inner_passes, eval_every, mix_shards,
-           model_out, callback, progress, class_weight=None, sample_weight=None, cluster=None,
-           memory_budget=DEFAULTS["memory_budget"], checkpoint_interval=DEFAULTS["checkpoint_interval"],
-           n_jobs=None, block_rows=1, loss="ww"):
+           device, verbose, model_out, options: RunOptions, placement: Placement | None = None, call: Call = Call(),
+           class_weight=None, sample_weight=None, n_jobs=None, block_rows=1, loss="ww"):
     """:func:`train` without the convergence warnings (its callers warn at the user's line);
-    ``cluster`` (:func:`~streamwww.engine.run.cluster_options`): on a Dask cluster."""
+    ``placement`` (:mod:`streamwww.engine.options`): on a Dask cluster."""
     Cs = check_params("train", C=C, tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                       intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                       shrinking=shrinking,
                       random_state=random_state, device=device, verbose=verbose,
-                      inner_passes=inner_passes, eval_every=eval_every, mix_shards=mix_shards,
                       n_jobs=n_jobs, block_rows=block_rows, loss=loss, allow_C_list=True)
-    resolve_memory_budget(memory_budget, "train")  # validated before any work
-    resolve_prefetch(prefetch)
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 0:
-        raise ValueError(f"The 'checkpoint_every' parameter of train must be an int in [0, inf). "
-                         f"Got {checkpoint_every!r} instead.")
-    check_interval(checkpoint_interval, "train")
+    options.check("train")  # validated before any work
     params = model_settings(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                             intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                             shrinking=shrinking, random_state=random_state, device=device, verbose=verbose,
@@ -281,11 +264,9 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
     outs = model_paths(model_out, Cs, many=len(Cs) > 1 or many) if model_out is not None else []
     for out in outs:  # before any work: an unwritable model path found after a day's run loses it
         check_writable(out)
-    fit = fit_placed(source, params, Cs, cluster, checkpoint_dir=checkpoint_dir,
-                     checkpoint_every=checkpoint_every, checkpoint_interval=checkpoint_interval, prefetch=prefetch, inner_passes=inner_passes,
-                     eval_every=eval_every, mix_shards=mix_shards, callback=callback, progress=progress,
-                     C_is_list=many, memory_budget=memory_budget,
-                     run_info={"model_out": located(model_out).url if model_out is not None else None})
+    fit = fit_placed(source, params, Cs, options, placement,
+                     replace(call, C_is_list=many,
+                             run_info={"model_out": located(model_out).url if model_out is not None else None}))
     models = fitted_models(fit, source, params, n_features_in, feature_names)
     for m, out in zip(models, outs):
         save_model(m, out)
@@ -316,17 +297,20 @@ def _source(data, params: dict, class_weight, sample_weight):
                      f"path. Got {type(data).__name__} instead.")
 
 
-def _train_cv(data, *, C, cv, model_out, sample_weight, options, loss="ww", **params):
+def _train_cv(data, *, C, cv, model_out, sample_weight, options: RunOptions, placement: Placement | None,
+              call: Call, loss="ww", **params):
     """:func:`train` with ``cv``: a :class:`~streamwww.WWClassifierCV` (or, for ``loss='cs'``,
     :class:`~streamwww.CSClassifierCV`) fit (one pass for all folds and C), without its
     warning; ``(estimator, Fit)``."""
     from streamwww.cv import cv_class
 
+    options.check("train")  # validated before any work
     out = located(model_out) if model_out is not None else None
     if out is not None:
         check_writable(out)
     est = cv_class(loss)(Cs=list(np.atleast_1d(C)), cv=cv, **params)
-    run = {**options, "run_info": {"model_out": out.url if out is not None else None}}
+    run = dict(options=options, placement=placement,
+               call=replace(call, run_info={"model_out": out.url if out is not None else None}))
     if isinstance(data, tuple) and len(data) == 2:
         fit = est._fit_cv(data[0], data[1], sample_weight=sample_weight, **run)
     elif as_store(data) is not None:
@@ -358,7 +342,7 @@ def _located_or_none(path, storage_options):
     return None if path is None else located(path, storage_options)
 
 
-def _placement(manifest: dict, client, workers, partitions) -> dict | None:
+def _placement(manifest: dict, client, workers, partitions) -> Placement | None:
     """Where :func:`resume` continues a run: ``None`` (this process) or the cluster options.
     A cluster run (its checkpoint records ``partitions``) continues on a cluster by default,
     on ``min(K, CPUs)`` local workers; ``partitions=1`` without a client: this process."""
@@ -369,11 +353,11 @@ def _placement(manifest: dict, client, workers, partitions) -> dict | None:
         return None
     if client is None and workers is None:
         workers = min(int(partitions or recorded_K), os.cpu_count() or 1)
-    return {"client": client, "workers": workers, "partitions": partitions or recorded_K}
+    return Placement(client=client, workers=workers, partitions=partitions or recorded_K)
 
 
-def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback, progress, max_iter,
-               placement=None, storage_options=None, memory_budget=DEFAULTS["memory_budget"], n_jobs=None):
+def _resume_cv(store, manifest, *, options: RunOptions, placement: Placement | None, call: Call, model_out,
+               verbose, max_iter, storage_options=None, n_jobs=None):
     """:func:`resume` of a cross-validation run: the same :class:`~streamwww.WWClassifierCV` fit,
     continued, without its warning; ``(estimator, Fit)``."""
     from streamwww.cv import WWClassifierCV, cv_class
@@ -390,20 +374,22 @@ def _resume_cv(checkpoint_dir, store, manifest, *, model_out, verbose, callback,
     out = None if out is None else located(out, storage_options)
     est = cv_class(cfg.get("loss", "ww"))(Cs=run["cv_Cs"], cv=int(run["cv"]), refit=bool(run.get("refit", True)),
                                          **params)
-    fit = est._fit_cv(store, checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
-                      checkpoint_interval=_recorded_interval(run),
-                      prefetch=run["prefetch"], inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
-                      mix_shards=cfg.get("mix_shards", UNMIXED), callback=callback, progress=progress,
-                      run_info={"model_out": None if out is None else out.url}, memory_budget=memory_budget,
-                      **(placement or {}))
+    fit = est._fit_cv(store, options=options, placement=placement,
+                      call=replace(call, run_info={"model_out": None if out is None else out.url}))
     if out is not None and hasattr(est, "best_estimator_"):
         save_model(est.best_estimator_, out)
     return est, fit
 
 
-def _recorded_interval(run: dict) -> float:
-    """The run's ``checkpoint_interval``: 0 (a commit every epoch) where the manifest has none."""
-    return float(run.get("checkpoint_interval", 0.0))
+def _recorded_options(manifest: dict, checkpoint_dir, memory_budget) -> RunOptions:
+    """The options a checkpoint's run recorded, for :func:`resume` to continue it with;
+    ``checkpoint_interval`` 0 (a commit every epoch) where the manifest has none, and
+    ``memory_budget`` the caller's (it is not recorded: it does not change the model)."""
+    cfg, run = manifest["config"], manifest["run"]
+    return RunOptions(checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
+                      checkpoint_interval=float(run.get("checkpoint_interval", 0.0)), prefetch=run["prefetch"],
+                      inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
+                      mix_shards=cfg.get("mix_shards", UNMIXED), memory_budget=memory_budget)
 
 
 def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,
@@ -468,8 +454,7 @@ def resume_fitted(checkpoint_dir, **options):
         raise TypeError(f"resume() got unexpected keyword argument(s) {', '.join(map(repr, unknown))}")
     o = {**defaults, "store": None, **options}
     store, model_out, storage_options = o["store"], o["model_out"], o["storage_options"]
-    verbose, callback, progress, max_iter = o["verbose"], o["callback"], o["progress"], o["max_iter"]
-    memory_budget = o["memory_budget"]
+    verbose, max_iter = o["verbose"], o["max_iter"]
     checkpoint_dir = located(checkpoint_dir, storage_options)
     with CheckpointDir(checkpoint_dir, lock=False) as probe:
         manifest = probe.load_settings()
@@ -484,11 +469,12 @@ def resume_fitted(checkpoint_dir, **options):
         raise FileNotFoundError(f"{manifest['data']['path']}: the store {checkpoint_dir} trained on does not "
                                 "exist; if it moved, give its new path (store=..., or --store)") from None
     cfg = manifest["config"]
+    options = _recorded_options(manifest, checkpoint_dir, o["memory_budget"])
     placement = _placement(manifest, o["client"], o["workers"], o["partitions"])
+    call = Call(callback=o["callback"], progress=o["progress"])
     if manifest["run"].get("cv"):
-        return _resume_cv(checkpoint_dir, store, manifest, model_out=model_out, verbose=verbose,
-                          callback=callback, progress=progress, max_iter=max_iter, placement=placement,
-                          storage_options=storage_options, memory_budget=memory_budget, n_jobs=o["n_jobs"])
+        return _resume_cv(store, manifest, options=options, placement=placement, call=call, model_out=model_out,
+                          verbose=verbose, max_iter=max_iter, storage_options=storage_options, n_jobs=o["n_jobs"])
     params = {**manifest["estimator_params"], "random_state": int(cfg["seed"]), "verbose": verbose,
               "n_jobs": o["n_jobs"], "block_rows": int(cfg.get("block_rows", 1)),  # (the pass it resolved)
               "loss": cfg.get("loss", "ww")}
@@ -498,11 +484,7 @@ def resume_fitted(checkpoint_dir, **options):
         params["max_iter"] = max_iter
     Cs = cfg["Cs"]
     models, fit = _train(store, C=Cs if manifest["run"].get("C_is_list", len(Cs) > 1) else Cs[0], **params,
-                         checkpoint_dir=checkpoint_dir, checkpoint_every=manifest["run"]["checkpoint_every"],
-                         checkpoint_interval=_recorded_interval(manifest["run"]),
-                         prefetch=manifest["run"]["prefetch"], inner_passes=cfg["inner_passes"],
-                         eval_every=cfg["eval_every"], mix_shards=cfg.get("mix_shards", UNMIXED),
                          model_out=_located_or_none(_resumed_model_out(manifest["run"], model_out),
                                                     storage_options),
-                         callback=callback, progress=progress, cluster=placement, memory_budget=memory_budget)
+                         options=options, placement=placement, call=call)
     return models, fit

@@ -20,6 +20,7 @@ import numbers
 import time
 import warnings
 from contextlib import nullcontext
+from dataclasses import replace
 
 import numpy as np
 from scipy.stats import rankdata
@@ -30,7 +31,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from streamwww._params import MAX_ITER, check_params, resolve_seed
 from streamwww._textdata import text_as_store
-from streamwww.engine.run import cluster_options, fit_placed
+from streamwww.engine.options import Call, Placement, RunOptions, options_of
+from streamwww.engine.run import fit_placed
 from streamwww.estimator import WWClassifier, estimator_class, estimator_from
 from streamwww.labels import classification_targets
 from streamwww.model.fitted import fitted_attributes
@@ -227,16 +229,20 @@ class WWClassifierCV(WWClassifier):
         -------
         self : WWClassifierCV
         """
+        options, placement, call = options_of(train_options, type(self).__name__)
+        options.check(type(self).__name__)  # validated before any work
         # a LIBSVM text file: converted as WWClassifier.fit converts it (into checkpoint_dir
         # when one is given, else a temporary store removed after the fit)
-        with text_as_store(X, train_options.get("checkpoint_dir")) if y is None else nullcontext(X) as X:
-            fit = self._fit_cv(X, y, sample_weight, groups, **train_options)
+        with text_as_store(X, options.checkpoint_dir) if y is None else nullcontext(X) as X:
+            fit = self._fit_cv(X, y, sample_weight, groups, options=options, placement=placement, call=call)
         warn_cv(fit, type(self).__name__)
         return self
 
-    def _fit_cv(self, X, y=None, sample_weight=None, groups=None, **train_options):
-        """:meth:`fit` without the convergence warning (its callers warn at the user's line);
-        returns the run's :class:`~streamwww.engine.run.Fit`."""
+    def _fit_cv(self, X, y=None, sample_weight=None, groups=None, *, options: RunOptions = RunOptions(),
+                placement: Placement | None = None, call: Call = Call()):
+        """:meth:`fit` without the convergence warning (its callers warn at the user's line), its
+        options built (:mod:`streamwww.engine.options`); returns the run's
+        :class:`~streamwww.engine.run.Fit`."""
         owner = type(self).__name__
         Cs = _Cs(self.Cs, owner)
         if not isinstance(self.refit, (bool, np.bool_)):
@@ -266,11 +272,9 @@ class WWClassifierCV(WWClassifier):
                                  class_weights=base.class_weights)
             n_features = X.shape[1]
         C_all, splits = cv_plan(Cs, n_splits, bool(self.refit))
-        run_info = {**train_options.pop("run_info", {}), "cv": n_splits, "cv_Cs": Cs, "refit": bool(self.refit)}
-        cluster = cluster_options(*(train_options.pop(k, None) for k in ("client", "workers", "partitions")),
-                                  owner)
-        fit = fit_placed(source, self._solver_params(seed), C_all, cluster, splits=splits, C_is_list=True,
-                         run_info=run_info, **train_options)
+        run_info = {**(call.run_info or {}), "cv": n_splits, "cv_Cs": Cs, "refit": bool(self.refit)}
+        fit = fit_placed(source, self._solver_params(seed), C_all, options, placement,
+                         replace(call, splits=splits, C_is_list=True, run_info=run_info))
         if store is not None:
             scores, score_times = score_store(store, fit, n_splits, seed, len(Cs))
         else:

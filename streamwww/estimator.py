@@ -252,13 +252,11 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     def _fit(self, source, warm=None) -> Fit:
         """One fit of ``source``: in this process, or on the cluster of ``client``."""
         # (the engine, Numba's kernels, loads here: a model loaded to predict needs none)
-        from streamwww.engine.run import cluster_options, fit_placed, fit_source
+        from streamwww.engine.options import Call, Placement, RunOptions
+        from streamwww.engine.run import fit_placed
 
-        params = model_params(self)
-        cluster = cluster_options(self.client, None, None, type(self).__name__)
-        if cluster is None:
-            return fit_source(source, params, (float(self.C),), warm=warm)
-        return fit_placed(source, params, (float(self.C),), cluster)
+        placement = Placement.of(self.client, None, None, type(self).__name__)
+        return fit_placed(source, model_params(self), (float(self.C),), RunOptions(), placement, Call(warm=warm))
 
     def _warm_state(self, key):
         """``(W, beta)`` of the previous fit rescaled to this ``C``, or None (cold start)."""

@@ -93,10 +93,11 @@ def one_model(X, y, *, C: float, loss: str, intercept: bool, seed: int, max_iter
 def cv_grid(X, y, *, loss: str, max_iter: int, limit: float) -> dict:
     """The default cross-validation grid, every (fold, ``C``) model in the same passes."""
     import streamwww as sw
+    from streamwww.engine.options import Call
 
     est = (sw.WWClassifierCV if loss == "ww" else sw.CSClassifierCV)(random_state=0, n_jobs=1, max_iter=max_iter)
     t = time.perf_counter()
-    fit = est._fit_cv(X, y, callback=_Deadline(limit))
+    fit = est._fit_cv(X, y, call=Call(callback=_Deadline(limit)))
     wall = time.perf_counter() - t
     models = [{"C": r.C, "split": int(s), "epochs": int(r.n_iter), "status": r.status,
                "solver_s": float(r.history[-1]["time"]) if r.history else 0.0}

@@ -2,7 +2,8 @@
 
 This is the one fit path for arrays and stores, with or without checkpoints,
 fresh or resumed.  It knows no estimator: it takes the estimator's parameters
-as a dict and returns the driver's results with the settings they came from.
+as a dict, the run's options as the objects of :mod:`streamwww.engine.options`,
+and returns the driver's results with the settings they came from.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import logging
 import os
 import signal
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from streamwww.engine.config import (
 from streamwww.engine.compiling import watch
 from streamwww.engine.driver import Hooks, late_allowed, run_bcd
 from streamwww.engine.interrupt import CtrlC, Interrupted
+from streamwww.engine.options import Call, Placement, RunOptions
 from streamwww.engine.order import ROW_ORDER
 from streamwww.engine.schedule import SCHEDULE
 from streamwww.errors import CheckpointError, StreamwwwError
@@ -49,7 +51,7 @@ from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["Fit", "cluster_options", "fit_distributed", "fit_placed", "fit_source", "solver_config"]
+__all__ = ["Fit", "fit_distributed", "fit_placed", "fit_source", "solver_config"]
 
 
 @dataclass
@@ -167,29 +169,36 @@ def loader_threads(prefetch: int, remote: bool = False) -> int:
     return max(1, min(int(prefetch) + 1, cores - 1))
 
 
-def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
-               checkpoint_every: int = DEFAULTS["checkpoint_every"],
-               checkpoint_interval: float = DEFAULTS["checkpoint_interval"], prefetch: int | str = DEFAULTS["prefetch"],
-               inner_passes: int = DEFAULTS["inner_passes"], eval_every: int | str = DEFAULTS["eval_every"],
-               mix_shards: int = DEFAULTS["mix_shards"], callback=None, progress=None,
-               C_is_list: bool = False, run_info: dict | None = None, warm=None, splits=None,
-               memory_budget=DEFAULTS["memory_budget"]) -> Fit:
-    """Train one model per ``Cs`` on ``source`` (:mod:`streamwww.stream.sources`).
+def fit_source(source, params: dict, Cs, options: RunOptions = RunOptions(), call: Call = Call()) -> Fit:
+    """Train one model per ``Cs`` on ``source`` (:mod:`streamwww.stream.sources`) in this process.
 
-    ``params`` are the estimator's parameters (``tol``, ``max_iter``, ...,
-    ``random_state``, ``device``, ``verbose``); the other options are
-    :func:`streamwww.train`'s; ``run_info`` (JSON) is recorded in the checkpoint's
-    ``run`` section; ``warm``, ``(W[n_models, D, k], beta[n_models, n, k-1])`` with
-    ``W == W(beta)``, starts in-memory data from there; ``splits`` (one per ``Cs``
-    entry) trains model ``j`` on cross-validation split ``splits[j]`` of the
-    source's rows (-1: all).  In-memory data is one shard and trains unmixed.
-    ``memory_budget`` (bytes or ``"auto"``): how much of a store is kept decoded in
-    memory for the run (:meth:`~streamwww.io.ShardStore.keep_decoded`).
+    Parameters
+    ----------
+    source : ArraySource or StoreSource
+        The data.
+    params : dict
+        The estimator's parameters (``tol``, ``max_iter``, ..., ``random_state``,
+        ``device``, ``verbose``).
+    Cs : sequence of float
+        One model per value.
+    options : RunOptions
+        The run's options (:mod:`streamwww.engine.options`); in-memory data is one shard
+        and trains unmixed.
+    call : Call
+        The hooks, what the checkpoint's ``run`` section records (``run_info``,
+        ``C_is_list``), the cross-validation ``splits`` (one per ``Cs`` entry; -1: all
+        rows) and a ``warm`` start (in-memory data without a checkpoint directory).
+
+    Returns
+    -------
+    Fit
     """
     data = source.data
+    checkpoint_dir, checkpoint_every = options.checkpoint_dir, options.checkpoint_every
+    warm = call.warm
     watch()  # a first run's compilations: said once, and left out of the solver time (engine.compiling)
-    budget = resolve_memory_budget(memory_budget)
-    prefetch = resolve_prefetch(prefetch, getattr(source, "remote", False))
+    budget = resolve_memory_budget(options.memory_budget)
+    prefetch = resolve_prefetch(options.prefetch, getattr(source, "remote", False))
     # Ctrl-C and SIGTERM are watched from the start: a library callback running at that
     # instant may swallow the KeyboardInterrupt; while the driver trains with a checkpoint
     # directory the first one stops it at the next group, keeping the work (engine.interrupt).
@@ -208,14 +217,14 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         # one model: the objectives of W_t may come with epoch t + 1's first pass: that pays
         # when a store is read from storage (one read per epoch, not two) and when the backend
         # overlaps the two passes (the CPU, on a second core)
-        late = late_allowed(len(Cs), splits, checkpoint_every)
+        late = late_allowed(len(Cs), call.splits, checkpoint_every)
         copies = 3 if late else 2
         resident = _resident_betas(source, len(Cs), budget, copies=copies)
         kept = _keep_store(stack, source, budget - _beta_bytes(data, len(Cs)) if resident else budget)
         if source.streamed and not kept:
             data.spill_norms(True)  # the shards read every epoch: their norms computed once
             stack.callback(data.spill_norms, False)
-        if kept and source.streamed and (data.n_shards == 1 or int(mix_shards) == UNMIXED):
+        if kept and source.streamed and (data.n_shards == 1 or int(options.mix_shards) == UNMIXED):
             data.keep_blocks(True)  # the shards' prepared blocks are kept for the run ...
             stack.callback(data.keep_blocks, False)
             source.store.keep_decoded(0)  # ... in place of their decoded arrays (not both)
@@ -226,14 +235,14 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         told.ckpt = ckpt
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
-        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards if source.streamed else UNMIXED,
-                            splits, manifest)
+        cfg = solver_config(params, Cs, seed, options.inner_passes, options.eval_every,
+                            options.mix_shards if source.streamed else UNMIXED, call.splits, manifest)
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint, OMITTED)
         betas, feed = _open_stream(stack, source, cfg, ckpt, manifest, prefetch,
                                    initial=None if warm is None else [warm[1]], resident=resident,
-                                   sync_ahead=float(checkpoint_interval) == 0.0, copies=copies)
+                                   sync_ahead=float(options.checkpoint_interval) == 0.0, copies=copies)
         cursor, start = _resume_state(ckpt, manifest, W0, cfg, data)
         if warm is not None:
             if ckpt is not None or source.streamed:
@@ -242,17 +251,18 @@ def fit_source(source, params: dict, Cs, *, checkpoint_dir=None,
         commit = None
         if ckpt is not None:
             stack.callback(ckpt.drain)
-            header = _header(cfg, params, source, fingerprint, {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
-                                                                "checkpoint_interval": float(checkpoint_interval),
-                                                                "C_is_list": bool(C_is_list), **(run_info or {})})
+            run = {"prefetch": prefetch, "checkpoint_every": checkpoint_every,
+                   "checkpoint_interval": float(options.checkpoint_interval), "C_is_list": bool(call.C_is_list),
+                   **(call.run_info or {})}
+            header = _header(cfg, params, source, fingerprint, run)
             commit = _committer(ckpt, betas, header, step=int(manifest["step"]) if manifest else 0)
 
         interrupted.keeps = commit is not None  # (a signal: the driver stops at the next group)
         with verbose_logging(int(params["verbose"])):
             results = run_bcd(data, betas, cfg, backend, feed=feed, cursor=cursor, late=late,
                               hooks=Hooks(checkpoint=commit, checkpoint_every=checkpoint_every,
-                                          checkpoint_interval=float(checkpoint_interval),
-                                          callback=callback, progress=progress, interrupted=interrupted),
+                                          checkpoint_interval=float(options.checkpoint_interval),
+                                          callback=call.callback, progress=call.progress, interrupted=interrupted),
                               **start)
         if commit is not None:
             interrupted.shielded = True  # the run's last commit is written whole
@@ -409,21 +419,31 @@ def _committer(ckpt, betas, header: dict, step: int):
     return commit
 
 
-def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None = None,
-                    inner_passes: int = DEFAULTS["inner_passes"], eval_every: int | str = DEFAULTS["eval_every"],
-                    mix_shards: int = DEFAULTS["mix_shards"], beta_dir=None, checkpoint_dir=None,
-                    callback=None, progress=None, splits=None, C_is_list: bool = False,
-                    run_info: dict | None = None, memory_budget=DEFAULTS["memory_budget"]) -> Fit:
+def fit_distributed(source, params: dict, Cs, options: RunOptions, placement: Placement,
+                    call: Call = Call()) -> Fit:
     """Train one model per ``Cs`` on a store by CoCoA+ rounds on a ``distributed.Client``
     (:mod:`streamwww.engine.cocoa`).
 
-    ``partitions`` (``K``; default: a checkpoint's, else the client's worker count, halved
-    when the rounds are pipelined: :func:`~streamwww.engine.cocoa.pipelines`) is a
-    model setting: the same store, seed, settings and ``K`` give the bitwise-same
-    model wherever the tasks run.  ``beta`` lives in ``checkpoint_dir`` (committed after
-    every round, resumed from as :func:`fit_source` does, also a sequential run's
-    checkpoint), else under ``beta_dir`` (default: a temporary directory); every
-    worker must be able to read and write it.
+    Parameters
+    ----------
+    source, params, Cs, call
+        As for :func:`fit_source` (no ``warm`` start).
+    options : RunOptions
+        The run's options; ``checkpoint_every``, ``checkpoint_interval`` and ``prefetch``
+        do not apply (a commit follows every round), ``memory_budget`` is per worker.
+    placement : Placement
+        ``placement.client``: the connected ``distributed.Client``.  ``placement.partitions``
+        (``K``; default: a checkpoint's, else the client's worker count, halved when the
+        rounds are pipelined: :func:`~streamwww.engine.cocoa.pipelines`) is a model
+        setting: the same store, seed, settings and ``K`` give the bitwise-same model
+        wherever the tasks run.  ``beta`` lives in ``options.checkpoint_dir`` (committed
+        after every round, resumed from as :func:`fit_source` does, also a sequential
+        run's checkpoint), else under ``placement.beta_dir`` (default: a temporary
+        directory); every worker must be able to read and write it.
+
+    Returns
+    -------
+    Fit
     """
     from streamwww.engine.cocoa import (
         PartitionSpec,
@@ -434,14 +454,15 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         run_rounds,
     )
 
+    checkpoint_dir = options.checkpoint_dir
     if not source.streamed:
         if checkpoint_dir is not None:
             raise ValueError("in-memory arrays train on a cluster without a checkpoint directory (their beta "
                              "stays with the driver); write them to a store for checkpoints")
-        return _fit_arrays_distributed(source, params, Cs, client, partitions=partitions,
-                                       inner_passes=inner_passes, eval_every=eval_every, callback=callback,
-                                       progress=progress, splits=splits)
+        return _fit_arrays_distributed(source, params, Cs, options, placement, call)
     data = source.data
+    client, partitions, beta_dir = placement.client, placement.partitions, placement.beta_dir
+    callback, progress = call.callback, call.progress
     # (a round is not stopped within: each is committed, and a signal stops the run at once,
     # the commit in progress drained; the event stops it after a round where the exception was swallowed)
     stop = CtrlC()
@@ -450,7 +471,8 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         told.ckpt = ckpt
         seed = (int(manifest["config"]["seed"]) if manifest is not None and params["random_state"] is None
                 else resolve_seed(params["random_state"]))
-        cfg = solver_config(params, Cs, seed, inner_passes, eval_every, mix_shards, splits, manifest)
+        cfg = solver_config(params, Cs, seed, options.inner_passes, options.eval_every, options.mix_shards,
+                            call.splits, manifest)
         fingerprint = source.fingerprint() if ckpt is not None else None
         if manifest is not None:
             check_compatible(ckpt.path, manifest, cfg.to_json(), fingerprint, OMITTED)
@@ -480,9 +502,11 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
         checkpoint = superseded = commit = None
         if ckpt is not None:
             stack.callback(ckpt.drain)
+            # (the one-process options, recorded at their defaults: a sequential resume takes them)
             header = _header(cfg, params, source, fingerprint,
                              {"prefetch": DEFAULTS["prefetch"], "checkpoint_every": DEFAULTS["checkpoint_every"],
-                              "C_is_list": bool(C_is_list), "partitions": len(parts), **(run_info or {})})
+                              "C_is_list": bool(call.C_is_list), "partitions": len(parts),
+                              **(call.run_info or {})})
             commit = _committer(ckpt, betas, header, step=int(manifest["step"]) if manifest else 0)
 
             def checkpoint(t, W, versions, sums, wall, W_sets=None):
@@ -508,7 +532,7 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
                                n_partitions=len(parts), cfg=cfg,
                                beta_root=beta_dir if isinstance(beta_dir, Location) else str(beta_dir),
                                class_weights=None if cw is None else tuple(float(v) for v in cw),
-                               folds=data.folds, device=params["device"], memory_budget=memory_budget)
+                               folds=data.folds, device=params["device"], memory_budget=options.memory_budget)
                  for p in parts]
         logger.info("training on %d partitions of %s shards", len(parts), [len(p) for p in parts])
         with verbose_logging(int(params["verbose"])):
@@ -523,29 +547,17 @@ def fit_distributed(source, params: dict, Cs, client, *, partitions: int | None 
     return Fit(results, cfg, seed, device=store_parts.device)
 
 
-def cluster_options(client, workers, partitions, owner: str) -> dict | None:
-    """Where a fit runs: ``None`` (this process) or ``{"client", "workers", "partitions"}``
-    for :func:`fit_placed`; ``partitions`` alone is an error."""
-    if client is None and workers is None:
-        if partitions is not None:
-            raise ValueError(f"{owner}: partitions applies to cluster runs (give client or workers)")
-        return None
-    return {"client": client, "workers": workers, "partitions": partitions}
-
-
-def fit_placed(source, params: dict, Cs, cluster: dict | None, **options) -> Fit:
-    """:func:`fit_source` in this process (``cluster`` None), or :func:`fit_distributed` on
-    the cluster that ``cluster`` (:func:`cluster_options`) names: a user's client, a
-    scheduler address, or a local cluster started for the fit, where the one-process
-    options (``checkpoint_every``, ``checkpoint_interval``, ``prefetch``) do not apply (``memory_budget`` is per
-    worker there)."""
-    if cluster is None:
-        return fit_source(source, params, Cs, **options)
+def fit_placed(source, params: dict, Cs, options: RunOptions, placement: Placement | None = None,
+               call: Call = Call()) -> Fit:
+    """:func:`fit_source` in this process (``placement`` None), or :func:`fit_distributed` on
+    the cluster that ``placement`` (:meth:`Placement.of <streamwww.engine.options.Placement.of>`)
+    names: a user's client, a scheduler address, or a local cluster started for the fit."""
+    if placement is None:
+        return fit_source(source, params, Cs, options, call)
     from streamwww.engine.cluster import connect
 
-    options = {k: v for k, v in options.items() if k not in ("checkpoint_every", "checkpoint_interval", "prefetch")}
-    with connect(cluster["client"], cluster["workers"]) as client:
-        return fit_distributed(source, params, Cs, client, partitions=cluster["partitions"], **options)
+    with connect(placement.client, placement.workers) as client:
+        return fit_distributed(source, params, Cs, options, replace(placement, client=client), call)
 
 
 def _release_worker_stores(client) -> None:
@@ -564,8 +576,7 @@ def _worker_count(client, most: int) -> int:
     return max(1, min(len(client.scheduler_info().get("workers", {})) or 1, most))
 
 
-def _fit_arrays_distributed(source, params: dict, Cs, client, *, partitions, inner_passes, eval_every, callback,
-                            progress, splits) -> Fit:
+def _fit_arrays_distributed(source, params: dict, Cs, options: RunOptions, placement: Placement, call: Call) -> Fit:
     """:func:`fit_distributed` for in-memory arrays: ``K`` row partitions (a seeded
     permutation cut in ``K``; ``K = 1``: every row, the sequential model bitwise) scattered
     to the workers as blocks; ``beta`` stays with the driver and goes with each task."""
@@ -577,11 +588,11 @@ def _fit_arrays_distributed(source, params: dict, Cs, client, *, partitions, inn
         run_rounds,
     )
 
-    data = source.data
+    data, client = source.data, placement.client
     seed = resolve_seed(params["random_state"])
-    cfg = solver_config(params, Cs, seed, inner_passes, eval_every, UNMIXED, splits)
+    cfg = solver_config(params, Cs, seed, options.inner_passes, options.eval_every, UNMIXED, call.splits)
     n = data.n_rows
-    rows = partition_rows(n, int(partitions or _worker_count(client, n)), seed)
+    rows = partition_rows(n, int(placement.partitions or _worker_count(client, n)), seed)
     blocks = []
     for idx in rows:
         def pick(a, idx=idx):
@@ -595,5 +606,5 @@ def _fit_arrays_distributed(source, params: dict, Cs, client, *, partitions, inn
     start = RoundsStart(t=0, W=np.zeros(shape), results=[ModelResult(C=float(C)) for C in cfg.Cs])
     logger.info("training on %d partitions of %s rows", len(rows), [len(r) for r in rows])
     with verbose_logging(int(params["verbose"])):
-        results = run_rounds(client, parts, cfg, start, len(rows), n, callback=callback, progress=progress)
+        results = run_rounds(client, parts, cfg, start, len(rows), n, callback=call.callback, progress=call.progress)
     return Fit(results, cfg, seed, device=parts.device)
