@@ -184,10 +184,10 @@ def run_bcd(data, betas, cfg: SolverConfig, backend: Backend, *, feed=None, W0=N
 class _Run:
     """One run of :func:`run_bcd`: its fixed parts and the state the loop moves on.
 
-    The state is ``W``, the cursor, the models' results and which are ``active``; with
-    ``late`` certificates, ``pending`` (the certificate of the epoch before, summed while
-    this epoch trains) and ``spare`` (the ``W`` buffer of the certificate done with);
-    with shrinking, ``near`` (each shard's sets) and ``sets_W`` (the host copy of the
+    The state is ``W``, the cursor, the models' results and which are ``active``; ``certs``
+    says when ``W_t``'s objectives are summed (:class:`_AtEnd`, :class:`_Late`, and keeps
+    a late certificate while it is summed); with shrinking, ``near`` (each shard's sets)
+    and ``sets_W`` (the host copy of the
     ``W`` that chose the sets in force, for a commit within an epoch)."""
 
     def __init__(self, data, betas, cfg: SolverConfig, backend: Backend, feed, W0, cursor, results, hooks,
@@ -207,7 +207,7 @@ class _Run:
         self.wall0 = time.perf_counter() - cur.train_time
         if late and not late_allowed(len(cfg.Cs), cfg.splits, hooks.checkpoint_every):
             raise ValueError("late objectives need one model, no splits and checkpoints at epoch ends only")
-        self.late = late
+        self.certs = _Late() if late else _AtEnd()  # when W_t's objectives are summed
         # shrinking: coordinates settled at W_t's objective pass sit out epoch t + 1 (engine.shrink);
         # late, the certificate of W_t makes each group's sets right before the group trains
         self.shrink = shrink = shrinking_applies(cfg, backend)
@@ -225,51 +225,25 @@ class _Run:
         hooks.kept = (cur.epoch, cur.pos)  # the state it starts from is committed already (or fresh)
         if shrink:
             logger.info("shrinking: settled coordinates of beta sit out the epoch after each objective pass")
-        self.pending = None  # late: the certificate of W_{epoch} summed while this epoch trains
-        self.spare = None  # late: the W of a certificate that is done with, for the next one
 
     def resume(self) -> None:
         """Where the run starts from a checkpoint: the certificate of ``W_{epoch}`` if it is
         still to come, else the shrinking sets in force, made again."""
-        cfg, cur, active, W_sets, W = self.cfg, self.cur, self.active, self.W_sets, self.W
-        backend, near, late, shrink = self.backend, self.near, self.late, self.shrink
+        cfg, cur, active, W_sets = self.cfg, self.cur, self.active, self.W_sets
         due = self.schedule.due(cur.epoch, active) if active.size and cur.pos == 0 and 0 < cur.epoch else active[:0]
         at_evaluated_end = due.size > 0
         if at_evaluated_end and \
                 all(not self.results[i].history or self.results[i].history[-1]["epoch"] < cur.epoch for i in due):
             # resumed where W_{epoch} is not certified yet (a late run's, or a cluster run's, checkpoint)
-            if late and cur.epoch < cfg.max_iter:
-                self.pending = _Certificate(backend, W, cur, self.data, cfg, active, rows=0, epoch_time=0.0,
-                                            shrink=shrink)
-            else:
-                partial = due.size < active.size
-                if partial and near is not None and W_sets is not None:
-                    # (a stop during a partial objective pass: the other models' sets, made again first)
-                    _near_pass(self.data, cfg, backend, self.feed, backend.put_W(W_sets), np.setdiff1d(active, due),
-                               near, self.hooks, then=self.plan.next_groups(cur.epoch))
-                left = _evaluate(self.data, self.betas, cfg, backend, self.feed, W, due, self.results, cur, self.hooks,
-                                 wall=time.perf_counter() - self.wall0, rows=0, epoch_time=0.0,
-                                 then=self.plan.next_groups(cur.epoch), near=near, partial=partial)
-                self.active = active = _running(self.results, active)
-                if self.keep_sets_W and active.size:  # the W whose sets each model trains with
-                    self.sets_W = backend.to_host(W)
-                    if partial and W_sets is not None:  # (the models not scored keep theirs)
-                        Wh, self.sets_W = self.sets_W, np.array(W_sets)
-                        self.sets_W[left] = Wh[left]
-        elif at_evaluated_end and shrink and cur.epoch < cfg.max_iter and W_sets is None:
+            self.certs.resume_uncertified(self, due)
+        elif at_evaluated_end and self.shrink and cur.epoch < cfg.max_iter and W_sets is None:
             # resumed after a certified W_{epoch}: the sets its objective pass made, made again
-            if late:
-                self.pending = _Certificate(backend, W, cur, self.data, cfg, active, rows=0, epoch_time=0.0,
-                                            shrink=shrink, sets_only=True)
-            else:
-                _near_pass(self.data, cfg, backend, self.feed, W, active, near, self.hooks,
-                           then=self.plan.next_groups(cur.epoch))
-                self.sets_W = backend.to_host(W) if self.keep_sets_W else None  # (to_host copies)
-        elif active.size and near is not None and W_sets is not None and (cur.pos > 0 or 0 < cur.epoch):
+            self.certs.resume_sets(self)
+        elif active.size and self.near is not None and W_sets is not None and (cur.pos > 0 or 0 < cur.epoch):
             # resumed within an epoch, or after an epoch without objectives (sticky sets): the
             # sets in force, made again from the W that made them
-            _near_pass(self.data, cfg, backend, self.feed, backend.put_W(W_sets), active, near, self.hooks,
-                       then=self.plan.groups(cur.epoch, cur.pos))
+            _near_pass(self.data, cfg, self.backend, self.feed, self.backend.put_W(W_sets), active, self.near,
+                       self.hooks, then=self.plan.groups(cur.epoch, cur.pos))
             self.sets_W = W_sets if self.keep_sets_W else None
 
     def train_epoch(self) -> tuple[int, float]:
@@ -277,13 +251,13 @@ class _Run:
         shards where due; a signal stops the run at a group's end, keeping its work). Returns
         the rows trained and the epoch's training time."""
         cfg, cur, backend, betas, hooks, data = self.cfg, self.cur, self.backend, self.betas, self.hooks, self.data
-        W, active, near, pending = self.W, self.active, self.near, self.pending
+        W, active, near, certs = self.W, self.active, self.near, self.certs
+        pending = certs.pending
         t0, c0 = solver_clock(), compile_seconds()
         rows = 0
-        if self.late:
-            betas.hold()  # W_{epoch}'s beta: a stop decided after this epoch returns to it
+        certs.hold(betas)
         stream = self.feed.train_stream(self.plan.groups(cur.epoch, cur.pos),
-                                        *self.plan.after_training(cur.epoch, self.late))
+                                        *self.plan.after_training(cur.epoch, certs.late))
         for group, block, beta, host_beta in _on_device(backend, stream):
             # (late, after an evaluated epoch, the certificate's pass makes the group's sets)
             sets = None if near is None or pending is not None else near.take(group, keep=self.sticky)
@@ -320,63 +294,56 @@ class _Run:
         return rows, epoch_time
 
     def decide_late(self) -> bool:
-        """The decision on the certificate summed during the epoch just trained (late runs);
-        False where it stops the run (``W``, ``beta`` and the cursor are back at its epoch)."""
-        pending, cur, results = self.pending, self.cur, self.results
-        if pending is not None and not pending.sets_only:  # the certificate of the epoch before, now complete
-            self.active = _decide(self.cfg, self.backend, pending.W, pending.hinge(), pending.beta_sum(),
-                                  pending.active, results, pending.cursor, self.hooks, wall=pending.wall,
-                                  rows=pending.rows, epoch_time=pending.epoch_time,
-                                  n_features=self.data.n_features)
-            if not self.active.size:  # it stops there: back to W_t, its beta and its position
-                self.W = pending.W
-                self.betas.rewind()
-                cur.epoch, cur.train_time = pending.cursor.epoch, pending.cursor.train_time
-                for i in pending.active:
-                    results[i].n_iter = cur.epoch
-                return False
-            self.spare = pending.W
-        # (after the decision: the adaptive schedule's next epoch depends on it)
-        if pending is not None and self.keep_sets_W and not self.schedule.evaluates(cur.epoch):
-            self.sets_W = self.backend.to_host(pending.W)  # its sets serve the epochs until the next certificate
-        self.pending = None
-        return True
+        """The decision on a certificate summed during the epoch just trained (late
+        certificates); False where it stops the run (``W``, ``beta`` and the cursor are then
+        back at its epoch)."""
+        return self.certs.decide(self)
 
     def evaluate(self, rows: int, epoch_time: float) -> None:
         """The objectives of the models due at the epoch's end: a pass over every row now,
-        or (late) a certificate summed from the next epoch's rows."""
-        cfg, cur, backend, results, W = self.cfg, self.cur, self.backend, self.results, self.W
-        active = self.active
-        due = self.schedule.due(cur.epoch, active)  # (the adaptive schedule: each model at its own epochs)
+        or (late certificates) summed from the next epoch's rows."""
+        due = self.schedule.due(self.cur.epoch, self.active)  # (the adaptive schedule: each model at its own epochs)
         if due.size:
-            if self.late and cur.epoch < cfg.max_iter:  # (one model)
-                self.pending = _Certificate(backend, W, cur, self.data, cfg, active, rows=rows, epoch_time=epoch_time,
-                                            wall=time.perf_counter() - self.wall0, shrink=self.shrink,
-                                            spare=self.spare)
-            else:
-                partial = due.size < active.size
-                # a stop during the pass keeps the epoch's end before it (W_{epoch} not certified:
-                # the resumed run certifies it), with the W that made the sets of the models not scored
-                left = _evaluate(self.data, self.betas, cfg, backend, self.feed, W, due, results, cur, self.hooks,
-                                 wall=time.perf_counter() - self.wall0, rows=rows, epoch_time=epoch_time,
-                                 then=self.plan.next_groups(cur.epoch), near=self.near, partial=partial,
-                                 keep=lambda: (backend.to_host(W), cur, results, self.sets_W if partial else None))
-                self.active = active = _running(results, active)
-                # the W whose sets each model trains with, on the host, where a commit may need it
-                # before every model's next objective pass (models not scored keep theirs)
-                full = left.size == active.size
-                if self.keep_sets_W and active.size:
-                    Wh = backend.to_host(W)
-                    if full or self.sets_W is None:
-                        self.sets_W = Wh
-                    else:  # (a partial pass follows a full one, which kept sets_W)
-                        self.sets_W[left] = Wh[left]
-                else:
-                    self.sets_W = None
+            self.certs.certify(self, due, rows, epoch_time)
         elif not self.sticky:
             self.sets_W = None  # the next epoch passes over every coordinate
-        if self.pending is not None:
-            self.spare = None  # (taken by the new certificate)
+
+    def evaluate_now(self, due: np.ndarray, rows: int, epoch_time: float, resumed: bool = False) -> None:
+        """The objectives of the models ``due`` by a pass over every row (with the shrinking
+        sets of the next epoch); ``resumed``: of the ``W`` a checkpoint left uncertified."""
+        cfg, cur, backend, results, W, active = self.cfg, self.cur, self.backend, self.results, self.W, self.active
+        partial = due.size < active.size
+        if resumed and partial and self.W_sets is not None and self.near is not None:
+            # (a stop during a partial objective pass: the other models' sets, made again first)
+            _near_pass(self.data, cfg, backend, self.feed, backend.put_W(self.W_sets), np.setdiff1d(active, due),
+                       self.near, self.hooks, then=self.plan.next_groups(cur.epoch))
+            if self.keep_sets_W:
+                self.sets_W = np.array(self.W_sets)  # (the models not scored keep theirs)
+        # a stop during the pass keeps the epoch's end before it (W_{epoch} not certified:
+        # the resumed run certifies it), with the W that made the sets of the models not
+        # scored (resumed: nothing new to keep)
+        left = _evaluate(self.data, self.betas, cfg, backend, self.feed, W, due, results, cur, self.hooks,
+                         wall=time.perf_counter() - self.wall0, rows=rows, epoch_time=epoch_time,
+                         then=self.plan.next_groups(cur.epoch), near=self.near, partial=partial,
+                         keep=None if resumed else
+                         lambda: (backend.to_host(W), cur, results, self.sets_W if partial else None))
+        self.active = active = _running(results, active)
+        # the W whose sets each model trains with, on the host, where a commit may need it
+        # before every model's next objective pass (models not scored keep theirs)
+        if self.keep_sets_W and active.size:
+            Wh = backend.to_host(W)
+            if not partial or self.sets_W is None:
+                self.sets_W = Wh
+            else:  # (a partial pass follows a full one, which kept sets_W)
+                self.sets_W[left] = Wh[left]
+        else:
+            self.sets_W = None
+
+    def make_sets(self) -> None:
+        """The shrinking sets of the current ``W`` alone (resumed after its objective pass)."""
+        _near_pass(self.data, self.cfg, self.backend, self.feed, self.W, self.active, self.near, self.hooks,
+                   then=self.plan.next_groups(self.cur.epoch))
+        self.sets_W = self.backend.to_host(self.W) if self.keep_sets_W else None  # (to_host copies)
 
     def commit_if_due(self) -> None:
         """A commit at the epoch's end where ``checkpoint_interval`` has passed (the caller
@@ -398,6 +365,91 @@ class _Run:
             if res.status == "running":
                 res.status = "max_iter"
         return self.results
+
+
+class _AtEnd:
+    """``W_t``'s objectives by a pass over every row at the end of epoch ``t`` (the default:
+    several models, cross-validation, commits within an epoch)."""
+
+    late = False
+    pending = None  # (no certificate is summed while an epoch trains)
+
+    def hold(self, betas) -> None:
+        """Nothing to return to: a decision comes before the next epoch trains."""
+
+    def decide(self, run: _Run) -> bool:
+        """Decided at the epoch's end already."""
+        return True
+
+    def certify(self, run: _Run, due: np.ndarray, rows: int, epoch_time: float) -> None:
+        run.evaluate_now(due, rows, epoch_time)
+
+    def resume_uncertified(self, run: _Run, due: np.ndarray) -> None:
+        run.evaluate_now(due, 0, 0.0, resumed=True)
+
+    def resume_sets(self, run: _Run) -> None:
+        run.make_sets()
+
+
+class _Late:
+    """``W_t``'s objectives summed from the rows epoch ``t + 1`` loads, beside its first pass
+    (one model: the module docstring). The decision comes one epoch late; a model that stops
+    goes back to the certified ``W_t`` and its ``beta`` (held at the epoch's start).
+
+    ``pending``: the certificate being summed; ``spare``: the ``W`` buffer of the one done
+    with, for the next."""
+
+    late = True
+
+    def __init__(self):
+        self.pending: _Certificate | None = None
+        self.spare = None
+
+    def hold(self, betas) -> None:
+        betas.hold()  # W_{epoch}'s beta: a stop decided after this epoch returns to it
+
+    def start(self, run: _Run, rows: int, epoch_time: float, wall: float = 0.0, sets_only: bool = False) -> None:
+        """The certificate of the current ``W``, summed while the next epoch trains."""
+        self.pending = _Certificate(run.backend, run.W, run.cur, run.data, run.cfg, run.active, rows=rows,
+                                    epoch_time=epoch_time, wall=wall, shrink=run.shrink, sets_only=sets_only,
+                                    spare=self.spare)
+        self.spare = None  # (taken by the new certificate)
+
+    def decide(self, run: _Run) -> bool:
+        pending, cur, results = self.pending, run.cur, run.results
+        if pending is not None and not pending.sets_only:  # the certificate of the epoch before, now complete
+            run.active = _decide(run.cfg, run.backend, pending.W, pending.hinge(), pending.beta_sum(),
+                                 pending.active, results, pending.cursor, run.hooks, wall=pending.wall,
+                                 rows=pending.rows, epoch_time=pending.epoch_time,
+                                 n_features=run.data.n_features)
+            if not run.active.size:  # it stops there: back to W_t, its beta and its position
+                run.W = pending.W
+                run.betas.rewind()
+                cur.epoch, cur.train_time = pending.cursor.epoch, pending.cursor.train_time
+                for i in pending.active:
+                    results[i].n_iter = cur.epoch
+                return False
+            self.spare = pending.W
+        # (after the decision: the adaptive schedule's next epoch depends on it)
+        if pending is not None and run.keep_sets_W and not run.schedule.evaluates(cur.epoch):
+            run.sets_W = run.backend.to_host(pending.W)  # its sets serve the epochs until the next certificate
+        self.pending = None
+        return True
+
+    def certify(self, run: _Run, due: np.ndarray, rows: int, epoch_time: float) -> None:
+        if run.cur.epoch < run.cfg.max_iter:
+            self.start(run, rows, epoch_time, wall=time.perf_counter() - run.wall0)
+        else:  # (the last epoch: no next one to sum it)
+            run.evaluate_now(due, rows, epoch_time)
+
+    def resume_uncertified(self, run: _Run, due: np.ndarray) -> None:
+        if run.cur.epoch < run.cfg.max_iter:
+            self.start(run, 0, 0.0)
+        else:
+            run.evaluate_now(due, 0, 0.0, resumed=True)
+
+    def resume_sets(self, run: _Run) -> None:
+        self.start(run, 0, 0.0, sets_only=True)
 
 
 def _certify_first(pending, group, block, host_beta, W, beta, Cs, near: NearSets | None, sticky: bool):
