@@ -149,13 +149,13 @@ def test_a_checkpoint_directory_that_cannot_be_written_at_the_first_commit_is_on
     one line naming the directory and saying nothing was committed (there is no earlier
     checkpoint to stand, when the commit is what failed); no manifest, no temporary."""
     import streamwww.state.checkpoint as checkpoint
-    from streamwww.state.betas import DiskBetas
+    from streamwww.state.versions import BetaVersions
 
     if fault == "EROFS-beta":  # (the beta write names its version; the commit did not start)
         def read_only(*args, **kwargs):
             raise OSError(errno.EROFS, os.strerror(errno.EROFS))
 
-        monkeypatch.setattr(DiskBetas, "_write_local", read_only)
+        monkeypatch.setattr(BetaVersions, "_write_local", read_only)
         needles = ("Read-only file system", "beta")
     else:
         monkeypatch.setattr(checkpoint.np, "save", _full_disk)

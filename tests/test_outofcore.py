@@ -21,7 +21,7 @@ from streamwww.state.checkpoint import (
 )
 from streamwww.errors import CheckpointError
 from streamwww.io import write_store
-from streamwww.state.betas import DiskBetas
+from streamwww.state.versions import BetaVersions
 
 from .conftest import kill_after_commits, make_classification, no_room_for_scratch
 from .reference import W_from_beta
@@ -377,14 +377,14 @@ def test_without_checkpoints_old_beta_versions_are_deleted(tmp_path, rng, monkey
     if not room:
         no_room_for_scratch(monkeypatch)
     counts, spares, taken = [], [], []
-    take = DiskBetas._take_spare
+    take = BetaVersions._take_spare
 
     def counted_take(self, s, path):
         result = take(self, s, path)
         taken.append(result[0])
         return result
 
-    monkeypatch.setattr(DiskBetas, "_take_spare", counted_take)
+    monkeypatch.setattr(BetaVersions, "_take_spare", counted_take)
 
     def cb(info):
         (root,) = scratch.glob("streamwww-beta-*/beta.zarr")

@@ -1,3 +1,3 @@
-"""The dual state of a run: ``beta`` per shard (:mod:`.betas`: versions on disk, resident or
-in a scratch file, :mod:`.scratch`) and the checkpoint that commits it with ``W``
-(:mod:`.checkpoint`)."""
+"""The dual state of a run: ``beta`` per shard (:mod:`.betas`: the current versions, resident
+or in a scratch file, :mod:`.scratch`; the stored versions, :mod:`.versions`) and the
+checkpoint that commits it with ``W`` (:mod:`.checkpoint`, by the protocol of :mod:`.commit`)."""

@@ -1,48 +1,35 @@
 """Per-shard dual variables ``beta[n_models, rows, k-1]``: in RAM, or versioned on disk.
 
 :class:`InMemoryBetas` keeps them in RAM (in-memory data); :class:`DiskBetas`
-keeps one Zarr v3 array per shard and version under ``<root>/beta.zarr``,
-written in the background, so that a checkpoint (:mod:`streamwww.state.checkpoint`)
-can name a consistent set of versions while training goes on. Between commits
-the current versions stay in RAM when they fit the memory budget, else in a
-scratch file (:mod:`streamwww.state.scratch`), and only commits write versions;
-without room for that file a version is written every epoch. The root may be on
-an object store (a URL or a remote :class:`~streamwww.storage.location.Location`): each
-version is then encoded by Zarr in memory and its objects created with
-create-only PUTs (:func:`~streamwww.storage.location.write_once`), and read back through
-Zarr's ``FsspecStore`` with the same checks.
+owns the current state of versioned ``beta``: which version of each shard is current,
+where it lives between commits and which stored versions may go. The versions themselves
+(one Zarr v3 array per shard and version under ``<root>/beta.zarr``, locally or on an
+object store) are stored by :class:`~streamwww.state.versions.BetaVersions`, written in
+the background, so that a checkpoint (:mod:`streamwww.state.checkpoint`) can name a
+consistent set of versions while training goes on. Between commits the current versions
+stay in RAM when they fit the memory budget, else in a scratch file
+(:mod:`streamwww.state.scratch`), and only commits write versions; without room for that
+file a version is written every epoch.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from streamwww import _buffers as buffers
-from streamwww.storage.fsutil import fsync_path, fsync_tree, read_failure
-from streamwww.storage.location import (
-    is_storage_failure,
-    is_url,
-    location,
-    storage_error,
-    write_once,
-)
-from streamwww.errors import CheckpointError, StorageError
+from streamwww.errors import CheckpointError
+from streamwww.storage.fsutil import fsync_path, fsync_tree
+from streamwww.state.commit import BetaCommit
+from streamwww.state.versions import BetaVersions
 
-__all__ = ["InMemoryBetas", "DiskBetas", "BetaCommit", "beta_nbytes", "stack_rows", "split_rows"]
+__all__ = ["InMemoryBetas", "DiskBetas", "beta_nbytes", "stack_rows", "split_rows"]
 
-_NAME = "s{:06d}-v{:06d}"
-_SPARE_PREFIX = "spare-s"  # a superseded version kept for its shard's next one (never a version name)
-_SPARE = _SPARE_PREFIX + "{:06d}"
-_FIX = "the checkpoint is damaged: resuming falls back to the commit before, or train again"
 
 logger = logging.getLogger(__name__)
 
@@ -62,33 +49,10 @@ def _free_bytes(path) -> int:
         return 0
 
 
-# beta's chunks: Blosc with lz4 at level 1, no shuffle. beta is mostly zeros (a row away
-# from the margin has all its coordinates at 0), and lz4 finds the runs of zero bytes of
-# whole float64 values, which a byte shuffle breaks up: smaller than with a shuffle, and
-# faster to encode than zstd. Raw, beta is as many bytes as the shards' (compressed) data
-# or more; compressed, a checkpoint's beta is many times smaller and an epoch beyond the
-# memory budget spends less system CPU (docs/TRAINING.md, "Data path and memory";
-# docs/benchmarks-archive.md, "`beta` compressed with Blosc lz4").
-_BETA_BLOSC = {"cname": "lz4", "clevel": 1, "shuffle": "noshuffle"}
-
-
-def _beta_compressors(compressed: bool = True) -> list:
-    """The codecs after ``bytes`` of a beta array: Blosc (:data:`_BETA_BLOSC`; not with
-    ``compressed=False``), then crc32c (checked on every read; every chunk is written, so a
-    missing chunk file is damage)."""
-    from zarr.codecs import BloscCodec, Crc32cCodec
-
-    return [BloscCodec(**_BETA_BLOSC), Crc32cCodec()] if compressed else [Crc32cCodec()]
-
-
 def beta_nbytes(n_models: int, n_rows: int, n_classes: int) -> int:
     """Bytes of one version of every shard's ``beta`` (float64, ``n_models x n_rows x (k-1)``)."""
     return 8 * int(n_models) * int(n_rows) * max(1, int(n_classes) - 1)
 
-
-def beta_name(shard: int, version: int) -> str:
-    """The array name of ``version`` of ``shard``'s beta under ``beta.zarr``."""
-    return _NAME.format(shard, version)
 
 
 def stack_rows(arrays) -> np.ndarray:
@@ -160,7 +124,10 @@ class DiskBetas:
     store); where that file cannot be made (no room for it), versions are written every
     epoch (:attr:`mode` says which).
     ``root`` is a local directory, or a URL or :class:`~streamwww.storage.location.Location`
-    on an object store (picklable: cluster tasks get it as it is).
+    on an object store (picklable: cluster tasks get it as it is). The stored versions
+    are a :class:`~streamwww.state.versions.BetaVersions`'; this class decides which
+    version is current and which stored ones may go, and does ``beta``'s steps of a
+    commit (:mod:`streamwww.state.commit`).
     """
 
     def __init__(self, root, n_models: int, shard_rows, n_classes: int, executor=None,
@@ -168,27 +135,10 @@ class DiskBetas:
                  keep_superseded: bool = True, durable: bool = False,
                  previous_versions: dict[int, int] | None = None, resident: bool = False,
                  drop_uncommitted: bool = False, scratch_copies: int = 0):
-        import zarr
-
-        self.location = location(root).child("beta.zarr")
-        self.remote = not self.location.is_local
+        self._disk = BetaVersions(root, n_models, shard_rows, int(n_classes) - 1)
+        self.location, self.remote, self.root = self._disk.location, self._disk.remote, self._disk.root
         if self.remote:
-            self.root = self.location  # str() is its URL; / names an array below it
-            try:
-                zarr.open_group(store=self.location.zarr_store(), mode="a", zarr_format=3)
-            except StorageError:
-                raise
-            except Exception as exc:
-                if is_storage_failure(exc):
-                    raise storage_error(self.location.url, "opening the beta group", exc) from exc
-                raise
             durable = False  # an object store's PUT is durable when it returns
-        else:
-            self.root = (Path(root) if isinstance(root, os.PathLike) or (isinstance(root, str) and not is_url(root))
-                         else Path(self.location.path).parent) / "beta.zarr"
-            self.root.mkdir(parents=True, exist_ok=True)
-            if not (self.root / "zarr.json").exists():
-                zarr.open_group(str(self.root), mode="w", zarr_format=3)
         self.n_models = int(n_models)
         self.shard_rows = [int(r) for r in shard_rows]
         self.m = int(n_classes) - 1
@@ -243,33 +193,13 @@ class DiskBetas:
         self._held: dict[int, int] = {}
         self._held_ram: dict[int, list] = {}
         self._rewound = False
-        # shape -> its zarr.json, its zarr.Array, the numcodecs Blosc of its chunks (or None: raw)
-        self._meta: dict[tuple[int, ...], tuple[bytes, Any, Any]] = {}
-        # Local versions written by this process's loader: a superseded version is not
-        # deleted but renamed to its shard's spare, and the shard's next version is the
-        # spare renamed again and its files overwritten in place. Creating and deleting a
-        # version's directory and files (three inodes) is most of a version's cost on
-        # ext4 (its inode allocator scans past recently freed inodes), and every shard
-        # writes one version per epoch beyond the memory budget (docs/TRAINING.md,
-        # "Checkpoints"). Only the instance with the loader (its checkpoint directory is
-        # locked, or a scratch one) keeps spares; close() deletes them, and the next
-        # such instance deletes those a killed run left. A spare lives from its version's
-        # drop to its shard's next write, so at an epoch's start the spares take as much
-        # disk as one version of every shard: kept only where the file system has room for
-        # SPARE_ROOM times that (else superseded versions are deleted).
-        self._reuse = executor is not None and not self.remote
-        self._spares: set[int] = set()  # shards whose spare is on disk
-        # Local versions this instance wrote, (shard, version), until removed: their
-        # zarr.json is this class's for the shard's shape, so a read skips comparing it and
-        # a spare made of one keeps it (an epoch beyond the memory budget reads and writes
-        # one version of every shard: two file opens fewer each, docs/benchmarks.md).
-        self._own: set[tuple[int, int]] = set()
-        self._own_spares: set[int] = set()  # shards whose spare is one of those
-        if self._reuse:
-            for leftover in self.root.glob(_SPARE_PREFIX + "*"):
-                shutil.rmtree(leftover, ignore_errors=True)
-            self._reuse = _free_bytes(self.root) >= SPARE_ROOM * beta_nbytes(self.n_models, sum(self.shard_rows),
-                                                                             self.m + 1)
+        # Spares (BetaVersions) only on the instance with the loader, and only with SPARE_ROOM:
+        # a spare lives from its version's drop to its shard's next write, so at an epoch's
+        # start the spares take as much disk as one version of every shard.
+        if executor is not None and not self.remote:
+            self._disk.delete_leftover_spares()
+            self._disk.reuse = _free_bytes(self.root) >= SPARE_ROOM * beta_nbytes(self.n_models, sum(self.shard_rows),
+                                                                                   self.m + 1)
 
     def _open_scratch(self, copies: int):
         """The scratch file for the current versions, or None (no room: versions every epoch)."""
@@ -342,59 +272,7 @@ class DiskBetas:
             if pending is not None:
                 out[...] = pending
                 return out
-        import zarr
-
-        from streamwww.io import read_into
-
-        path = self.root / beta_name(s, v)
-        if not self.remote and self._read_direct(path, shape, out, own=(s, v) in self._own):
-            return out
-        try:
-            arr = zarr.open_array(path.zarr_store(read_only=True) if self.remote else str(path), mode="r")
-        except Exception as exc:  # zarr raises several types for missing/corrupt arrays
-            self._raise_unreachable(exc, path, f"reading beta of shard {s} version {v}")
-            raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
-                                  f"({type(exc).__name__}: {exc})") from None
-        if arr.shape != shape or arr.dtype != np.float64:
-            raise CheckpointError(f"{path}: beta of shape {arr.shape}/{arr.dtype}, expected {shape}/float64")
-        try:
-            read_into(arr, path, out, missing="error", fix=_FIX)
-        except Exception as exc:
-            self._raise_unreachable(exc, path, f"reading beta of shard {s} version {v}")
-            raise CheckpointError(f"{path}: cannot read beta of shard {s} version {v} "
-                                  f"({type(exc).__name__}: {exc})") from None
-        return out
-
-    def _read_direct(self, path: Path, shape: tuple[int, ...], out: np.ndarray, own: bool = False) -> bool:
-        """Read a local version whose ``zarr.json`` is byte for byte the one this class writes
-        for ``shape`` (``own``: written by this instance, not compared again), with the
-        metadata of :meth:`_layout` (no Zarr open per version); the chunks
-        are read and checked (crc32c) from ``path``. False: Zarr opens it (another layout, or
-        damage to report)."""
-        from streamwww.io import read_whole_chunks
-
-        meta, array, _ = self._layout(shape)
-        try:
-            if not own and (path / "zarr.json").read_bytes() != meta:
-                return False
-            return read_whole_chunks(array, path, out, missing="error", fix=_FIX)
-        except FileNotFoundError:
-            return False  # Zarr names what is missing
-        except Exception as exc:
-            self._raise_unreachable(exc, path, "reading beta")
-            raise CheckpointError(f"{path}: cannot read beta ({type(exc).__name__}: {exc})") from None
-
-    def _raise_unreachable(self, exc: BaseException, path, doing: str) -> None:
-        """A remote store that failed, or a local file that is there but cannot be read (no
-        permission, EIO, a directory where a file should be), is a
-        :class:`~streamwww.errors.StorageError` (not damage: the checkpoint may be intact),
-        never a fallback to an older commit."""
-        if not self.remote and isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
-            raise read_failure(exc.filename or path, exc, "beta") from None
-        if self.remote and is_storage_failure(exc):
-            if isinstance(exc, StorageError):
-                raise exc
-            raise storage_error(str(path), doing, exc) from exc
+        return self._disk.read(s, v, out)
 
     def read_group(self, shards, versions) -> np.ndarray:
         """The ``beta`` of several shards (given versions), rows stacked in order, read
@@ -411,150 +289,19 @@ class DiskBetas:
         try:
             self._write_version(s, v, beta)
         except Exception as exc:  # a full disk: one line naming the array, never a half version in use
-            if self.remote and is_storage_failure(exc):
-                # what reached the store is never named by a manifest; a retry finds it identical
-                raise CheckpointError(f"{self.root / beta_name(s, v)}: cannot write beta of shard {s} "
-                                      f"({type(exc).__name__}: {(str(exc).splitlines() or [''])[0]})") from None
-            if not isinstance(exc, OSError):
+            error = self._disk.write_failed(s, v, exc)
+            if error is None:
                 raise
-            shutil.rmtree(self.root / beta_name(s, v), ignore_errors=True)
-            raise CheckpointError(f"{self.root / beta_name(s, v)}: cannot write beta of shard {s} "
-                                  f"({exc.strerror or exc})") from None
-
-    def _create_array(self, store, shape: tuple[int, ...], compressed: bool = True):
-        """An empty beta array on ``store``: one chunk of up to 64 MiB per row block
-        (``compressed=False``: without Blosc)."""
-        import zarr
-
-        rows_per_chunk = max(1, (64 << 20) // max(1, 8 * self.n_models * max(self.m, 1)))
-        # Chunk keys c.0.0.0 rather than c/0/0/0: a version is then one directory and
-        # two files, not four directories and two files. Creating inodes is what a
-        # version costs on ext4 without a journal (each new inode scans past those deleted
-        # in the last minute, a large share of a run's CPU beyond the memory budget;
-        # docs/TRAINING.md, "Checkpoints").
-        return zarr.create_array(store=store, shape=shape, dtype="float64",
-                                 chunks=(self.n_models, min(shape[1], rows_per_chunk) or 1, self.m),
-                                 chunk_key_encoding={"name": "default", "separator": "."},
-                                 zarr_format=3, overwrite=True,
-                                 compressors=_beta_compressors(compressed),
-                                 # write_empty_chunks: skip Zarr's chunk == fill-value scan, a
-                                 # full extra pass over beta on Zarr's one I/O thread
-                                 config={"write_empty_chunks": True})
-
-    def _objects(self, beta: np.ndarray) -> dict[str, tuple]:
-        """A version's objects as Zarr writes them, each as the parts to write one after the
-        other: its ``zarr.json`` (made by Zarr, once per shape) and its chunks
-        (:func:`~streamwww.io.chunk_parts`: Zarr's bytes without Zarr's per-write cost)."""
-        from streamwww.io import chunk_parts
-
-        meta, array, blosc = self._layout(tuple(beta.shape))
-        return {"zarr.json": (meta,), **chunk_parts(beta, tuple(array.metadata.chunk_grid.chunk_shape),
-                                                    array.metadata.chunk_key_encoding, blosc)}
-
-    def _layout(self, shape: tuple[int, ...]):
-        """The ``zarr.json`` (made by Zarr) of a version of ``shape``, the (empty, in-memory)
-        Zarr array it describes (its metadata, for writing and reading versions) and the
-        numcodecs ``Blosc`` that encodes its chunks as Zarr would."""
-        with self._lock:
-            meta = self._meta.get(shape)
-        if meta is None:
-            import zarr.storage
-
-            from streamwww.io import blosc_of
-
-            objects: dict[str, Any] = {}
-            array = self._create_array(zarr.storage.MemoryStore(objects), shape)
-            # numcodecs' Blosc as Zarr configured it for this array (one codec, one set of
-            # bytes); None where this chain is not one written here (a big-endian machine):
-            # then versions are written raw, as their zarr.json says
-            blosc = blosc_of(array.metadata)
-            if blosc is None:
-                objects = {}
-                array = self._create_array(zarr.storage.MemoryStore(objects), shape, compressed=False)
-            meta = (objects["zarr.json"].to_bytes(), array, blosc)
-            with self._lock:
-                self._meta[shape] = meta
-        return meta
-
-    def _write_remote(self, s: int, v: int, beta: np.ndarray) -> None:
-        """The version's objects (chunks and ``zarr.json``) are created in one concurrent
-        batch of create-only PUTs."""
-        where = self.root / beta_name(s, v)
-        write_once({where.child(key): b"".join(parts) for key, parts in sorted(self._objects(beta).items())})
-
-    def _write_local(self, path: Path, beta: np.ndarray, in_place: bool = False, keep_meta: bool = False) -> None:
-        """The version's files under ``path``; ``in_place``: ``path`` is a spare of the same
-        shard (the same files), overwritten and truncated to the new sizes without creating
-        files; ``keep_meta``: the spare's ``zarr.json`` is already this version's."""
-        for key, parts in self._objects(beta).items():
-            if keep_meta and key == "zarr.json":
-                continue
-            target = path / key
-            if in_place:
-                try:
-                    with open(target, "r+b") as f:
-                        for part in parts:
-                            f.write(part)
-                        f.truncate()
-                    continue
-                except FileNotFoundError:
-                    pass
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with open(target, "wb") as f:
-                for part in parts:
-                    f.write(part)
-
-    def _spare_path(self, s: int) -> Path:
-        return self.root / _SPARE.format(s)
-
-    def _retire(self, s: int, v: int, path: Path) -> bool:
-        """Keep the superseded version ``v`` at ``path`` as shard ``s``'s spare (False: not
-        kept, e.g. the shard has one already)."""
-        with self._lock:  # (a rename: microseconds; the spare's state changes with it)
-            own = (s, v) in self._own
-            self._own.discard((s, v))
-            if not self._reuse or s in self._spares:
-                return False
-            try:
-                os.rename(path, self._spare_path(s))
-            except OSError:
-                return False
-            self._spares.add(s)
-            if own:
-                self._own_spares.add(s)
-            return True
-
-    def _take_spare(self, s: int, path: Path) -> tuple[bool, bool]:
-        """Rename shard ``s``'s spare to ``path`` (which does not exist): ``(taken, own)``,
-        ``own``: the spare was a version this instance wrote."""
-        with self._lock:
-            if s not in self._spares:
-                return False, False
-            self._spares.discard(s)
-            own = s in self._own_spares
-            self._own_spares.discard(s)
-            try:
-                os.rename(self._spare_path(s), path)
-                return True, own
-            except OSError:
-                shutil.rmtree(self._spare_path(s), ignore_errors=True)
-                return False, False
+            raise error from None
 
     def _write_version(self, s: int, v: int, beta: np.ndarray) -> None:
-        path = self.root / beta_name(s, v)
+        """Write version ``v`` of shard ``s``, have it fsynced (durable runs), and drop the
+        version it superseded where no commit, rewind or reader needs that any more."""
         drops = not self.keep_superseded or self.drop_uncommitted
         if drops:
             with self._lock:
                 self._writing.add((s, v))
-        if self.remote:
-            self._write_remote(s, v, beta)
-        else:
-            if path.exists():  # left by a killed run; never part of a committed step
-                shutil.rmtree(path)
-            taken, own = self._take_spare(s, path)
-            self._write_local(path, beta, in_place=taken, keep_meta=own)
-            with self._lock:
-                self._own.add((s, v))
+        path = self._disk.write(s, v, beta)
         if self._syncer is not None:
             with self._lock:
                 self._syncs[(s, v)] = self._syncer.submit(fsync_tree, path)
@@ -572,7 +319,7 @@ class DiskBetas:
                 if drop in self._protected(s):
                     drop = 0
             if drop > 0:
-                self._remove([(s, drop)])
+                self._disk.remove([(s, drop)])
 
     def _protected(self, s: int) -> tuple:
         """Versions of shard ``s`` that stay on disk when superseded: the held one (a rewind
@@ -595,9 +342,9 @@ class DiskBetas:
                     if 0 < v != self.versions[s] and v not in self._protected(s)]
         if drop and (not self.keep_superseded or self.drop_uncommitted):
             if self.executor is not None:  # on the loader, after the writes queued so far
-                self.executor.submit(self._remove, drop)
+                self.executor.submit(self._disk.remove, drop)
             else:
-                self._remove(drop)
+                self._disk.remove(drop)
 
     def rewind(self) -> None:
         """Make the held versions the current ones again. Versions put since are abandoned:
@@ -611,16 +358,6 @@ class DiskBetas:
             # what the next commit writes (resident) or fsyncs is known once the commit in
             # progress, if any, is complete: begin_commit works it out
             self._rewound = True
-
-    def _remove(self, keys) -> None:
-        """Delete versions ``keys`` (``(shard, version)``; one batch on an object store)."""
-        if self.remote:
-            self.location.remove_many([self.root / beta_name(s, v) for s, v in keys], recursive=True)
-            return
-        for s, v in keys:
-            path = self.root / beta_name(s, v)
-            if not self._retire(s, v, path):
-                shutil.rmtree(path, ignore_errors=True)
 
     def write_version(self, s: int, v: int, beta: np.ndarray) -> None:
         """Write version ``v`` of shard ``s`` now, in this thread (a distributed round's task).
@@ -644,27 +381,12 @@ class DiskBetas:
     def drop_version(self, s: int, v: int) -> None:
         """Delete version ``v`` of shard ``s`` (superseded; nothing names it any more)."""
         if v > 0:
-            self._remove([(s, v)])
+            self._disk.remove([(s, v)])
 
     def verify(self, versions, sums, where) -> None:
-        """Read every named version and compare its per-model sum with ``sums`` (a
-        manifest's): a damaged, missing or zeroed chunk changes the sum.  Raises
-        :class:`~streamwww.errors.CheckpointError` naming the shard, the version and ``where``."""
-        n = len(self.shard_rows)
-        names = {str(s) for s in range(n)}
-        if set(map(str, versions)) != names:
-            raise CheckpointError(f"{where}: names beta of {len(versions)} shards; the data has {n}")
-        want = np.asarray(sums, dtype=np.float64)
-        if want.size != n * self.n_models:
-            raise CheckpointError(f"{where}: {want.size} beta sums for {n} shards x {self.n_models} models")
-        want = want.reshape(n, self.n_models)
-        for s in range(n):
-            v = int(versions[str(s)] if str(s) in versions else versions[s])
-            got = self.read(s, v).sum(axis=(1, 2)) if v else np.zeros(self.n_models)
-            # Summation order may differ from the writer's (a view vs a fresh array): not bitwise.
-            if not np.all(np.abs(got - want[s]) <= 1e-9 * np.maximum(1.0, np.abs(want[s]))):
-                raise CheckpointError(f"{self.root / beta_name(s, v)}: beta of shard {s} version {v} does not "
-                                      f"match its sum in {where} ({got.tolist()} vs {want[s].tolist()}): damaged")
+        """Check the stored versions a manifest names against its sums
+        (:meth:`~streamwww.state.versions.BetaVersions.verify`)."""
+        self._disk.verify(versions, sums, where)
 
     def get(self, s: int) -> np.ndarray:
         """The current ``beta`` of shard ``s``."""
@@ -802,7 +524,7 @@ class DiskBetas:
             got = self._version_sums[s].get(self.versions[s])
             return (got if got is not None else self._durable_sums[s])[models]
 
-    def begin_commit(self) -> "BetaCommit":
+    def begin_commit(self) -> BetaCommit:
         """What a commit of the current versions needs (on the thread that puts).
 
         The returned plan names every shard's current version and the writes to
@@ -830,7 +552,7 @@ class DiskBetas:
             self._pinned = dict(self.versions)
         return BetaCommit(dict(self.versions), keys, futures)
 
-    def end_commit(self, plan: "BetaCommit") -> dict[str, Any]:
+    def end_commit(self, plan: BetaCommit) -> dict[str, Any]:
         """Wait for the writes of ``plan``, fsync the versions it names; return the manifest's
         ``beta`` entry (versions and sums)."""
         _wait(plan.futures)
@@ -861,7 +583,7 @@ class DiskBetas:
                 if synced is not None:
                     synced.result()  # fsynced in the background (re-raises its error)
                 else:
-                    fsync_tree(self.root / beta_name(s, v))
+                    fsync_tree(self._disk.path(s, v))
             elif synced is not None:  # not committed: let it finish before anything deletes it
                 synced.exception()
         if not self.remote:
@@ -894,26 +616,22 @@ class DiskBetas:
                     fut.exception()
             self._pending = {}
             self._scratch.close()
-        with self._lock:
-            self._reuse, spares, self._spares = False, sorted(self._spares), set()
-            self._own_spares = set()
-        for s in spares:
-            shutil.rmtree(self._spare_path(s), ignore_errors=True)
+        self._disk.close()
 
-    def drop_superseded(self, plan: "BetaCommit") -> None:
+    def drop_superseded(self, plan: BetaCommit) -> None:
         """Delete the versions that ``plan``'s (now committed) versions superseded, except
         the ones of the commit before it, which stay as the fallback."""
         if self.resident or self.drop_uncommitted:
             # only committed versions are on disk (resident: only they were written;
             # drop_uncommitted: the others went when their successor was written): the
             # one before the fallback goes
-            self._remove([(s, v) for s, v in sorted(self._previous.items())
+            self._disk.remove([(s, v) for s, v in sorted(self._previous.items())
                           if v > 0 and v != self._committed[s] and v != plan.versions[s]])
             return
-        self._remove([(s, v) for s in sorted({s for s, _ in plan.keys})
+        self._disk.remove([(s, v) for s in sorted({s for s, _ in plan.keys})
                       for v in range(max(1, self._previous[s]), plan.versions[s]) if v != self._committed[s]])
 
-    def mark_committed(self, plan: "BetaCommit") -> None:
+    def mark_committed(self, plan: BetaCommit) -> None:
         """``plan``'s versions are now the committed ones; the committed ones become the previous."""
         with self._lock:
             self._previous, self._committed = self._committed, dict(plan.versions)
@@ -924,15 +642,3 @@ def _wait(futures) -> None:
     """Wait for background writes, re-raising a failure."""
     for fut in futures:
         fut.result()
-
-
-@dataclass(frozen=True)
-class BetaCommit:
-    """A commit of :class:`DiskBetas` in progress: every shard's version, and the
-    versions written since the last commit (``keys``) with their write futures (or,
-    for resident betas, the arrays to write)."""
-
-    versions: dict[int, int]
-    keys: list[tuple[int, int]]
-    futures: list[Any]
-    arrays: dict[tuple[int, int], list] | None = None  # resident: what end_commit writes

@@ -27,9 +27,10 @@ background thread while training goes on, (1) waits for pending ``beta`` writes
 and fsyncs them, (2) writes and fsyncs ``W``, (3) writes ``manifest.json.tmp``,
 fsyncs it, moves the old ``manifest.json`` to ``manifest.prev.json``, renames
 the new one into place and fsyncs the directory, then (4) deletes files neither
-manifest names.  A process killed at any instant therefore
-leaves the previous manifest and everything it names intact; stray files from
-the killed step are ignored and collected by the next commit.
+manifest names (the steps, in order, are :mod:`streamwww.state.commit`).  A
+process killed at any instant therefore leaves the previous manifest and
+everything it names intact; stray files from the killed step are ignored and
+collected by the next commit.
 
 On an object store (the directory given as a URL or a remote
 :class:`~streamwww.storage.location.Location`), where there is no rename, no fsync and
@@ -69,9 +70,11 @@ from streamwww.storage.location import (
     write_once,
 )
 from streamwww.errors import CheckpointError, OutputPathError
+from streamwww.state import commit as protocol
 
 if TYPE_CHECKING:
-    from streamwww.state.betas import BetaCommit, DiskBetas
+    from streamwww.state.betas import DiskBetas
+    from streamwww.state.commit import BetaCommit
 
 logger = logging.getLogger(__name__)
 
@@ -158,7 +161,7 @@ class CheckpointDir:
         self._lock_fd = None
         self._object_lock: ObjectLock | None = None
         self._latest_bytes: bytes | None = None  # remote: the latest manifest as stored (the next prev)
-        self._doing = ""  # remote: the request of a commit in progress, for its error message
+        self.doing = ""  # remote: the request of a commit in progress, for its error message
         self._scanned = False  # garbage not yet collected by a full scan in this process
         self._latest: dict[str, Any] | None = None  # the latest committed manifest (loaded or written)
         self._W_names: list[str] = []  # weights files the kept manifests name
@@ -493,11 +496,7 @@ class CheckpointDir:
             beside ``W``).
         """
         self.wait()
-        plan = betas.begin_commit()
-        W = np.array(W, dtype=np.float64, order="C", copy=True)
-        if W_sets is not None:
-            W_sets = np.array(W_sets, dtype=np.float64, order="C", copy=True)
-        state = json.loads(json.dumps(state))  # a deep copy of what the caller goes on mutating
+        plan, W, state, W_sets = protocol.capture(betas, W, state, W_sets)
         if self._committer is None:
             from concurrent.futures import ThreadPoolExecutor
 
@@ -514,7 +513,7 @@ class CheckpointDir:
 
     def _commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas",
                 plan: "BetaCommit", final: bool, W_sets: np.ndarray | None = None) -> None:
-        self._doing = ""
+        self.doing = ""
         try:
             self._write_commit(step, W, state, betas, plan, final, W_sets)
         except Exception as exc:  # a full disk, a lost mount, a store out of reach: the previous commit stands
@@ -527,7 +526,7 @@ class CheckpointDir:
             stands = ("no checkpoint was committed yet: nothing to resume" if self._latest is None else
                       f"the previous checkpoint (step {self._latest['step']}, epoch "
                       f"{self._latest['cursor']['epoch']}) stands")
-            doing = f", {self._doing}" if self._doing else ""
+            doing = f", {self.doing}" if self.doing else ""
             reason = getattr(exc, "strerror", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
             raise CheckpointError(f"{self.path}: cannot write checkpoint step {step}{doing} "
                                   f"({reason}); {stands}") from None
@@ -535,8 +534,14 @@ class CheckpointDir:
     def _write_commit(self, step: int, W: np.ndarray, state: dict[str, Any], betas: "DiskBetas",
                       plan: "BetaCommit", final: bool, W_sets: np.ndarray | None = None) -> None:
         t0 = time.perf_counter()
-        self._doing = "writing beta"
-        beta = betas.end_commit(plan)
+        protocol.complete(self, step, W, state, betas, plan, final, W_sets)
+        logger.debug("checkpoint step %d committed in %.3fs", step, time.perf_counter() - t0)
+
+    def write_manifest(self, step: int, W: np.ndarray, state: dict[str, Any], beta: dict[str, Any],
+                       W_sets: np.ndarray | None, rotate: bool) -> dict[str, Any]:
+        """Steps 3 and 4 of a commit (:mod:`streamwww.state.commit`): the weights, then the
+        manifest naming them, ``beta``'s entry and ``state``; the latest one becomes the
+        previous where ``rotate`` (the commit has new ``beta``). Returns the manifest."""
         wname = f"W-{step:06d}.npy"
         manifest = {"format": FORMAT, "version": VERSION, "step": int(step), "W": wname,
                     "W_shape": list(W.shape), "W_blake2b": array_digest(W),
@@ -548,11 +553,17 @@ class CheckpointDir:
             arrays[sname] = W_sets
         manifest["checksum"] = manifest_checksum(manifest)
         if self.remote:
-            self._write_remote(arrays, manifest, bool(plan.keys))
+            self._write_remote(arrays, manifest, rotate)
         else:
-            self._write_local(arrays, manifest, bool(plan.keys))
+            self._write_local(arrays, manifest, rotate)
         self._latest = manifest
-        self._doing = "deleting superseded objects"
+        return manifest
+
+    def drop_superseded(self, manifest: dict[str, Any], betas: "DiskBetas", plan: "BetaCommit",
+                        final: bool) -> None:
+        """Step 5 of a commit: delete what neither ``manifest`` (just committed) nor the
+        previous one names."""
+        self.doing = "deleting superseded objects"
         previous = self._previous
         # What the new manifest superseded is known exactly: no directory scan per
         # commit (a scan is O(shards)). One scan per process clears what a
@@ -566,9 +577,7 @@ class CheckpointDir:
             named = {n for m in kept for n in weight_files(m)}
             self._remove_files([old for old in self._W_names if old not in named])
             betas.drop_superseded(plan)
-        betas.mark_committed(plan)
         self._W_names = [n for m in kept for n in weight_files(m)]
-        logger.debug("checkpoint step %d committed in %.3fs", step, time.perf_counter() - t0)
 
     def _write_remote(self, arrays: dict[str, np.ndarray], manifest: dict[str, Any], rotate: bool) -> None:
         """Object store: the weights under their new keys (create-only), the lock checked, the
@@ -578,11 +587,11 @@ class CheckpointDir:
             buf = io.BytesIO()
             np.save(buf, W, allow_pickle=False)
             blobs[self.location.child(name)] = buf.getvalue()
-        self._doing = f"writing {', '.join(arrays)}"
+        self.doing = f"writing {', '.join(arrays)}"
         write_once(blobs)
         data = json.dumps(manifest, indent=1, sort_keys=True).encode()
         if self._object_lock is not None:
-            self._doing = "renewing LOCK"
+            self.doing = "renewing LOCK"
             self._object_lock.check()
             if self._object_lock.lost:
                 raise CheckpointError(f"{self.path}: this trainer lost the checkpoint's lock "
@@ -590,10 +599,10 @@ class CheckpointDir:
         # Killed between the two PUTs, both manifests name the latest commit: it stays
         # the checkpoint (this one was not committed), with no older fallback.
         if rotate and self._latest is not None and self._latest_bytes is not None:
-            self._doing = f"writing {PREVIOUS}"
+            self.doing = f"writing {PREVIOUS}"
             self.location.child(PREVIOUS).write_bytes(self._latest_bytes)
             self._previous = self._latest
-        self._doing = f"writing {MANIFEST}"
+        self.doing = f"writing {MANIFEST}"
         self.location.child(MANIFEST).write_bytes(data)
         self._latest_bytes = data
 

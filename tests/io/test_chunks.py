@@ -181,7 +181,8 @@ def test_blosc_encode_uses_one_thread_on_the_main_thread(monkeypatch):
 
 
 def test_beta_versions_written_directly_read_back_through_zarr(tmp_path, rng):
-    from streamwww.state.betas import DiskBetas, beta_name
+    from streamwww.state.betas import DiskBetas
+    from streamwww.state.versions import beta_name
 
     betas = DiskBetas(tmp_path, 2, [41, 7], 6)
     for s, rows in enumerate([41, 7]):
@@ -199,7 +200,8 @@ def test_beta_versions_raw_where_zarrs_blosc_chain_is_not_ours(tmp_path, rng, mo
     from zarr.codecs import BloscCodec
 
     import streamwww.io
-    from streamwww.state.betas import DiskBetas, beta_name
+    from streamwww.state.betas import DiskBetas
+    from streamwww.state.versions import beta_name
 
     monkeypatch.setattr(streamwww.io, "blosc_of", lambda metadata: None)
     betas = DiskBetas(tmp_path, 1, [60], 4)
@@ -219,7 +221,8 @@ def test_beta_versions_are_compressed_and_raw_ones_still_read(tmp_path, rng):
     from zarr.codecs import BloscCodec, Crc32cCodec
 
     from streamwww.errors import CheckpointError
-    from streamwww.state.betas import DiskBetas, beta_name
+    from streamwww.state.betas import DiskBetas
+    from streamwww.state.versions import beta_name
 
     betas = DiskBetas(tmp_path, 1, [500, 300], 11)
     beta = rng.random((1, 500, 10))
@@ -249,7 +252,8 @@ def test_beta_versions_are_compressed_and_raw_ones_still_read(tmp_path, rng):
 def test_beta_version_is_one_directory_and_two_files(tmp_path, rng):
     """A version's chunk keys are c.0.0.0 (not c/0/0/0): creating a version makes three
     inodes, not six (on ext4 without a journal each new inode is costly)."""
-    from streamwww.state.betas import DiskBetas, beta_name
+    from streamwww.state.betas import DiskBetas
+    from streamwww.state.versions import beta_name
 
     betas = DiskBetas(tmp_path, 1, [30], 4)
     betas.write_version(0, 1, rng.random((1, 30, 3)))
@@ -262,7 +266,8 @@ def test_beta_versions_of_the_nested_layout_still_read(tmp_path, rng):
     they are: a checkpoint of an earlier streamwww resumes."""
     from zarr.codecs import Crc32cCodec
 
-    from streamwww.state.betas import DiskBetas, beta_name
+    from streamwww.state.betas import DiskBetas
+    from streamwww.state.versions import beta_name
 
     betas = DiskBetas(tmp_path, 2, [41], 6)
     beta = rng.random((2, 41, 5))
