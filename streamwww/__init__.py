@@ -38,7 +38,7 @@ _LAZY = {
     "Interrupted": ("streamwww.engine.interrupt", "Interrupted"),
     "open_store": ("streamwww.io", "open_store"),
     "convert": ("streamwww.io", "convert_libsvm"),
-    "load_model": ("streamwww.model.files", "load_model"),
+    "load_model": ("streamwww.estimator", "load_model"),
     "write_predictions": ("streamwww.model.predict", "write_predictions"),
     "save_model": ("streamwww.model.files", "save_model"),
     "solve_subproblem": ("streamwww.solvers.walrus", "solve_subproblem"),

@@ -366,3 +366,22 @@ def estimator_from(params: dict) -> WWClassifier:
     """The (unfitted) estimator of a settings dict (:func:`~streamwww.model.fitted.model_params`'s
     form): of the class its ``"loss"`` names (none: Weston-Watkins), with the other settings."""
     return estimator_class(params.get("loss", "ww"))(**{k: v for k, v in params.items() if k != "loss"})
+
+
+def load_model(path) -> WWClassifier:
+    """Read a model written by :func:`~streamwww.save_model`; returns a fitted
+    :class:`~streamwww.WWClassifier` (a :class:`~streamwww.CSClassifier` for a Crammer-Singer model).
+
+    ``path`` is a local path, or a URL or :class:`~streamwww.storage.location.Location`
+    on an object store.
+
+    Raises
+    ------
+    ValueError
+        If the file is not a streamwww model or has an unsupported version.
+    StorageError
+        If the object store cannot be reached.
+    """
+    from streamwww.model.files import load_fitted
+
+    return WWClassifier.from_fitted(load_fitted(path))

@@ -16,11 +16,11 @@ ROOT = Path(__file__).resolve().parents[1] / "streamwww"
 # Layers, top to bottom; a module may import its own layer or any layer below it.
 LAYERS = [
     {"streamwww.cli"},
-    {"streamwww.api", "streamwww.model.files", "streamwww.model.predict"},
+    {"streamwww.api"},
     {"streamwww.cv"},
     {"streamwww.estimator"},
     {"streamwww.engine"},
-    {"streamwww.stream", "streamwww.state", "streamwww.backends", "streamwww._textdata"},
+    {"streamwww.stream", "streamwww.state", "streamwww.backends", "streamwww._textdata", "streamwww.model"},
     {"streamwww.io", "streamwww.solvers"},
     {"streamwww.storage", "streamwww.model.fitted", "streamwww.progress"},
     {"streamwww.labels", "streamwww.weights", "streamwww.errors", "streamwww._params", "streamwww._logging",

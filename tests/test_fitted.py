@@ -11,7 +11,7 @@ from sklearn.exceptions import NotFittedError
 import streamwww as sw
 from streamwww.api import train_fitted
 from streamwww.io import write_store
-from streamwww.model.files import load_model, save_model
+from streamwww import load_model, save_model
 from streamwww.model.fitted import SETTINGS, FittedModel, model_params, model_settings
 
 from .conftest import make_classification

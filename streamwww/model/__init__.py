@@ -1,2 +1,2 @@
 """The trained model: its arrays and scores (:mod:`.fitted`), its file format
-(:mod:`.files`: ``load_model``, ``save_model``) and prediction over a store (:mod:`.predict`)."""
+(:mod:`.files`: ``save_model``, ``load_fitted``; ``streamwww.load_model`` makes an estimator of it) and prediction over a store (:mod:`.predict`)."""

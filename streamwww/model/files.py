@@ -143,24 +143,6 @@ def check_not_input(output, inputs, what: str = "the model") -> None:
                               f"({hit}){inside}; give another output path")
 
 
-def load_model(path):
-    """Read a model written by :func:`save_model`; returns a fitted :class:`~streamwww.WWClassifier`.
-
-    ``path`` is a local path, or a URL or :class:`~streamwww.storage.location.Location`
-    on an object store.
-
-    Raises
-    ------
-    ValueError
-        If the file is not a streamwww model or has an unsupported version.
-    StorageError
-        If the object store cannot be reached.
-    """
-    from streamwww.estimator import WWClassifier  # scikit-learn: imported when an estimator is asked for
-
-    return WWClassifier.from_fitted(load_fitted(path))
-
-
 def _not_a_model_directory(path: Path) -> str:
     """The one-line error for a directory given as a model file, saying what it is."""
     from streamwww.io.sniff import what_is  # (what `streamwww info` tells apart)
