@@ -186,8 +186,8 @@ class _Run:
 
     The state is ``W``, the cursor, the models' results and which are ``active``; ``certs``
     says when ``W_t``'s objectives are summed (:class:`_AtEnd`, :class:`_Late`, and keeps
-    a late certificate while it is summed); with shrinking, ``near`` (each shard's sets)
-    and ``sets_W`` (the host copy of the
+    a late certificate while it is summed); ``sets``, with shrinking, each shard's sets and
+    the host copy of the
     ``W`` that chose the sets in force, for a commit within an epoch)."""
 
     def __init__(self, data, betas, cfg: SolverConfig, backend: Backend, feed, W0, cursor, results, hooks,
@@ -213,15 +213,11 @@ class _Run:
         self.shrink = shrink = shrinking_applies(cfg, backend)
         # (late, and resumed within an epoch: the rest of that epoch takes its sets from W_sets)
         # (late with sticky sets: each certificate's sets also serve the epochs without objectives after it)
-        self.sticky = cfg.sticky_sets
-        self.near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows, spill=not getattr(betas, "in_memory", True)
-                             ) if shrink and (not late or self.sticky or (cur.pos > 0 and W_sets is not None)) else None
-        # a commit within an epoch (every checkpoint_every shards, or where a signal stops the
-        # run), or after one without objectives (sticky sets), holds the W that chose the sets
-        # in force (a host copy, kept where a checkpoint hook may commit)
-        self.keep_sets_W = self.near is not None and hooks.checkpoint is not None
+        sticky = cfg.sticky_sets
+        near = NearSets(len(cfg.Cs), data.n_classes, data.shard_rows, spill=not getattr(betas, "in_memory", True)
+                        ) if shrink and (not late or sticky or (cur.pos > 0 and W_sets is not None)) else None
+        self.sets = _Sets(near, sticky, keep=near is not None and hooks.checkpoint is not None)
         self.W_sets = W_sets  # (resumed: the sets' W the checkpoint holds)
-        self.sets_W = None
         hooks.kept = (cur.epoch, cur.pos)  # the state it starts from is committed already (or fresh)
         if shrink:
             logger.info("shrinking: settled coordinates of beta sit out the epoch after each objective pass")
@@ -239,19 +235,19 @@ class _Run:
         elif at_evaluated_end and self.shrink and cur.epoch < cfg.max_iter and W_sets is None:
             # resumed after a certified W_{epoch}: the sets its objective pass made, made again
             self.certs.resume_sets(self)
-        elif active.size and self.near is not None and W_sets is not None and (cur.pos > 0 or 0 < cur.epoch):
+        elif active.size and self.sets.near is not None and W_sets is not None and (cur.pos > 0 or 0 < cur.epoch):
             # resumed within an epoch, or after an epoch without objectives (sticky sets): the
             # sets in force, made again from the W that made them
-            _near_pass(self.data, cfg, self.backend, self.feed, self.backend.put_W(W_sets), active, self.near,
+            _near_pass(self.data, cfg, self.backend, self.feed, self.backend.put_W(W_sets), active, self.sets.near,
                        self.hooks, then=self.plan.groups(cur.epoch, cur.pos))
-            self.sets_W = W_sets if self.keep_sets_W else None
+            self.sets.made(lambda: W_sets)
 
     def train_epoch(self) -> tuple[int, float]:
         """The rest of the current epoch, group by group (a commit every ``checkpoint_every``
         shards where due; a signal stops the run at a group's end, keeping its work). Returns
         the rows trained and the epoch's training time."""
         cfg, cur, backend, betas, hooks, data = self.cfg, self.cur, self.backend, self.betas, self.hooks, self.data
-        W, active, near, certs = self.W, self.active, self.near, self.certs
+        W, active, sets, certs = self.W, self.active, self.sets, self.certs
         pending = certs.pending
         t0, c0 = solver_clock(), compile_seconds()
         rows = 0
@@ -260,11 +256,10 @@ class _Run:
                                         *self.plan.after_training(cur.epoch, certs.late))
         for group, block, beta, host_beta in _on_device(backend, stream):
             # (late, after an evaluated epoch, the certificate's pass makes the group's sets)
-            sets = None if near is None or pending is not None else near.take(group, keep=self.sticky)
-            train_group(backend, cfg, W, block, beta, active, cur.epoch, group[0], self.Cs, self.splits, near=sets,
+            train_group(backend, cfg, W, block, beta, active, cur.epoch, group[0], self.Cs, self.splits,
+                        near=None if pending is not None else sets.take(group),
                         first_pass=None if pending is None else _certify_first(pending, group, block, host_beta,
-                                                                               W, beta, self.Cs, near, self.sticky))
-            sets = None
+                                                                               W, beta, self.Cs, sets))
             n_rows = block.n_rows
             # Drop the group's rows and hand its beta over before the loop asks for
             # the next group: the write then queues ahead of that load, and the
@@ -278,10 +273,10 @@ class _Run:
                 hooks.progress(cur.epoch + 1, cur.pos, data.n_shards, n_rows)
             if hooks.stop_requested():  # (a signal: the run stops here, keeping its work)
                 cur.train_time += solver_clock() - t0
-                hooks.stop(lambda: _kept_within_epoch(backend, betas, W, cur, self.results, pending, self.sets_W))
+                hooks.stop(lambda: _kept_within_epoch(backend, betas, W, cur, self.results, pending, sets.W))
             if hooks.checkpoint_due(before, cur.pos, data.n_shards):
                 cur.train_time += solver_clock() - t0  # the commit's capture is not training
-                hooks.commit(backend.to_host(W), cur, self.results, W_sets=self.sets_W)
+                hooks.commit(backend.to_host(W), cur, self.results, W_sets=sets.W)
                 t0 = solver_clock()
         epoch_time = solver_clock() - t0 - (pending.seconds if pending is not None else 0.0)
         cur.train_time += epoch_time
@@ -305,45 +300,36 @@ class _Run:
         due = self.schedule.due(self.cur.epoch, self.active)  # (the adaptive schedule: each model at its own epochs)
         if due.size:
             self.certs.certify(self, due, rows, epoch_time)
-        elif not self.sticky:
-            self.sets_W = None  # the next epoch passes over every coordinate
+        else:
+            self.sets.without_objectives()
 
     def evaluate_now(self, due: np.ndarray, rows: int, epoch_time: float, resumed: bool = False) -> None:
         """The objectives of the models ``due`` by a pass over every row (with the shrinking
         sets of the next epoch); ``resumed``: of the ``W`` a checkpoint left uncertified."""
         cfg, cur, backend, results, W, active = self.cfg, self.cur, self.backend, self.results, self.W, self.active
         partial = due.size < active.size
-        if resumed and partial and self.W_sets is not None and self.near is not None:
+        sets = self.sets
+        if resumed and partial and self.W_sets is not None and sets.near is not None:
             # (a stop during a partial objective pass: the other models' sets, made again first)
             _near_pass(self.data, cfg, backend, self.feed, backend.put_W(self.W_sets), np.setdiff1d(active, due),
-                       self.near, self.hooks, then=self.plan.next_groups(cur.epoch))
-            if self.keep_sets_W:
-                self.sets_W = np.array(self.W_sets)  # (the models not scored keep theirs)
+                       sets.near, self.hooks, then=self.plan.next_groups(cur.epoch))
+            sets.made(lambda: np.array(self.W_sets))  # (the models not scored keep theirs)
         # a stop during the pass keeps the epoch's end before it (W_{epoch} not certified:
         # the resumed run certifies it), with the W that made the sets of the models not
         # scored (resumed: nothing new to keep)
         left = _evaluate(self.data, self.betas, cfg, backend, self.feed, W, due, results, cur, self.hooks,
                          wall=time.perf_counter() - self.wall0, rows=rows, epoch_time=epoch_time,
-                         then=self.plan.next_groups(cur.epoch), near=self.near, partial=partial,
+                         then=self.plan.next_groups(cur.epoch), near=sets.near, partial=partial,
                          keep=None if resumed else
-                         lambda: (backend.to_host(W), cur, results, self.sets_W if partial else None))
+                         lambda: (backend.to_host(W), cur, results, sets.W if partial else None))
         self.active = active = _running(results, active)
-        # the W whose sets each model trains with, on the host, where a commit may need it
-        # before every model's next objective pass (models not scored keep theirs)
-        if self.keep_sets_W and active.size:
-            Wh = backend.to_host(W)
-            if not partial or self.sets_W is None:
-                self.sets_W = Wh
-            else:  # (a partial pass follows a full one, which kept sets_W)
-                self.sets_W[left] = Wh[left]
-        else:
-            self.sets_W = None
+        sets.scored(lambda: backend.to_host(W), left, partial, bool(active.size))
 
     def make_sets(self) -> None:
         """The shrinking sets of the current ``W`` alone (resumed after its objective pass)."""
-        _near_pass(self.data, self.cfg, self.backend, self.feed, self.W, self.active, self.near, self.hooks,
+        _near_pass(self.data, self.cfg, self.backend, self.feed, self.W, self.active, self.sets.near, self.hooks,
                    then=self.plan.next_groups(self.cur.epoch))
-        self.sets_W = self.backend.to_host(self.W) if self.keep_sets_W else None  # (to_host copies)
+        self.sets.made(lambda: self.backend.to_host(self.W))  # (to_host copies)
 
     def commit_if_due(self) -> None:
         """A commit at the epoch's end where ``checkpoint_interval`` has passed (the caller
@@ -353,12 +339,11 @@ class _Run:
             # after an epoch without objectives, the W whose sets the next epoch uses
             self.hooks.commit(self.backend.to_host(self.W), cur, self.results,
                               W_sets=None if self.schedule.due(cur.epoch, active).size == active.size
-                              else self.sets_W)
+                              else self.sets.W)
 
     def finish(self) -> list[ModelResult]:
         """Every model's host weights and final status."""
-        if self.near is not None:
-            self.near.close()
+        self.sets.close()
         Wh = self.backend.to_host(self.W)
         for i, res in enumerate(self.results):
             res.W = Wh[i]
@@ -431,8 +416,8 @@ class _Late:
                 return False
             self.spare = pending.W
         # (after the decision: the adaptive schedule's next epoch depends on it)
-        if pending is not None and run.keep_sets_W and not run.schedule.evaluates(cur.epoch):
-            run.sets_W = run.backend.to_host(pending.W)  # its sets serve the epochs until the next certificate
+        if pending is not None and not run.schedule.evaluates(cur.epoch):
+            run.sets.made(lambda: run.backend.to_host(pending.W))  # its sets serve the epochs until the next one
         self.pending = None
         return True
 
@@ -452,15 +437,64 @@ class _Late:
         self.start(run, 0, 0.0, sets_only=True)
 
 
-def _certify_first(pending, group, block, host_beta, W, beta, Cs, near: NearSets | None, sticky: bool):
+def _certify_first(pending, group, block, host_beta, W, beta, Cs, sets: _Sets):
     """The group's first pass with ``W_t``'s objectives (and the group's sets, which sticky
     sets keep for the epochs without objectives after it)."""
     def first_pass(order) -> dict:
         shrunk = pending.certify_pass(group, block, host_beta, W, beta, Cs, order, pending.solver)
-        if sticky and near is not None and "near" in shrunk:
-            near.keep(group, shrunk["near"])
+        if "near" in shrunk:
+            sets.certified(group, shrunk["near"])
         return shrunk
     return first_pass
+
+
+class _Sets:
+    """Shrinking's sets (:mod:`streamwww.engine.shrink`): each shard's coordinates left out
+    of the epochs after an objective pass (``near``; None: no shrinking, and every method
+    does nothing), and ``W``, the host copy of the weights that chose the sets in force,
+    which a commit within an epoch, or after one without objectives (sticky sets), holds
+    (kept only where a checkpoint hook may commit: ``keep``)."""
+
+    def __init__(self, near: NearSets | None, sticky: bool, keep: bool):
+        self.near, self.sticky, self.keep = near, sticky, keep
+        self.W = None
+
+    def take(self, group):
+        """The sets the group trains with (None: every coordinate)."""
+        return None if self.near is None else self.near.take(group, keep=self.sticky)
+
+    def certified(self, group, near) -> None:
+        """A late certificate made the group's sets: sticky sets keep them for the epochs
+        without objectives after it."""
+        if self.sticky and self.near is not None:
+            self.near.keep(group, near)
+
+    def made(self, W_host: Callable[[], np.ndarray]) -> None:
+        """The sets in force are those of ``W_host()`` (called only where it is kept)."""
+        if self.keep:
+            self.W = W_host()
+
+    def scored(self, W_host: Callable[[], np.ndarray], left: np.ndarray, partial: bool, running: bool) -> None:
+        """An objective pass made the sets of the models ``left`` (``partial``: the others
+        keep theirs); none kept once no model runs."""
+        if self.keep and running:
+            Wh = W_host()
+            if not partial or self.W is None:
+                self.W = Wh
+            else:  # (a partial pass follows a full one, which kept W)
+                self.W[left] = Wh[left]
+        else:
+            self.W = None
+
+    def without_objectives(self) -> None:
+        """An epoch ended without objectives: the next one passes over every coordinate,
+        unless the sets are sticky."""
+        if not self.sticky:
+            self.W = None
+
+    def close(self) -> None:
+        if self.near is not None:
+            self.near.close()
 
 
 def _kept_within_epoch(backend: Backend, betas, W, cur: Cursor, results: list[ModelResult], pending,
