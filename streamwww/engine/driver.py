@@ -12,7 +12,7 @@ evaluated and stopped exactly as it would be alone, so a model trained in a
 group equals its own single-``C`` run.  Which epochs are evaluated is each
 model's own (:class:`~streamwww.engine.schedule.Schedule`): an objective pass
 scores the models due, and the others keep the shrinking sets, and the ``W``
-that made them (``sets_W``, for a commit), of their last pass.
+that made them (:class:`_Sets`, for a commit), of their last pass.
 
 The objectives of ``W_t`` need a pass over every row.  By default it follows
 epoch ``t`` (a second read of each shard).  With ``late=True`` (one model) they are
