@@ -165,3 +165,28 @@ def stop_in_epoch(n: int):
         if epoch == n:
             raise KeyboardInterrupt
     return progress
+
+
+def one_error_line(capsys, command: str, *needles: str) -> str:
+    """The command's stderr: exactly one line, ``streamwww COMMAND: error: ...``, no
+    traceback, holding every one of ``needles``."""
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"streamwww {command}: error: "), err
+    assert "Traceback" not in err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+@pytest.fixture
+def memory_root():
+    """A fresh memory:// prefix, emptied afterwards (the memory file system is per process)."""
+    import os
+
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    root = f"/t-{os.urandom(4).hex()}"
+    yield f"memory://{root}"
+    if fs.exists(root):
+        fs.rm(root, recursive=True)

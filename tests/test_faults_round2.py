@@ -22,7 +22,7 @@ from streamwww.cli import main
 from streamwww.errors import DataFormatError, LibsvmFormatError, OutputPathError
 from streamwww.io import load_libsvm, write_store
 
-from .conftest import make_classification, write_libsvm as _write_libsvm
+from .conftest import make_classification, one_error_line as _one_error_line, write_libsvm as _write_libsvm
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -39,15 +39,6 @@ def files(tmp_path_factory):
     model = sw.train((X, labels), C=1.0, max_iter=3, random_state=0)
     sw.save_model(model, tmp / "m.npz")
     return tmp
-
-
-def _one_error_line(capsys, command: str, *needles: str) -> str:
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"streamwww {command}: error: "), err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in err, err
-    return err
 
 
 def _edited_model(src, dst, **arrays):

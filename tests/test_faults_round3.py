@@ -30,7 +30,7 @@ import streamwww as sw
 from streamwww.cli import main
 from streamwww.io import write_store
 
-from .conftest import make_classification, write_libsvm as _write_libsvm
+from .conftest import make_classification, one_error_line as _one_error_line, write_libsvm as _write_libsvm
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -47,15 +47,6 @@ def files(tmp_path_factory):
     assert main(["train", str(tmp / "data.zarr"), "--checkpoint-dir", str(tmp / "ck"), "--model-out",
                  str(tmp / "ck-m.npz"), "--max-iter", "3", "--checkpoint-interval", "0", "-q"]) == 0
     return tmp
-
-
-def _one_error_line(capsys, command: str, *needles: str) -> str:
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"streamwww {command}: error: "), err
-    assert "Traceback" not in err
-    for needle in needles:
-        assert needle in err, err
-    return err
 
 
 def _full_disk(*args, **kwargs):

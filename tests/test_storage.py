@@ -32,16 +32,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:.*did not converge")
 
 
 @pytest.fixture
-def memory_root():
-    """A fresh memory:// prefix, emptied afterwards (the memory file system is per process)."""
-    fs = fsspec.filesystem("memory")
-    root = f"/t-{os.urandom(4).hex()}"
-    yield f"memory://{root}"
-    if fs.exists(root):
-        fs.rm(root, recursive=True)
-
-
-@pytest.fixture
 def data(tmp_path):
     rng = np.random.default_rng(7)
     X, y = make_classification(rng, n=700, d=12, k=3, sparse=True, density=0.6, dtype=np.float32)
