@@ -190,6 +190,8 @@ class ProgressBar:
 
     def close(self) -> None:
         """Close the bar (its line cleared unless ``leave``); nothing is drawn afterwards."""
+        if self._tqdm is not None and not self._closed:
+            self._redraw(force=True)  # (the state of the last group, whose redraw may have waited)
         self._closed = True
         if self._tqdm is not None:
             self._tqdm.close()
@@ -219,6 +221,9 @@ class ProgressBar:
     def _redraw(self, force: bool) -> None:
         if not self.draw or self._closed:
             return
+        now = self._clock()
+        if not force and self._tqdm is not None and now - self._drawn < REDRAW_SECONDS:
+            return  # (called after every group: the status is made only for a redraw)
         from tqdm.auto import tqdm
 
         total = self.max_iter
@@ -233,10 +238,8 @@ class ProgressBar:
         bar.set_description_str(self.status(), refresh=False)
         if total is not None:
             bar.n = min(self.epochs, total)
-        now = self._clock()
-        if force or now - self._drawn >= REDRAW_SECONDS:
-            bar.refresh()
-            self._drawn = now
+        bar.refresh()
+        self._drawn = now
 
 
 _FORMAT = "{percentage:3.0f}%|{bar}| {desc}"

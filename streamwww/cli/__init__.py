@@ -106,7 +106,7 @@ class _Lines(logging.Formatter):
 
 
 # The logger of the engine's per-epoch (and per-round) lines, its only INFO lines: the
-# commands print each evaluated epoch themselves (streamwww.cli.commands._Reporter), so
+# commands print each evaluated epoch themselves (streamwww.progress.ProgressBar), so
 # under -v they would come twice.
 _EPOCH_LINES = "streamwww.engine.decision"
 

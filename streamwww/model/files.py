@@ -27,7 +27,7 @@ from streamwww.model.fitted import FittedModel
 from streamwww.storage.fsutil import not_regular, remove_dead_temporaries, same_or_inside, temporary_beside, write_failure
 from streamwww.storage.location import Location, is_url, located, location
 
-__all__ = ["save_model", "load_model", "load_fitted", "model_paths", "check_writable", "check_not_input",
+__all__ = ["save_model", "load_fitted", "model_paths", "check_writable", "check_not_input",
            "refuse_not_regular", "MODEL_FORMAT",
            "MODEL_VERSION"]
 
@@ -157,7 +157,7 @@ def _not_a_model_directory(path: Path) -> str:
 
 
 def load_fitted(path) -> FittedModel:
-    """:func:`load_model`'s model as a :class:`~streamwww.model.fitted.FittedModel` record, without
+    """:func:`streamwww.load_model`'s model as a :class:`~streamwww.model.fitted.FittedModel` record, without
     importing scikit-learn (the command line's ``predict``, ``evaluate``, ``info``, ``plot``, ``demo``)."""
     remote = _remote(path)
     path = remote if remote is not None else Path(location(path).path if isinstance(path, Location) else path)

@@ -136,7 +136,7 @@ class DiskBetas:
                  previous_versions: dict[int, int] | None = None, resident: bool = False,
                  drop_uncommitted: bool = False, scratch_copies: int = 0):
         self._disk = BetaVersions(root, n_models, shard_rows, int(n_classes) - 1)
-        self.location, self.remote, self.root = self._disk.location, self._disk.remote, self._disk.root
+        self.remote, self.root = self._disk.remote, self._disk.root
         if self.remote:
             durable = False  # an object store's PUT is durable when it returns
         self.n_models = int(n_models)

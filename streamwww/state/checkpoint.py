@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from streamwww.storage.fsutil import ObjectLock, fsync_path, read_failure, try_lock, unlock
+from streamwww.storage.fsutil import ObjectLock, fsync_path, is_read_failure, read_failure, try_lock, unlock
 from streamwww.storage.location import (
     is_storage_failure,
     is_url,
@@ -309,6 +309,8 @@ class CheckpointDir:
             if isinstance(exc, NotADirectoryError) and self.path.is_file():
                 raise CheckpointError(f"{self.path}: is a file, not a checkpoint directory; give the "
                                       f"directory a run was given as --checkpoint-dir") from None
+            if not is_read_failure(exc):  # (an OSError about the bytes, with no errno: damage)
+                raise CheckpointError(f"{mpath}: corrupt manifest ({exc})") from None
             raise read_failure(mpath, exc, "the manifest") from None
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise CheckpointError(f"{mpath}: corrupt manifest ({exc})") from None
@@ -352,6 +354,8 @@ class CheckpointDir:
             if self.remote:
                 if is_storage_failure(exc):
                     raise
+                raise CheckpointError(f"{path}: corrupt weights ({exc})") from None
+            if not is_read_failure(exc):  # (an OSError about the bytes, with no errno: damage)
                 raise CheckpointError(f"{path}: corrupt weights ({exc})") from None
             raise read_failure(path, exc, "the weights") from None
         except (ValueError, EOFError) as exc:

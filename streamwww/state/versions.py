@@ -21,7 +21,7 @@ import numpy as np
 
 from streamwww import _buffers as buffers
 from streamwww.errors import CheckpointError, StorageError
-from streamwww.storage.fsutil import read_failure
+from streamwww.storage.fsutil import is_read_failure, read_failure
 from streamwww.storage.location import (
     is_storage_failure,
     is_url,
@@ -180,7 +180,7 @@ class BetaVersions:
         permission, EIO, a directory where a file should be), is a
         :class:`~streamwww.errors.StorageError` (not damage: the checkpoint may be intact),
         never a fallback to an older commit."""
-        if not self.remote and isinstance(exc, OSError) and not isinstance(exc, FileNotFoundError):
+        if not self.remote and is_read_failure(exc):
             raise read_failure(exc.filename or path, exc, "beta") from None
         if self.remote and is_storage_failure(exc):
             if isinstance(exc, StorageError):
@@ -274,7 +274,7 @@ class BetaVersions:
     def _write_remote(self, s: int, v: int, beta: np.ndarray) -> None:
         """The version's objects (chunks and ``zarr.json``) are created in one concurrent
         batch of create-only PUTs."""
-        where = self.root / beta_name(s, v)
+        where = self.path(s, v)
         write_once({where.child(key): b"".join(parts) for key, parts in sorted(self._objects(beta).items())})
 
     def _write_local(self, path: Path, beta: np.ndarray, in_place: bool = False, keep_meta: bool = False) -> None:
@@ -373,5 +373,5 @@ class BetaVersions:
             got = self.read(s, v, buffers.empty(shape, np.float64)).sum(axis=(1, 2)) if v else np.zeros(self.n_models)
             # Summation order may differ from the writer's (a view vs a fresh array): not bitwise.
             if not np.all(np.abs(got - want[s]) <= 1e-9 * np.maximum(1.0, np.abs(want[s]))):
-                raise CheckpointError(f"{self.root / beta_name(s, v)}: beta of shard {s} version {v} does not "
+                raise CheckpointError(f"{self.path(s, v)}: beta of shard {s} version {v} does not "
                                       f"match its sum in {where} ({got.tolist()} vs {want[s].tolist()}): damaged")
