@@ -19,22 +19,12 @@ from pathlib import Path
 
 from streamwww.errors import StoreExistsError
 from streamwww.io._format import MARKER
-from streamwww.storage.fsutil import ScratchDir, fsync_path, fsync_tree
+from streamwww.storage.fsutil import ScratchDir, fsync_path, fsync_tree, pid_alive
 from streamwww.storage.location import Location, located, location
 
 __all__ = ["StoreTransaction", "RemoteStoreTransaction", "open_transaction", "INCOMPLETE"]
 
 logger = logging.getLogger(__name__)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _Transaction:
@@ -93,7 +83,7 @@ class StoreTransaction(_Transaction):
     def _clean_stale(self) -> None:
         for entry in self.path.parent.iterdir():
             m = self._STALE.match(entry.name)
-            if m and m["name"] == self.path.name and not _pid_alive(int(m["pid"])):
+            if m and m["name"] == self.path.name and not pid_alive(int(m["pid"])):
                 logger.info("removing %s left by an interrupted write", entry)
                 shutil.rmtree(entry, ignore_errors=True)
 

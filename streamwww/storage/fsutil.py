@@ -249,7 +249,8 @@ def _host() -> str:
     return f"{socket.gethostname()}/{boot}" if boot else socket.gethostname()
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid is alive (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -288,7 +289,7 @@ def remove_dead_temporaries(path, folders: bool = False) -> list[Path]:
         return removed
     for name in names:
         m = pattern.match(name)
-        if m is None or int(m.group(1)) == os.getpid() or _pid_alive(int(m.group(1))):
+        if m is None or int(m.group(1)) == os.getpid() or pid_alive(int(m.group(1))):
             continue
         leftover = path.parent / name
         try:
@@ -373,7 +374,7 @@ class ObjectLock:
             if pid == os.getpid():
                 if record.get("token") not in _HELD_TOKENS:
                     return f"left by this process (pid {pid}), which released it"
-            elif not _pid_alive(pid):
+            elif not pid_alive(pid):
                 return f"its owner, pid {pid} on this host, is gone"
         beat = record.get("heartbeat")
         if not isinstance(beat, (int, float)):
