@@ -24,7 +24,7 @@ LAYERS = [
     {"streamwww.io", "streamwww.solvers"},
     {"streamwww.storage", "streamwww.model.fitted", "streamwww.progress"},
     {"streamwww.labels", "streamwww.weights", "streamwww.errors", "streamwww._params", "streamwww._logging",
-     "streamwww._memory", "streamwww"},
+     "streamwww._memory", "streamwww._jit", "streamwww"},
 ]
 
 

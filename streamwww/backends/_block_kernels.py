@@ -44,6 +44,7 @@ from streamwww.backends._kernels import (
     hold,
     row_scores,
 )
+from streamwww._jit import two_builds
 from streamwww.backends.rowmath import c_index, row_weight
 from streamwww.solvers import SHARK  # noqa: F401  (the solver id the kernel branches on)
 
@@ -377,8 +378,7 @@ def _update(Wm, X, order, steps, b0, nb, t, T, bias, bounds, SP, U, CLS, N):
 # One source, two builds: threads for the pass's stages, and a serial build (prange acts as
 # range) for one thread (no thread-pool region per block).  Both compute every value by the
 # same formula, so they give the same bits.
-block_pass = njit(cache=True, parallel=True)(_block_pass)
-block_pass_serial = njit(cache=True, nogil=True)(_block_pass)
+block_pass, block_pass_serial = two_builds(_block_pass)
 
 
 def _hinge_rows_par(W, X, y, weights, trains, splits, bias, models, rows, h, near, reach, loss_id, n_threads,

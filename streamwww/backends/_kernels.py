@@ -55,6 +55,7 @@ from numba.extending import intrinsic, overload
 
 from streamwww.backends._lanes import (lanes, lanes_load, lanes_load_row, lanes_madd, lanes_store, lanes_store_row,
                                        lanes_zero)
+from streamwww._jit import two_builds
 from streamwww.backends.rowmath import c_index, hinge_term, row_weight, v_entry
 from streamwww.solvers import CS_LOSS, SHARK, SIMPLEX  # noqa: F401  (the ids the kernels branch on)
 from streamwww.solvers.shark import shark_kernel
@@ -648,8 +649,7 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
 # One implementation, two compilations: the parallel build runs models on
 # separate threads; the serial build (prange acts as range) avoids opening a
 # thread-pool region per pass when there is a single model.
-bcd_pass = njit(cache=True, parallel=True)(_bcd_pass)
-bcd_pass_serial = njit(cache=True, nogil=True)(_bcd_pass)
+bcd_pass, bcd_pass_serial = two_builds(_bcd_pass)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -776,10 +776,8 @@ def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, r
 
 # As for the passes: models in parallel, and a serial build for one model (a
 # thread-pool region per shard can cost more than the evaluation on a busy machine).
-hinge_sum = njit(cache=True, parallel=True)(_hinge_sum)
-hinge_sum_serial = njit(cache=True, nogil=True)(_hinge_sum)
-hinge_rows = njit(cache=True, parallel=True)(_hinge_rows)
-hinge_rows_serial = njit(cache=True, nogil=True)(_hinge_rows)
+hinge_sum, hinge_sum_serial = two_builds(_hinge_sum)
+hinge_rows, hinge_rows_serial = two_builds(_hinge_rows)
 
 
 @njit(cache=True, nogil=True)

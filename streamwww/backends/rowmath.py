@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from numba import njit
 
+from streamwww._jit import build
 from streamwww.solvers.walrus import walrus_sweep  # one sweep for both backends
 
 __all__ = ["c_index", "v_entry", "hinge_term", "row_weight", "walrus_sweep", "walrus_sweep_cpu"]
@@ -68,4 +69,4 @@ def row_weight(weights, trains, split, i):
     return w if weights.shape[0] + trains.shape[0] >= 0 else 0.0
 
 
-walrus_sweep_cpu = njit(cache=True)(walrus_sweep)
+walrus_sweep_cpu = build(walrus_sweep, "_cpu")  # (cache files of its own: streamwww._jit)

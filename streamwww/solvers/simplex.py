@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from streamwww._jit import build
 from streamwww.solvers._rowsort import INSERTION_SORT_MAX as _INSERTION_SORT_MAX
 from streamwww.solvers._rowsort import add_compensated as _add
 from streamwww.solvers._rowsort import collect_positive as _collect_positive
@@ -102,7 +103,7 @@ def simplex_write(v, srt, r, theta, C, out):
 
 _sweep = njit(cache=True, nogil=True, inline="always")(simplex_sweep)
 _write = njit(cache=True, nogil=True, inline="always")(simplex_write)
-simplex_sweep_cpu = njit(cache=True)(simplex_sweep)
+simplex_sweep_cpu = build(simplex_sweep, "_cpu")  # (cache files of its own: streamwww._jit)
 
 
 @njit(cache=True, nogil=True)
