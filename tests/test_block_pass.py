@@ -153,9 +153,9 @@ def test_the_row_parallel_objective_pass_is_the_serial_sum_bitwise(sparse, model
     rows = np.arange(block.n_rows, dtype=np.int64)
     t1, t2 = np.zeros((models, block.n_rows)), np.zeros((models, block.n_rows))
     BK.hinge_rows_par(W, _rows(block), block.y, _NONE_F, _NONE_I, np.full(models, -1), 1.0, ms, rows, t2,
-                      _NONE_U8, 0.0, 0, 3, K.ktag(6))
+                      _NONE_U8, 0.0, 0.1, 0, 3, K.ktag(6))
     K.hinge_rows_serial(W, _rows(block), block.y, _NONE_F, _NONE_I, np.full(models, -1), 1.0, ms, rows, t1,
-                        _NONE_U8, 0.0, 0, K.ktag(6))
+                        _NONE_U8, 0.0, 0.1, 0, K.ktag(6))
     assert np.array_equal(t1, t2)
 
 

@@ -152,6 +152,38 @@ def test_shrinking_reaches_the_same_certificate(rng):
     assert on.history_[-1]["primal"] == pytest.approx(off.history_[-1]["primal"], rel=2e-5)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_cs_keeps_only_the_terms_near_the_rows_largest(sparse, rng):
+    """Shrinking's flags (engine.shrink): WW keeps every coordinate whose term
+    ``1 - (s_y - s_c(t))`` is positive; Crammer-Singer only those also within ``CS_NEAR`` of
+    the row's largest term (its hinge loss), computed here from the scores in NumPy."""
+    from streamwww.backends.base import make_block
+    from streamwww.backends.cpu import CPUBackend
+    from streamwww.backends.rowmath import CS_NEAR
+    from streamwww.solvers import CS_LOSS, WW_LOSS
+
+    n, d, k = 300, 12, 7
+    X = rng.normal(size=(n, d)) * (rng.random((n, d)) < 0.6)
+    y = rng.integers(0, k, size=n).astype(np.int32)
+    W = rng.normal(size=(1, d, k)) * 0.4
+    block = make_block(sp.csr_matrix(X) if sparse else X, y, 0.0)
+    S = X @ W[0]
+    terms = np.empty((n, k - 1))
+    for t in range(k - 1):
+        c = np.where(t + 1 != y, t + 1, 0)
+        terms[:, t] = 1.0 - (S[np.arange(n), y] - S[np.arange(n), c])
+    largest = np.maximum(0.0, terms.max(axis=1))
+    flags = {}
+    for loss in (WW_LOSS, CS_LOSS):
+        near = np.full((1, n, k - 1), 7, dtype=np.uint8)
+        CPUBackend(n_threads=1).hinge_sums(W, block, 0.0, np.array([0]), near=near, reach=0.0, loss=loss)
+        flags[loss] = near[0].astype(bool)
+    np.testing.assert_array_equal(flags[WW_LOSS], terms > 0)
+    np.testing.assert_array_equal(flags[CS_LOSS], (terms > 0) & (terms >= largest[:, None] - CS_NEAR))
+    assert flags[CS_LOSS].sum() < 0.8 * flags[WW_LOSS].sum()  # sharper: rows with a margin below 1 lose some
+    assert np.all(flags[CS_LOSS][terms == largest[:, None]] | (largest[:, None] == 0))  # the largest stays
+
+
 def test_shark_is_refused_with_cs(rng):
     X, y = make_classification(rng, n=20, d=3, k=3)
     with pytest.raises(ValueError, match="subproblem='shark'.*Crammer-Singer"):
@@ -184,6 +216,35 @@ def test_store_checkpoint_resume_and_model_file(tmp_path, rng):
     np.testing.assert_array_equal(loaded.coef_, full.coef_)
     np.testing.assert_array_equal(loaded.predict(X), full.predict(X))
     assert manifest["config"]["loss"] == "cs"
+
+
+def test_a_checkpoint_of_shrink_rule_1_resumes_with_that_rule(tmp_path, rng, monkeypatch):
+    """A Crammer-Singer checkpoint written before the sharper sets (no "shrink_rule" in its
+    config: 0.5 and earlier) resumes to the model that rule trains, bitwise; new runs record
+    rule 2, and the two rules train different models (so the check can fail)."""
+    import streamwww.engine.run as run_module
+
+    X, y = make_classification(rng, n=300, d=8, k=6, sparse=True)
+    write_store(tmp_path / "s.zarr", X, y, shard_rows=64)
+    settings = dict(C=1.0, loss="cs", tol=1e-8, max_iter=30, random_state=5, eval_every=1)
+    now = sw.train(str(tmp_path / "s.zarr"), **settings)
+    with monkeypatch.context() as patch:
+        patch.setattr(run_module, "SHRINK_RULE", 1)
+        old = sw.train(str(tmp_path / "s.zarr"), **settings)
+
+        def stop(info):
+            if info["epoch"] == 4:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            sw.train(str(tmp_path / "s.zarr"), checkpoint_dir=tmp_path / "old", checkpoint_interval=0, callback=stop,
+                     **settings)
+    assert "shrink_rule" not in json.loads((tmp_path / "old" / "manifest.json").read_text())["config"]
+    assert not np.array_equal(now.coef_, old.coef_)
+    np.testing.assert_array_equal(sw.resume(tmp_path / "old").coef_, old.coef_)
+    sw.train(str(tmp_path / "s.zarr"), checkpoint_dir=tmp_path / "new", max_iter=2, tol=1e-8, C=1.0, loss="cs",
+             random_state=5)
+    assert json.loads((tmp_path / "new" / "manifest.json").read_text())["config"]["shrink_rule"] == 2
 
 
 def test_ww_records_no_loss(rng):

@@ -52,10 +52,10 @@ for dense in (True, False):
         jobs.append((K.bcd_kernel(dense, 256, 1024), pass_sig(dt)))
     jobs.append((K.parallel_bcd_kernel(dense, 256, 1024), pass_sig(f64)))
     # (W, data, indices, indptr, ncols, y, weights, trains, splits, n, bias, models, out, h, near, reach,
-    #  record, keep_rows, loss_id)
+    #  cs_near, record, keep_rows, loss_id)
     jobs.append((K.hinge_kernel(dense, 128), (A(f64, 3), A(f64, 1), A(i32, 1), A(ip, 1), i64, A(i32, 1), A(f64, 1),
                                               A(i64, 1), A(i64, 1), i64, f64, A(i64, 1), A(f64, 2), A(f64, 2),
-                                              A(u8, 3), f64, T.boolean, T.boolean, i64)))
+                                              A(u8, 3), f64, f64, T.boolean, T.boolean, i64)))
 jobs.append((K.sum_kernel(256, True), (A(f64, 3), A(f64, 2))))
 jobs.append((K.fill_kernel(), (A(f64, 1), f64)))
 for kernel, sig in jobs:

@@ -491,7 +491,7 @@ def test_objective_pairs_of_rows_give_the_one_row_bits(sparse, n, monkeypatch, r
         sums = [be.hinge_sums(W, block, 1.0, models[:m], near=flags[:m] if m == 1 else flags, reach=0.05)
                 for m in (1, 2)]
         h, rflags = np.full((2, n), -1.0), np.zeros_like(flags)
-        be._hinge_rows(W, block, 1.0, models, rows, h, None, rflags, 0.05, 0)
+        be._hinge_rows(W, block, 1.0, models, rows, h, None, rflags, 0.05, 0, 0.1)
         out.append((sums, flags, h, rflags))
     (s1, f1, h1, r1), (s2, f2, h2, r2) = out
     assert f1.any() and not f1.all() and (h1[:, rows] == 0.0).any() and (h1[:, rows] > 0).any()

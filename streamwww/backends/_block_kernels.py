@@ -381,8 +381,8 @@ def _update(Wm, X, order, steps, b0, nb, t, T, bias, bounds, SP, U, CLS, N):
 block_pass, block_pass_serial = two_builds(_block_pass)
 
 
-def _hinge_rows_par(W, X, y, weights, trains, splits, bias, models, rows, h, near, reach, loss_id, n_threads,
-                    ktag):
+def _hinge_rows_par(W, X, y, weights, trains, splits, bias, models, rows, h, near, reach, cs_near, loss_id,
+                    n_threads, ktag):
     """:func:`streamwww.backends._kernels._hinge_rows` with each model's rows spread over
     ``n_threads`` threads (contiguous parts of ``rows``): ``h[mi, i]`` and the near-flags of
     each row are computed by one thread, by the same formula, so the terms (and their sum in
@@ -400,7 +400,7 @@ def _hinge_rows_par(W, X, y, weights, trains, splits, bias, models, rows, h, nea
             for q in range((t * n) // T, ((t + 1) * n) // T):
                 i = rows[q]
                 h[mi, i] = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
-                                          reach, k, ktag, record, loss_id)[0]
+                                          reach, cs_near, k, ktag, record, loss_id)[0]
 
 
 hinge_rows_par = njit(cache=True, parallel=True)(_hinge_rows_par)

@@ -75,6 +75,7 @@ from numba import cuda, float64, int32, int64
 from streamwww.backends.rowmath import (
     c_index,
     hinge_term,
+    near_floor,
     row_weight,
     v_entry,
     walrus_sweep,
@@ -542,7 +543,8 @@ def hinge_kernel(dense: bool, tpb: int):
     a time (no per-row storage, any ``k``); with ``loss_id == CS_LOSS`` the maximum of those terms
     (the Crammer-Singer hinge) instead of their sum.  Deterministic: fixed tree per block, host sums blocks.
     With ``record``, also the near-flags of shrinking: ``near[mdl, i, t] = 1`` where
-    ``1 - (s_y - s_c(t)) > -reach`` (0 for a row of weight 0), as the CPU kernel; with
+    ``1 - (s_y - s_c(t)) > -reach`` and, for Crammer-Singer, at least
+    :func:`~streamwww.backends.rowmath.near_floor` (0 for a row of weight 0), as the CPU kernel; with
     ``keep_rows``, each row's weighted loss in ``h[mi, i]`` as well.
     """
     TPB = tpb
@@ -550,7 +552,7 @@ def hinge_kernel(dense: bool, tpb: int):
 
     @cuda.jit
     def kernel(W, data, indices, indptr, ncols, y, weights, trains, splits, n, bias, models, out, h, near, reach,
-               record, keep_rows, loss_id):
+               cs_near, record, keep_rows, loss_id):
         tid = cuda.threadIdx.x
         blk = cuda.blockIdx.x
         mi = cuda.blockIdx.y
@@ -571,8 +573,14 @@ def hinge_kernel(dense: bool, tpb: int):
                         loss = max(loss, hinge_term(sy, sj))
                     else:
                         loss += hinge_term(sy, sj)
-                    if record:  # t with c(t) = j
-                        near[mdl, i, j - 1 if j != 0 else yi - 1] = 1 if 1.0 - (sy - sj) > -reach else 0
+                        if record:  # t with c(t) = j
+                            near[mdl, i, j - 1 if j != 0 else yi - 1] = 1 if 1.0 - (sy - sj) > -reach else 0
+            if record and loss_id == CS_LOSS:  # the floor needs the row's loss first: a second sweep
+                floor = near_floor(loss, loss_id, cs_near)
+                for j in range(k):
+                    if j != yi:
+                        term = 1.0 - (sy - score(W, mdl, data, indices, lo, hi, bias, j))
+                        near[mdl, i, j - 1 if j != 0 else yi - 1] = 1 if term > -reach and term >= floor else 0
             loss *= w
         elif record and i < n:
             for t in range(k - 1):

@@ -56,7 +56,7 @@ from numba.extending import intrinsic, overload
 from streamwww.backends._lanes import (lanes, lanes_load, lanes_load_row, lanes_madd, lanes_store, lanes_store_row,
                                        lanes_zero)
 from streamwww._jit import two_builds
-from streamwww.backends.rowmath import c_index, hinge_term, row_weight, v_entry
+from streamwww.backends.rowmath import c_index, hinge_term, near_floor, row_weight, v_entry
 from streamwww.solvers import CS_LOSS, SHARK, SIMPLEX  # noqa: F401  (the ids the kernels branch on)
 from streamwww.solvers.shark import shark_kernel
 from streamwww.solvers.simplex import simplex_kernel
@@ -669,33 +669,36 @@ def _row_hinge(s, y, k, loss_id):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _objective_row(Wm, X, y, weights, trains, split, bias, i, s, near, mdl, reach, k, ktag, record, loss_id):
+def _objective_row(Wm, X, y, weights, trains, split, bias, i, s, near, mdl, reach, cs_near, k, ktag, record,
+                   loss_id):
     """Row ``i``'s weighted hinge loss at ``Wm`` (0.0 and ``False`` for a row of weight 0,
     which is not scored); with ``record``, its near-flags ``near[mdl, i, t]``: 1 where the
-    margin of class ``c(t)`` is below ``1 + reach`` (0 for an unscored row)."""
+    margin of class ``c(t)`` is below ``1 + reach`` and, for Crammer-Singer, its term
+    ``1 - (s_y - s_c(t))`` within ``cs_near`` of the row's largest (:func:`near_floor`;
+    engine.shrink), 0 elsewhere and for an unscored row."""
     w = row_weight(weights, trains, split, i)
     if w != 0.0:
         row_scores(Wm, X, i, bias, s, k, ktag)
     hold((Wm, X))
-    return _objective_of(w, s, y, i, near, mdl, reach, k, record, loss_id)
+    return _objective_of(w, s, y, i, near, mdl, reach, cs_near, k, record, loss_id)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _objective_pair(Wm, X, y, weights, trains, split, bias, i1, i2, s1, s2, near, mdl, reach, k, ktag, record,
-                    loss_id):
+def _objective_pair(Wm, X, y, weights, trains, split, bias, i1, i2, s1, s2, near, mdl, reach, cs_near, k, ktag,
+                    record, loss_id):
     """:func:`_objective_row` of rows ``i1`` and ``i2`` (``k <= SMALL_K``), scored together by
     :func:`_scores_pair`: ``(loss1, scored1, loss2, scored2)``, the one-row results' bits."""
     _scores_pair(Wm, X, i1, i2, bias, s1, s2, ktag)
-    loss1, scored1 = _objective_of(row_weight(weights, trains, split, i1), s1, y, i1, near, mdl, reach, k, record,
-                                   loss_id)
-    loss2, scored2 = _objective_of(row_weight(weights, trains, split, i2), s2, y, i2, near, mdl, reach, k, record,
-                                   loss_id)
+    loss1, scored1 = _objective_of(row_weight(weights, trains, split, i1), s1, y, i1, near, mdl, reach, cs_near, k,
+                                   record, loss_id)
+    loss2, scored2 = _objective_of(row_weight(weights, trains, split, i2), s2, y, i2, near, mdl, reach, cs_near, k,
+                                   record, loss_id)
     hold((Wm, X))
     return loss1, scored1, loss2, scored2
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _objective_of(w, s, y, i, near, mdl, reach, k, record, loss_id):
+def _objective_of(w, s, y, i, near, mdl, reach, cs_near, k, record, loss_id):
     """:func:`_objective_row` once row ``i``'s scores are in ``s`` (unread when ``w`` is 0)."""
     m = k - 1
     loss = 0.0
@@ -704,23 +707,27 @@ def _objective_of(w, s, y, i, near, mdl, reach, k, record, loss_id):
             for t in range(m):
                 near[mdl, i, t] = 0
     else:
+        hinge = _row_hinge(s, y[i], k, loss_id)
         if record:
             sy = s[y[i]]
+            floor = near_floor(hinge, loss_id, cs_near)
             for t in range(m):
-                near[mdl, i, t] = 1 if 1.0 - (sy - s[c_index(t, y[i])]) > -reach else 0
-        loss = w * _row_hinge(s, y[i], k, loss_id)
+                h = 1.0 - (sy - s[c_index(t, y[i])])
+                near[mdl, i, t] = 1 if h > -reach and h >= floor else 0
+        loss = w * hinge
     hold((s, y, near))  # one exit, every array held to it: no refcounts per row
     return loss, w != 0.0
 
 
-def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach, loss_id, ktag):
+def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach, cs_near, loss_id, ktag):
     """``out[mi] = sum_i w_i sum_{j != y_i} max(0, 1 - (s_y - s_j))`` for model ``models[mi]``
     (``w_i`` the row's :func:`row_weight`; rows of weight 0 are not scored), the rows added
     in storage order; with ``loss_id == CS_LOSS`` the maximum over ``j`` replaces the sum.
 
     With ``near`` of shape ``(M, n, m)`` (else ``(0, 0, 0)``) it also records, for
     shrinking, ``near[models[mi], i, t] = 1`` where ``1 - (s_y - s_c(t)) > -reach``:
-    the margin of class ``c(t)`` is below ``1 + reach`` (0 for unscored rows)."""
+    the margin of class ``c(t)`` is below ``1 + reach`` (for Crammer-Singer also within
+    ``cs_near`` of the row's largest term: :func:`_objective_row`; 0 for unscored rows)."""
     k = _n_classes(W, ktag)
     record = near.shape[1] > 0
     n = y.shape[0]
@@ -734,21 +741,21 @@ def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach,
             start = n - n % 2
             for i in range(0, start, 2):
                 loss, scored, loss2, scored2 = _objective_pair(W[mdl], X, y, weights, trains, splits[mdl], bias, i,
-                                                               i + 1, s, s2, near, mdl, reach, k, ktag, record,
-                                                               loss_id)
+                                                               i + 1, s, s2, near, mdl, reach, cs_near, k, ktag,
+                                                               record, loss_id)
                 if scored:
                     total += loss
                 if scored2:
                     total += loss2
         for i in range(start, n):
             loss, scored = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
-                                          reach, k, ktag, record, loss_id)
+                                          reach, cs_near, k, ktag, record, loss_id)
             if scored:
                 total += loss
         out[mi] = total
 
 
-def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, reach, loss_id, ktag):
+def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, reach, cs_near, loss_id, ktag):
     """:func:`_hinge_sum`'s terms, row by row: ``h[mi, i]`` for the rows ``rows`` (0.0 for an
     unscored row), and their near-flags.  Added in storage order (:func:`ordered_sum`) they
     are :func:`_hinge_sum`'s total, bitwise (adding 0.0 changes no sum)."""
@@ -765,13 +772,13 @@ def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, r
             for q in range(0, start, 2):
                 i, i2 = rows[q], rows[q + 1]
                 loss, _, loss2, _ = _objective_pair(W[mdl], X, y, weights, trains, splits[mdl], bias, i, i2, s, s2,
-                                                    near, mdl, reach, k, ktag, record, loss_id)
+                                                    near, mdl, reach, cs_near, k, ktag, record, loss_id)
                 h[mi, i] = loss
                 h[mi, i2] = loss2
         for q in range(start, n):
             i = rows[q]
             h[mi, i] = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
-                                      reach, k, ktag, record, loss_id)[0]
+                                      reach, cs_near, k, ktag, record, loss_id)[0]
 
 
 # As for the passes: models in parallel, and a serial build for one model (a

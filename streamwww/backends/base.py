@@ -17,6 +17,7 @@ import scipy.sparse as sp
 
 from streamwww import _buffers as buffers
 from streamwww.backends import _kernels as K
+from streamwww.backends.rowmath import CS_NEAR
 
 __all__ = ["Block", "Backend", "make_block", "model_splits", "ordered_row_sums", "row_range"]
 
@@ -177,16 +178,18 @@ class Backend(Protocol):
 
     def hinge_sums(self, W: Any, block: Any, bias: float, models: np.ndarray,
                    splits: np.ndarray | None = None, near: np.ndarray | None = None,
-                   reach: float = 0.0, loss: int = 0) -> np.ndarray:
+                   reach: float = 0.0, loss: int = 0, cs_near: float = CS_NEAR) -> np.ndarray:
         """Per model, the block's hinge loss (``loss``: ``WW_LOSS``, the sum over the classes,
         or ``CS_LOSS``, their maximum; :mod:`streamwww.solvers`), each row weighted as in
         :meth:`bcd_pass` (float64, host); with ``near``, also fills the listed models'
-        near-flags: 1 where ``1 - (s_y - s_c(t)) > -reach``."""
+        near-flags: 1 where ``1 - (s_y - s_c(t)) > -reach`` and, for ``CS_LOSS``, the term is
+        at least the row's loss minus ``cs_near`` (:func:`~streamwww.backends.rowmath.near_floor`)."""
 
     def certify_pass(self, W_cert: Any, W: Any, block: Any, beta: Any, Cs: np.ndarray, models: np.ndarray,
                      order: np.ndarray, bias: float, solver: int, eps: float,
                      splits: np.ndarray | None = None, near: np.ndarray | None = None,
-                     reach: float = 0.0, block_rows: int = 1, loss: int = 0) -> tuple[np.ndarray, float]:
+                     reach: float = 0.0, block_rows: int = 1, loss: int = 0,
+                     cs_near: float = CS_NEAR) -> tuple[np.ndarray, float]:
         """The objective terms (of ``loss``, as in :meth:`hinge_sums`) of ``W_cert`` row by row (``h[len(models), n]``, host; added in
         storage order by :func:`ordered_row_sums` they are :meth:`hinge_sums`), filling
         ``near``, and :meth:`bcd_pass` of ``W`` over ``order`` (a permutation of the rows)

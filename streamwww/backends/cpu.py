@@ -36,6 +36,7 @@ import numpy as np  # noqa: E402
 from streamwww.backends import _block_kernels as BK  # noqa: E402
 from streamwww.backends import _kernels as K  # noqa: E402
 from streamwww.backends.base import Block, make_block, model_splits, ordered_row_sums  # noqa: E402
+from streamwww.backends.rowmath import CS_NEAR  # noqa: E402
 from streamwww.solvers import LOSS_IDS, SIMPLEX, SOLVER_IDS, WW_LOSS  # noqa: E402
 from streamwww.solvers.shark import SHARK_EPS  # noqa: E402
 
@@ -106,7 +107,8 @@ class CPUBackend:
         kernel(*args, K.ktag(W.shape[2]))
 
     def certify_pass(self, W_cert, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None,
-                     near=None, reach=0.0, block_rows: int = 1, loss: int = WW_LOSS) -> tuple[np.ndarray, float]:
+                     near=None, reach=0.0, block_rows: int = 1, loss: int = WW_LOSS,
+                     cs_near: float = CS_NEAR) -> tuple[np.ndarray, float]:
         """The objective terms of ``W_cert`` row by row (``h[len(models), n]``) with the
         near-flags ``near`` filled, and :meth:`bcd_pass` over ``order`` (a permutation of the
         block's rows) with those flags.  The sequential pass of one model with a second
@@ -122,7 +124,7 @@ class CPUBackend:
         chunks = _chunks(block, W.shape[2]) if overlap else 1
         cuts = np.linspace(0, order.shape[0], chunks + 1).astype(np.int64)
         score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, order[lo:hi], h, splits, near, reach,  # noqa: E731
-                                                loss, parallel=chunks == 1)
+                                                loss, cs_near, parallel=chunks == 1)
         train = lambda lo, hi: self.bcd_pass(W, block, beta, Cs, models, order[lo:hi], bias, solver, eps,  # noqa: E731
                                              splits, near=near, block_rows=block_rows)
         t0 = time.perf_counter()
@@ -162,10 +164,10 @@ class CPUBackend:
         make several chunks."""
         return int(block_rows) == 1 and self.threads() > 1 and int(work) >= MIN_CHUNKS * CHUNK_WORK
 
-    def _hinge_rows(self, W, block: Block, bias, models, rows, h, splits, near, reach, loss,
+    def _hinge_rows(self, W, block: Block, bias, models, rows, h, splits, near, reach, loss, cs_near,
                     parallel=True) -> None:
         args = (W, _rows(block), block.y, *_row_weights(block), model_splits(splits, W.shape[0]), float(bias),
-                models, rows, h, _NONE_U8 if near is None else near, float(reach), int(loss))
+                models, rows, h, _NONE_U8 if near is None else near, float(reach), float(cs_near), int(loss))
         threads = self.threads() if parallel else 1
         if threads == 1:
             K.hinge_rows_serial(*args, K.ktag(W.shape[2]))
@@ -175,19 +177,19 @@ class CPUBackend:
             BK.hinge_rows_par(*args, threads, K.ktag(W.shape[2]))
 
     def hinge_sums(self, W, block: Block, bias, models, splits=None, near=None, reach=0.0,
-                   loss: int = WW_LOSS) -> np.ndarray:
+                   loss: int = WW_LOSS, cs_near: float = CS_NEAR) -> np.ndarray:
         models = np.ascontiguousarray(models, dtype=np.int64)
         threads = self.threads()
         if 1 < threads and models.shape[0] < threads:  # rows in parallel, added in storage order
             h = np.zeros((models.shape[0], block.n_rows), dtype=np.float64)
             self._hinge_rows(W, block, bias, models, np.arange(block.n_rows, dtype=np.int64), h, splits, near,
-                             reach, loss)
+                             reach, loss, cs_near)
             return ordered_row_sums(h, 0, block.n_rows)
         out = np.zeros(models.shape[0], dtype=np.float64)
         kernel = K.hinge_sum_serial if models.shape[0] == 1 or threads == 1 else K.hinge_sum
         kernel(W, _rows(block), block.y, *_row_weights(block), model_splits(splits, W.shape[0]),
-               float(bias), models, out, _NONE_U8 if near is None else near, float(reach), int(loss),
-               K.ktag(W.shape[2]))
+               float(bias), models, out, _NONE_U8 if near is None else near, float(reach), float(cs_near),
+               int(loss), K.ktag(W.shape[2]))
         return out
 
     def sq_frobenius(self, W) -> np.ndarray:

@@ -51,6 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamwww.backends.base import Block, model_splits
+from streamwww.backends.rowmath import CS_NEAR
 from streamwww.errors import DeviceUnavailableError
 from streamwww.solvers import CS_LOSS, WW_LOSS
 
@@ -773,11 +774,12 @@ class CUDABackend:
 
     # ------------------------------------------------------------------ objective
     def hinge_sums(self, W, block: DeviceBlock, bias, models, splits=None, near=None, reach=0.0,
-                   loss: int = WW_LOSS) -> np.ndarray:
+                   loss: int = WW_LOSS, cs_near: float = CS_NEAR) -> np.ndarray:
         """Per listed model, the block's weighted hinge loss (float64, host): ``loss`` ``WW_LOSS``
         (WW, the sum over the classes) or ``CS_LOSS`` (Crammer-Singer, their maximum;
         :mod:`streamwww.solvers`); with ``near`` (host ``uint8``, ``(M, n, k - 1)``), also
-        shrinking's near-flags of the listed models (engine.shrink), filled in place."""
+        shrinking's near-flags of the listed models (engine.shrink; ``reach`` and ``cs_near`` as
+        for the CPU), filled in place."""
         models = np.ascontiguousarray(models, dtype=np.int64)
         splits = model_splits(splits, W.shape[0])
         loss = _loss_id(loss)
@@ -785,7 +787,8 @@ class CUDABackend:
         if L == 0 or block.n_rows == 0:
             return np.zeros(L)
         if near is not None:
-            return self._objective_rows(W, block, bias, models, splits, near, reach, loss=loss)[0].sum(axis=1)
+            return self._objective_rows(W, block, bias, models, splits, near, reach, loss=loss,
+                                        cs_near=cs_near)[0].sum(axis=1)
         if self._cupy is not None:
             try:
                 return self._hinge_cupy(W, block, float(bias), models, splits, loss)
@@ -795,7 +798,7 @@ class CUDABackend:
         nblk = (block.n_rows + tpb - 1) // tpb
         part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
                                 np.float64, W, block, bias, models, with_y=True, splits=splits,
-                                extra=(self._no_rows(), self._no_near()[0], 0.0, False, False, loss))
+                                extra=(self._no_rows(), self._no_near()[0], 0.0, CS_NEAR, False, False, loss))
         return part.sum(axis=1)
 
     def _no_rows(self):
@@ -804,7 +807,7 @@ class CUDABackend:
         return self._empty_rows
 
     def _objective_rows(self, W, block, bias, models, splits, near, reach, keep_rows: bool = False,
-                        loss: int = WW_LOSS):
+                        loss: int = WW_LOSS, cs_near: float = CS_NEAR):
         """The hinge kernel (``loss``: the loss id) with shrinking's near-flags (``near``, host,
         filled for the listed models) and, with ``keep_rows``, each row's loss:
         ``(block partial sums, h or None)``."""
@@ -818,7 +821,8 @@ class CUDABackend:
         nblk = (block.n_rows + tpb - 1) // tpb
         part = self._row_kernel(self._K.hinge_kernel(not block.is_sparse, tpb), tpb, nblk, (L, nblk),
                                 np.float64, W, block, bias, models, with_y=True, splits=splits,
-                                extra=(dh, dnear, float(reach), near is not None, bool(keep_rows), int(loss)))
+                                extra=(dh, dnear, float(reach), float(cs_near), near is not None, bool(keep_rows),
+                                       int(loss)))
         h = dh.copy_to_host(stream=st) if keep_rows else None
         if near is not None:
             host = dnear.copy_to_host(stream=st)
@@ -830,7 +834,7 @@ class CUDABackend:
 
     def certify_pass(self, W_cert, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
                      splits=None, near=None, reach=0.0, block_rows: int = 1,
-                     loss: int = WW_LOSS) -> tuple[np.ndarray, float]:
+                     loss: int = WW_LOSS, cs_near: float = CS_NEAR) -> tuple[np.ndarray, float]:
         """The objective terms (of ``loss``, as in :meth:`hinge_sums`) of ``W_cert`` row by row,
         with the near-flags ``near``, then :meth:`bcd_pass` with them (one after the other on
         the device's stream); as
@@ -839,7 +843,7 @@ class CUDABackend:
         loss = _loss_id(loss)
         t0 = time.perf_counter()
         _, h = self._objective_rows(W_cert, block, bias, models, model_splits(splits, W.shape[0]), near, reach,
-                                    keep_rows=True, loss=loss)
+                                    keep_rows=True, loss=loss, cs_near=cs_near)
         waited = time.perf_counter() - t0
         self.bcd_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near=near, block_rows=block_rows)
         return h, waited

@@ -24,12 +24,15 @@ agree to rounding (bitwise where the compiler contracts no multiply-add).
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from streamwww._jit import build
+from streamwww.solvers import CS_LOSS
 from streamwww.solvers.walrus import walrus_sweep  # one sweep for both backends
 
-__all__ = ["c_index", "v_entry", "hinge_term", "row_weight", "walrus_sweep", "walrus_sweep_cpu"]
+__all__ = ["c_index", "v_entry", "hinge_term", "near_floor", "CS_NEAR", "row_weight", "walrus_sweep",
+           "walrus_sweep_cpu"]
 
 
 @njit(inline="always")
@@ -49,6 +52,22 @@ def hinge_term(s_y, s_j):
     """``max(0, 1 - (s_y - s_j))``: one class's term of the WW hinge loss."""
     h = 1.0 - (s_y - s_j)
     return h if h > 0.0 else 0.0
+
+
+#: Crammer-Singer's shrinking: a coordinate at 0 stays in the next epoch only if its term
+#: ``1 - (s_y - s_c(t))`` is within this of the row's largest (engine.shrink explains why
+#: that is exact, and why a margin rather than the largest term alone).
+CS_NEAR = 0.1
+
+
+@njit(inline="always")
+def near_floor(hinge, loss_id, cs_near):
+    """The least term ``1 - (s_y - s_c(t))`` a coordinate at 0 of a row with the hinge loss
+    ``hinge`` (unweighted) needs to stay in the next epoch, besides being positive: none for
+    WW (its coordinates are coupled by no constraint), ``hinge - cs_near`` for Crammer-Singer
+    (the row's ``1^T beta_i <= C`` couples them; ``cs_near`` is :data:`CS_NEAR`, or ``inf``
+    for a run that a checkpoint of shrinking rule 1 continues)."""
+    return hinge - cs_near if loss_id == CS_LOSS else -np.inf
 
 
 @njit(inline="always")

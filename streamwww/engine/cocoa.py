@@ -223,7 +223,7 @@ class _Local:
         """Add the hinge sums of the (device) block ``dblock`` at ``W_t``; fill ``near``
         with its near-flags at ``W_t`` when given."""
         self.hinge += self.backend.hinge_sums(self.W0, dblock, self.cfg.bias, self.every, self.splits,
-                                              loss=self.cfg.loss_id, **near_args(near))
+                                              loss=self.cfg.loss_id, **near_args(near, self.cfg))
 
     def result(self) -> dict:
         out = {"hinge": self.hinge, "beta_sum": self.beta_sum, "local_sum": self.local_sum,

@@ -52,7 +52,8 @@ def evaluation_epoch(epoch: int) -> bool:
 #: Settings a checkpoint's config leaves out at these values, and the value a config
 #: without the key means (no cross-validation, no shrinking, version 1 of the row order
 #: and of the "auto" schedule, the sequential pass, Weston-Watkins).
-OMITTED = {"splits": None, "shrinking": False, "row_order": 1, "schedule": 1, "block_rows": 1, "loss": "ww"}
+OMITTED = {"splits": None, "shrinking": False, "row_order": 1, "schedule": 1, "block_rows": 1, "loss": "ww",
+           "shrink_rule": 1}
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class SolverConfig:
     schedule: int = 1  # the "auto" schedule's version (engine.schedule; 1: evaluation_epoch's)
     block_rows: int = 1  # the pass: 1 sequential, m > 1 the block pass of m rows (backends._block_kernels)
     loss: str = "ww"  # "ww" Weston-Watkins, "cs" Crammer-Singer (DESIGN.md: the same dual, another feasible set)
+    shrink_rule: int = 1  # shrinking's sets (engine.shrink; 1: a config without the key; new runs: SHRINK_RULE)
 
     @property
     def solver_id(self) -> int:

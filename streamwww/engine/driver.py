@@ -542,6 +542,7 @@ class _Certificate:
         self.solver = cfg.solver_id
         self.block_rows = cfg.block_rows
         self.loss = cfg.loss_id
+        self.cfg = cfg
         self.splits = model_splits(cfg.splits, len(cfg.Cs))
         # W_t, kept while W_{t+1} is trained; copied into the certificate before's W where
         # given (done with): no third copy of W at the peak, no fresh pages per certificate
@@ -566,7 +567,7 @@ class _Certificate:
         c = compile_seconds()
         h, waited = self.backend.certify_pass(self.W, W, block, beta, Cs, self.active, order, self.bias, solver,
                                               self.eps, self.splits, block_rows=self.block_rows, loss=self.loss,
-                                              **near_args(near))
+                                              **near_args(near, self.cfg))
         # (the wait includes the objective kernel's compilation, which solver_clock leaves out already)
         waited -= min(waited, compile_seconds() - c)
         t = solver_clock()
@@ -603,7 +604,7 @@ def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active,
     splits = model_splits(cfg.splits, len(cfg.Cs))
     for (s,), block in feed.eval_stream(then):
         hinge += backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits, loss=cfg.loss_id,
-                                    **_near_args(near, s, partial))
+                                    **_near_args(near, s, cfg, partial))
         if near is not None:
             near.filled(s)
         beta_sum += betas.sums(s, active)
@@ -613,9 +614,9 @@ def _evaluate(data, betas, cfg: SolverConfig, backend: Backend, feed, W, active,
                    epoch_time=epoch_time, n_features=data.n_features)
 
 
-def _near_args(near: NearSets | None, shard: int, partial: bool = False) -> dict:
+def _near_args(near: NearSets | None, shard: int, cfg: SolverConfig, partial: bool = False) -> dict:
     """``hinge_sums``'s keyword arguments that fill ``shard``'s shrinking set (none without)."""
-    return near_args(None if near is None else near.buffer(shard, keep=partial))
+    return near_args(None if near is None else near.buffer(shard, keep=partial), cfg)
 
 
 def _near_pass(data, cfg: SolverConfig, backend: Backend, feed, W, active, near: NearSets, hooks: Hooks,
@@ -626,7 +627,7 @@ def _near_pass(data, cfg: SolverConfig, backend: Backend, feed, W, active, near:
     splits = model_splits(cfg.splits, len(cfg.Cs))
     for (s,), block in feed.eval_stream(then):
         backend.hinge_sums(W, backend.put_block(block), cfg.bias, active, splits, loss=cfg.loss_id,
-                           **_near_args(near, s))
+                           **_near_args(near, s, cfg))
         near.filled(s)
         if hooks.stop_requested():
             hooks.stop()

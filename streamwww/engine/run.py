@@ -45,6 +45,7 @@ from streamwww.engine.interrupt import CtrlC, Interrupted
 from streamwww.engine.options import Call, Placement, RunOptions
 from streamwww.engine.order import ROW_ORDER
 from streamwww.engine.schedule import SCHEDULE
+from streamwww.engine.shrink import SHRINK_RULE
 from streamwww.errors import CheckpointError, StreamwwwError
 from streamwww.state.betas import DiskBetas, InMemoryBetas, beta_nbytes
 from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
@@ -84,6 +85,7 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         shrinking=bool(params.get("shrinking", False)),
                         row_order=ROW_ORDER if manifest is None else int(manifest["config"].get("row_order", 1)),
                         schedule=SCHEDULE if manifest is None else int(manifest["config"].get("schedule", 1)),
+                        shrink_rule=SHRINK_RULE if manifest is None else int(manifest["config"].get("shrink_rule", 1)),
                         block_rows=int(params.get("block_rows", 1)), loss=params.get("loss", "ww"))
 
 

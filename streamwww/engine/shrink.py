@@ -31,9 +31,21 @@ memory (1/8 of ``beta``, ``uint8``) where ``beta`` is in memory, in an anonymous
 temporary file (no name on POSIX, so a killed run leaves none) where ``beta`` is on disk, and not at all with the late
 objectives or on a cluster, which make each group's sets right before it trains.
 Shrinking needs an exact step (Walrus, or Crammer-Singer's simplex step) and a backend
-that implements it (the CPU's and the CUDA backend's).  The rule is the same for
-Crammer-Singer: its step is ``b = (v - theta)_+`` with ``theta >= sum(beta_i)`` at a fixed
-point, and a coordinate at 0 with margin ``>= 1`` has ``v_t <= sum(beta_i)``, so it stays 0.  The first epoch passes over every coordinate.
+that implements it (the CPU's and the CUDA backend's).  The first epoch passes over every coordinate.
+
+Crammer-Singer's coordinates of a row are coupled by ``1^T beta_i <= C``, and its rule is
+sharper.  With ``m_t = s_y - s_c(t)``, the optimum has a multiplier ``lambda_i >= 0`` per row
+with ``1 - m_t = lambda_i`` where ``beta_it > 0`` and ``1 - m_t <= lambda_i`` where it is 0:
+``lambda_i`` is the row's hinge loss ``max(0, max_t 1 - m_t)``, and a coordinate at 0 whose
+term ``1 - m_t`` lies below it is settled even with a margin below 1.  So the objective pass
+keeps a coordinate at 0 only if its term is positive and at least the row's loss minus
+:data:`~streamwww.backends.rowmath.CS_NEAR` (:func:`~streamwww.backends.rowmath.near_floor`),
+from ``W_t`` alone as for WW (a resumed run remakes the sets bitwise).  A fixed point is
+still the optimum: the term that attains the row's loss is kept, and at the optimum of the
+kept coordinates its condition gives ``lambda_i >= max_t (1 - m_t)``, so every coordinate
+left out satisfies its own.  The margin ``CS_NEAR`` keeps the terms close to the largest:
+with the largest alone a row far from the optimum moves about one class per epoch
+(docs/TRAINING.md, "Shrinking").
 
 The sets of an objective pass hold until the next one (``eval_every > 1`` or
 ``"auto"``; :attr:`~streamwww.engine.config.SolverConfig.sticky_sets`): epochs
@@ -49,17 +61,24 @@ on another worker (:func:`streamwww.engine.cocoa.run_rounds`).
 
 from __future__ import annotations
 
+import math
 import tempfile
 
 import numpy as np
 
+from streamwww.backends.rowmath import CS_NEAR
 from streamwww.solvers import SHARK
 
-__all__ = ["REACH", "NearSets", "near_args", "new_near", "round_shrinks", "shrinking_applies"]
+__all__ = ["REACH", "SHRINK_RULE", "NearSets", "near_args", "new_near", "round_shrinks", "shrinking_applies"]
 
 # The margin, above 1, within which a coordinate at 0 stays in the next epoch.
 # 0 keeps exactly the coordinates the KKT conditions at W_t do not settle.
 REACH = 0.0
+
+# The sets' rule for new runs: 2 keeps a Crammer-Singer coordinate only near its row's
+# largest term (CS_NEAR); 1, the rule of checkpoints without "shrink_rule", keeps every
+# coordinate with a margin below 1 for both losses.  The two are the same for WW.
+SHRINK_RULE = 2
 
 
 def shrinking_applies(cfg, backend) -> bool:
@@ -86,9 +105,13 @@ def new_near(n_models: int, n_rows: int, n_classes: int) -> np.ndarray:
     return np.empty((int(n_models), int(n_rows), int(n_classes) - 1), dtype=np.uint8)
 
 
-def near_args(near: np.ndarray | None) -> dict:
-    """The keyword arguments of ``hinge_sums`` that fill ``near`` (none without)."""
-    return {} if near is None else {"near": near, "reach": REACH}
+def near_args(near: np.ndarray | None, cfg) -> dict:
+    """The keyword arguments of ``hinge_sums`` that fill ``near`` (none without) by the
+    rule of ``cfg.shrink_rule``."""
+    if near is None:
+        return {}
+    cs_near = CS_NEAR if int(getattr(cfg, "shrink_rule", 1)) >= 2 else math.inf
+    return {"near": near, "reach": REACH, "cs_near": cs_near}
 
 
 class NearSets:
