@@ -25,6 +25,10 @@ engine.config.evaluation_epoch), every run's before 2026-11-27. ``GOLDEN_V3`` pi
 defaults since then: row order 2 and schedule version 2 (engine.schedule: spaced by
 the run's progress); only the runs that set ``eval_every`` themselves keep their hash.
 
+``GOLDEN_CS`` pins Crammer-Singer runs with the defaults, whose shrinking sets follow
+rule 2 (engine.shrink, new runs since 0.6.0); ``GOLDEN_CS_RULE1`` the same runs with rule 1,
+every Crammer-Singer run's before and the rule an older checkpoint resumes with.
+
 Run ``python -m tests.test_golden`` to print the current hashes.
 """
 
@@ -215,6 +219,51 @@ GOLDEN_V3 = {
 }
 
 
+def _run_cs(name: str, tmp, shrink_rule: int) -> str:
+    """Crammer-Singer runs with the defaults, their shrinking sets by ``shrink_rule``
+    (engine.shrink: 2 for new runs since 0.6.0, 1 before and for older checkpoints)."""
+    with _new_runs_take("SHRINK_RULE", shrink_rule):
+        if name == "cs-memory-sparse":
+            X, y = _data(21, 400, 30, 6, True)
+            return _digest(sw.CSClassifier(C=1.0, tol=1e-5, random_state=22).fit(X, y))
+        if name == "cs-memory-multiC":
+            X, y = _data(23, 300, 12, 5, False)
+            return _digest(sw.train((X, y), C=[0.1, 2.0], loss="cs", tol=1e-5, random_state=24))
+        if name == "cs-store-mix2":
+            X, y = _data(25, 700, 20, 7, True)
+            write_store(tmp / "cs.zarr", X, y, shard_rows=120)
+            return _digest(sw.train(tmp / "cs.zarr", C=0.5, loss="cs", tol=1e-5, random_state=26))
+    raise KeyError(name)
+
+
+# Crammer-Singer (0.3.0 on; no table above runs it), with the sets of rule 2 and of rule 1;
+# rule 1's hashes are those 0.5.0 trains (checked against c8691d9 when they were pinned)
+GOLDEN_CS = {
+    "cs-memory-sparse": "c371652ac47c0c67856b",
+    "cs-memory-multiC": "7f4cc85024399c06bc94",
+    "cs-store-mix2": "0f6e28fbc9b9b5da8329",
+}
+GOLDEN_CS_RULE1 = {
+    "cs-memory-sparse": "8df414fb303355a34391",
+    "cs-memory-multiC": "89cd1bb416bfb59e9a52",
+    "cs-store-mix2": "e8fbebc500904362db82",
+}
+
+
+@pytest.mark.parametrize("rule", [1, 2])
+@pytest.mark.parametrize("name", ["cs-memory-multiC", "cs-memory-sparse", "cs-store-mix2"])
+def test_golden_crammer_singer_model(name, rule, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = _run_cs(name, tmp_path, rule)
+    want = (GOLDEN_CS if rule == 2 else GOLDEN_CS_RULE1)[name]
+    assert got == want, f"{name} (shrink rule {rule}): the model changed bitwise (hash {got}, golden {want})"
+
+
+def test_the_crammer_singer_rules_differ():
+    assert all(GOLDEN_CS[name] != GOLDEN_CS_RULE1[name] for name in GOLDEN_CS)
+
+
 @pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("name", sorted(GOLDEN))
 def test_golden_model(name, mode, tmp_path):
@@ -307,4 +356,12 @@ if __name__ == "__main__":
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     print(f'    "{name}": "{_run(name, Path(d), mode)}",', flush=True)
+        print("}")
+    for table, rule in (("GOLDEN_CS", 2), ("GOLDEN_CS_RULE1", 1)):
+        print(f"{table} = {{")
+        for name in ("cs-memory-sparse", "cs-memory-multiC", "cs-store-mix2"):
+            with tempfile.TemporaryDirectory() as d:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    print(f'    "{name}": "{_run_cs(name, Path(d), rule)}",', flush=True)
         print("}")
