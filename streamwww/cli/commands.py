@@ -96,54 +96,41 @@ def _prefetch_arg(text: str):
         raise argparse.ArgumentTypeError(f"--prefetch must be 'auto' or a number of shards, got {text!r}") from None
 
 
+def _int_arg(text: str, option: str, ok, want: str) -> int:
+    """The int ``text`` when ``ok`` accepts it, else the one-line error ``OPTION must be WANT``."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not ok(value):
+        raise argparse.ArgumentTypeError(f"{option} must be {want}, got {text!r}")
+    return value
+
+
 def _cv_arg(text: str) -> int:
     """K of --cv: an int from 2 to the most folds a run holds."""
     from streamwww.stream.folds import MAX_SPLITS
 
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 2 <= value <= MAX_SPLITS:
-        raise argparse.ArgumentTypeError(f"--cv must be an int from 2 to {MAX_SPLITS} (folds), got {text!r}")
-    return value
+    return _int_arg(text, "--cv", lambda v: 2 <= v <= MAX_SPLITS, f"an int from 2 to {MAX_SPLITS} (folds)")
 
 
 def _eval_every_arg(text: str):
     """``auto`` or an int >= 1."""
     if text.strip().lower() == "auto":
         return "auto"
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--eval-every must be 'auto' or an int >= 1, got {text!r}")
-    return value
+    return _int_arg(text, "--eval-every", lambda v: v >= 1, "'auto' or an int >= 1")
 
 
 def _jobs_arg(text: str) -> int:
     """``--jobs``: an int other than 0 (-1: every usable core; -k: all but k - 1)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"--jobs must be an int other than 0 (-1: every usable core), got {text!r}")
-    return value
+    return _int_arg(text, "--jobs", lambda v: v != 0, "an int other than 0 (-1: every usable core)")
 
 
 def _block_rows_arg(text: str) -> int:
     """``--block-rows``: an int from 1 to MAX_BLOCK_ROWS."""
     from streamwww._params import MAX_BLOCK_ROWS
 
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if not 1 <= value <= MAX_BLOCK_ROWS:
-        raise argparse.ArgumentTypeError(f"--block-rows must be an int from 1 to {MAX_BLOCK_ROWS}, got {text!r}")
-    return value
+    return _int_arg(text, "--block-rows", lambda v: 1 <= v <= MAX_BLOCK_ROWS, f"an int from 1 to {MAX_BLOCK_ROWS}")
 
 
 _JOBS_HELP = ("threads of this process (default: every usable core; -k: all but k - 1); the model "
