@@ -9,6 +9,7 @@ be loaded for both: the same results, but a "parallel" pass on one thread.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 import pytest
 from numba.core.dispatcher import Dispatcher
@@ -16,10 +17,10 @@ from numba.core.dispatcher import Dispatcher
 from streamwww.backends import _block_kernels as BK
 from streamwww.backends import _kernels as K
 
-KERNEL_MODULES = ("streamwww.backends._kernels", "streamwww.backends._block_kernels", "streamwww.backends.rowmath",
-                  "streamwww.engine._shuffle", "streamwww.io._libsvm_kernels", "streamwww.io._staging",
-                  "streamwww.io.datagen", "streamwww.solvers._rowsort", "streamwww.solvers.shark",
-                  "streamwww.solvers.simplex", "streamwww.solvers.walrus")
+ROOT = Path(__file__).resolve().parents[1] / "streamwww"
+# every module that compiles a cached kernel (CUDA's are not cached)
+KERNEL_MODULES = sorted(".".join(("streamwww",) + p.relative_to(ROOT).with_suffix("").parts)
+                        for p in ROOT.rglob("*.py") if "cache=True" in p.read_text() or "_jit import" in p.read_text())
 
 
 def _cache_name(dispatcher) -> str | None:

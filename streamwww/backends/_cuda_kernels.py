@@ -573,14 +573,15 @@ def hinge_kernel(dense: bool, tpb: int):
                         loss = max(loss, hinge_term(sy, sj))
                     else:
                         loss += hinge_term(sy, sj)
-                        if record:  # t with c(t) = j
-                            near[mdl, i, j - 1 if j != 0 else yi - 1] = 1 if 1.0 - (sy - sj) > -reach else 0
-            if record and loss_id == CS_LOSS:  # the floor needs the row's loss first: a second sweep
+                    if record:  # t with c(t) = j
+                        near[mdl, i, j - 1 if j != 0 else yi - 1] = 1 if 1.0 - (sy - sj) > -reach else 0
+            if record and loss_id == CS_LOSS:  # the floor needs the row's loss: the flagged classes again
                 floor = near_floor(loss, loss_id, cs_near)
                 for j in range(k):
-                    if j != yi:
-                        term = 1.0 - (sy - score(W, mdl, data, indices, lo, hi, bias, j))
-                        near[mdl, i, j - 1 if j != 0 else yi - 1] = 1 if term > -reach and term >= floor else 0
+                    t = j - 1 if j != 0 else yi - 1
+                    if j != yi and near[mdl, i, t] != 0:
+                        if 1.0 - (sy - score(W, mdl, data, indices, lo, hi, bias, j)) < floor:
+                            near[mdl, i, t] = 0
             loss *= w
         elif record and i < n:
             for t in range(k - 1):

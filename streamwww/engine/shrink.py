@@ -110,7 +110,7 @@ def near_args(near: np.ndarray | None, cfg) -> dict:
     rule of ``cfg.shrink_rule``."""
     if near is None:
         return {}
-    cs_near = CS_NEAR if int(getattr(cfg, "shrink_rule", 1)) >= 2 else math.inf
+    cs_near = CS_NEAR if cfg.shrink_rule >= 2 else math.inf
     return {"near": near, "reach": REACH, "cs_near": cs_near}
 
 
