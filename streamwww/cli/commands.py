@@ -87,13 +87,10 @@ _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?)\s*([KMGT]?)(?:i?B)?\s*", re.IGNORECASE)
 
 
 def _prefetch_arg(text: str):
-    """``auto`` or an int."""
+    """``auto`` or a number of shards (>= 1)."""
     if text.strip().lower() == "auto":
         return "auto"
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--prefetch must be 'auto' or a number of shards, got {text!r}") from None
+    return _int_arg(text, "--prefetch", lambda v: v >= 1, "'auto' or a number of shards (>= 1)")
 
 
 def _int_arg(text: str, option: str, ok, want: str) -> int:

@@ -48,6 +48,7 @@ from streamwww.engine.schedule import SCHEDULE
 from streamwww.engine.shrink import SHRINK_RULE
 from streamwww.errors import CheckpointError, StreamwwwError
 from streamwww.state.betas import DiskBetas, InMemoryBetas, beta_nbytes
+from streamwww.state.versions import BetaVersions
 from streamwww.stream.feed import LoaderPool, PrefetchFeed, SyncFeed
 
 logger = logging.getLogger(__name__)
@@ -103,7 +104,7 @@ def check_manifest(path, manifest: dict, data) -> None:
             len(manifest["results"]) != n_models:
         raise CheckpointError(f"{where}: cursor {cur} or {len(manifest['results'])} results do not fit "
                               f"{data.n_shards} shards and {n_models} models")
-    DiskBetas(path, n_models, data.shard_rows, data.n_classes).verify(
+    BetaVersions(path, n_models, data.shard_rows, int(data.n_classes) - 1).verify(
         manifest["beta"]["versions"], manifest["beta"]["sums"], where)
 
 

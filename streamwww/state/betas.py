@@ -383,11 +383,6 @@ class DiskBetas:
         if v > 0:
             self._disk.remove([(s, v)])
 
-    def verify(self, versions, sums, where) -> None:
-        """Check the stored versions a manifest names against its sums
-        (:meth:`~streamwww.state.versions.BetaVersions.verify`)."""
-        self._disk.verify(versions, sums, where)
-
     def get(self, s: int) -> np.ndarray:
         """The current ``beta`` of shard ``s``."""
         return self.read(s, self.versions[s])
