@@ -253,7 +253,6 @@ def _train(data, *, C, tol, max_iter, fit_intercept, intercept_scaling, gap_deca
                       shrinking=shrinking,
                       random_state=random_state, device=device, verbose=verbose,
                       n_jobs=n_jobs, block_rows=block_rows, loss=loss, allow_C_list=True)
-    options.check("train")  # validated before any work
     params = model_settings(C=Cs[0], tol=tol, max_iter=max_iter, fit_intercept=fit_intercept,
                             intercept_scaling=intercept_scaling, gap_decay=gap_decay, subproblem=subproblem,
                             shrinking=shrinking, random_state=random_state, device=device, verbose=verbose,
@@ -304,7 +303,6 @@ def _train_cv(data, *, C, cv, model_out, sample_weight, options: RunOptions, pla
     warning; ``(estimator, Fit)``."""
     from streamwww.cv import cv_class
 
-    options.check("train")  # validated before any work
     out = located(model_out) if model_out is not None else None
     if out is not None:
         check_writable(out)
@@ -386,10 +384,12 @@ def _recorded_options(manifest: dict, checkpoint_dir, memory_budget) -> RunOptio
     ``checkpoint_interval`` 0 (a commit every epoch) where the manifest has none, and
     ``memory_budget`` the caller's (it is not recorded: it does not change the model)."""
     cfg, run = manifest["config"], manifest["run"]
-    return RunOptions(checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
-                      checkpoint_interval=float(run.get("checkpoint_interval", 0.0)), prefetch=run["prefetch"],
-                      inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
-                      mix_shards=cfg.get("mix_shards", UNMIXED), memory_budget=memory_budget)
+    options = RunOptions(checkpoint_dir=checkpoint_dir, checkpoint_every=run["checkpoint_every"],
+                         checkpoint_interval=float(run.get("checkpoint_interval", 0.0)), prefetch=run["prefetch"],
+                         inner_passes=cfg["inner_passes"], eval_every=cfg["eval_every"],
+                         mix_shards=cfg.get("mix_shards", UNMIXED), memory_budget=memory_budget)
+    options.check("resume")  # the caller's memory_budget; the recorded ones were checked when written
+    return options
 
 
 def resume(checkpoint_dir, store=None, *, model_out=None, verbose: int = 0, callback=None,

@@ -230,7 +230,6 @@ class WWClassifierCV(WWClassifier):
         self : WWClassifierCV
         """
         options, placement, call = options_of(train_options, type(self).__name__)
-        options.check(type(self).__name__)  # validated before any work
         # a LIBSVM text file: converted as WWClassifier.fit converts it (into checkpoint_dir
         # when one is given, else a temporary store removed after the fit)
         with text_as_store(X, options.checkpoint_dir) if y is None else nullcontext(X) as X:

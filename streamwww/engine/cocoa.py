@@ -662,9 +662,6 @@ def _certify(W, outs, cfg, results, active, t, wall, rows_per_s, callback) -> np
                       n_features=W.shape[1] - int(cfg.fit_intercept), to_host=np.array,  # (np.array copies)
                       unit="round")
     for i in active:
-        if int(i) in decision.finished:
-            results[i].W = W[i].copy()
-        elif decision.stop:
-            results[i].status = "stopped"
+        if results[i].status != "running":  # converged now, or stopped by the callback
             results[i].W = W[i].copy()
     return decision.running(active)

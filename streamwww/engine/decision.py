@@ -71,7 +71,8 @@ def decide(cfg: SolverConfig, results: list[ModelResult], active: np.ndarray, *,
     rows_per_s : float
         The training speed of the epoch, for the log and the callback.
     callback : callable or None
-        The user's callback; a truthy return value stops the run.
+        The user's callback; a truthy return value stops the run: every running model of
+        ``results``, evaluated now or not, gets the status 'stopped'.
     W, n_features, to_host
         For the callback's ``weights(j)`` (:class:`~streamwww.engine.callback.CallbackWeights`).
     unit : str
@@ -102,4 +103,8 @@ def decide(cfg: SolverConfig, results: list[ModelResult], active: np.ndarray, *,
                    "dual": D.tolist(), "rel_gap": R.tolist(), "rows_per_s": rows_per_s,
                    "converged": [int(i) in finished for i in active], "tol": cfg.tol, "max_iter": cfg.max_iter},
         cfg, W, active, n_features, to_host)
+    if stop:
+        for res in results:
+            if res.status == "running":
+                res.status = "stopped"
     return Decision(frozenset(finished), bool(stop))

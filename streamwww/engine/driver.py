@@ -441,7 +441,7 @@ def _certify_first(pending, group, block, host_beta, W, beta, Cs, sets: _Sets):
     """The group's first pass with ``W_t``'s objectives (and the group's sets, which sticky
     sets keep for the epochs without objectives after it)."""
     def first_pass(order) -> dict:
-        shrunk = pending.certify_pass(group, block, host_beta, W, beta, Cs, order, pending.solver)
+        shrunk = pending.certify_pass(group, block, host_beta, W, beta, Cs, order)
         if "near" in shrunk:
             sets.certified(group, shrunk["near"])
         return shrunk
@@ -535,14 +535,9 @@ class _Certificate:
     def __init__(self, backend: Backend, W, cur: Cursor, data, cfg: SolverConfig, active: np.ndarray, *,
                  rows: int, epoch_time: float, wall: float = 0.0, shrink: bool = False, sets_only: bool = False,
                  spare=None):
-        self.backend, self.bias, self.shard_rows = backend, cfg.bias, data.shard_rows
+        self.backend, self.cfg, self.shard_rows = backend, cfg, data.shard_rows
         self.shrink, self.sets_only = shrink, sets_only
         self.shape = (len(cfg.Cs), int(data.n_classes))
-        self.eps = cfg.shark_eps
-        self.solver = cfg.solver_id
-        self.block_rows = cfg.block_rows
-        self.loss = cfg.loss_id
-        self.cfg = cfg
         self.splits = model_splits(cfg.splits, len(cfg.Cs))
         # W_t, kept while W_{t+1} is trained; copied into the certificate before's W where
         # given (done with): no third copy of W at the peak, no fresh pages per certificate
@@ -554,7 +549,7 @@ class _Certificate:
         self._beta: list = [None] * data.n_shards
         self.seconds = 0.0  # the time the certificate added, taken off the epoch's training time
 
-    def certify_pass(self, group, block, host_beta, W, beta, Cs, order, solver) -> dict:
+    def certify_pass(self, group, block, host_beta, W, beta, Cs, order) -> dict:
         """The sums of ``group``'s shards (``host_beta`` before training) and the group's first
         pass over ``order``, with the group's sets when shrinking; returns the passes'
         keyword arguments for the sets (for ``inner_passes > 1``)."""
@@ -565,9 +560,10 @@ class _Certificate:
         near = new_near(self.shape[0], block.n_rows, self.shape[1]) if self.shrink else None
         setup = solver_clock() - t
         c = compile_seconds()
-        h, waited = self.backend.certify_pass(self.W, W, block, beta, Cs, self.active, order, self.bias, solver,
-                                              self.eps, self.splits, block_rows=self.block_rows, loss=self.loss,
-                                              **near_args(near, self.cfg))
+        cfg = self.cfg
+        h, waited = self.backend.certify_pass(self.W, W, block, beta, Cs, self.active, order, cfg.bias,
+                                              cfg.solver_id, cfg.shark_eps, self.splits, block_rows=cfg.block_rows,
+                                              loss=cfg.loss_id, **near_args(near, cfg))
         # (the wait includes the objective kernel's compilation, which solver_clock leaves out already)
         waited -= min(waited, compile_seconds() - c)
         t = solver_clock()
@@ -641,8 +637,4 @@ def _decide(cfg: SolverConfig, backend: Backend, W, hinge, beta_sum, active, res
                       epoch=cur.epoch, time=cur.train_time, wall=wall,
                       rows_per_s=rows / epoch_time if epoch_time > 0 else float("inf"),
                       callback=hooks.callback, W=W, n_features=n_features, to_host=backend.to_host)
-    if decision.stop:  # every running model of the run, evaluated now or not
-        for res in results:
-            if res.status == "running":
-                res.status = "stopped"
     return decision.running(active)

@@ -109,15 +109,11 @@ class Placement:
     partitions : int or None, default=None
         ``K``, the row partitions of the cluster run (None: a checkpoint's, else from the
         worker count).
-    beta_dir : str, Location or None, default=None
-        Where ``beta`` lives without a checkpoint directory (every worker must reach it;
-        None: a temporary directory).
     """
 
     client: Client | str | None = None
     workers: int | None = None
     partitions: int | None = None
-    beta_dir: str | os.PathLike | Location | None = None
 
     @classmethod
     def of(cls, client, workers, partitions, owner: str) -> "Placement | None":
@@ -168,9 +164,12 @@ OPTION_KEYS = tuple(f.name for f in fields(RunOptions)) + _PLACEMENT_KEYS + _HOO
 
 def options_of(options: dict, owner: str) -> tuple[RunOptions, Placement | None, Call]:
     """:func:`streamwww.train`'s keywords of a run (those of :data:`OPTION_KEYS`) as its
-    :class:`RunOptions`, :class:`Placement` (None: this process) and :class:`Call` (its
-    hooks); any other keyword is a ``TypeError``.  ``owner`` names the caller in errors."""
+    :class:`RunOptions` (checked: :meth:`RunOptions.check`), :class:`Placement` (None: this
+    process) and :class:`Call` (its hooks); any other keyword is a ``TypeError``.  ``owner``
+    names the caller in errors."""
     rest = dict(options)
     placement = Placement.of(*(rest.pop(k, None) for k in _PLACEMENT_KEYS), owner)
     call = Call(**{k: rest.pop(k) for k in _HOOK_KEYS if k in rest})
-    return RunOptions(**rest), placement, call
+    run = RunOptions(**rest)
+    run.check(owner)  # validated where they are built, before any work
+    return run, placement, call

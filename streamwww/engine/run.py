@@ -84,10 +84,16 @@ def solver_config(params: dict, Cs, seed: int, inner_passes: int = 1, eval_every
                         mix_shards=int(mix_shards),
                         splits=None if splits is None else tuple(int(s) for s in splits),
                         shrinking=bool(params.get("shrinking", False)),
-                        row_order=ROW_ORDER if manifest is None else int(manifest["config"].get("row_order", 1)),
-                        schedule=SCHEDULE if manifest is None else int(manifest["config"].get("schedule", 1)),
-                        shrink_rule=SHRINK_RULE if manifest is None else int(manifest["config"].get("shrink_rule", 1)),
+                        row_order=_version("row_order", ROW_ORDER, manifest),
+                        schedule=_version("schedule", SCHEDULE, manifest),
+                        shrink_rule=_version("shrink_rule", SHRINK_RULE, manifest),
                         block_rows=int(params.get("block_rows", 1)), loss=params.get("loss", "ww"))
+
+
+def _version(key: str, new: int, manifest: dict | None) -> int:
+    """A versioned rule of the run: ``new`` for a new run, a checkpoint's own otherwise (its
+    config lacks the key where the rule is the version :data:`OMITTED` names)."""
+    return new if manifest is None else int(manifest["config"].get(key, OMITTED[key]))
 
 
 def check_manifest(path, manifest: dict, data) -> None:
@@ -441,8 +447,8 @@ def fit_distributed(source, params: dict, Cs, options: RunOptions, placement: Pl
         setting: the same store, seed, settings and ``K`` give the bitwise-same model
         wherever the tasks run.  ``beta`` lives in ``options.checkpoint_dir`` (committed
         after every round, resumed from as :func:`fit_source` does, also a sequential
-        run's checkpoint), else under ``placement.beta_dir`` (default: a temporary
-        directory); every worker must be able to read and write it.
+        run's checkpoint), else in a temporary directory of this machine; every worker
+        must be able to read and write it.
 
     Returns
     -------
@@ -464,7 +470,7 @@ def fit_distributed(source, params: dict, Cs, options: RunOptions, placement: Pl
                              "stays with the driver); write them to a store for checkpoints")
         return _fit_arrays_distributed(source, params, Cs, options, placement, call)
     data = source.data
-    client, partitions, beta_dir = placement.client, placement.partitions, placement.beta_dir
+    client, partitions = placement.client, placement.partitions
     callback, progress = call.callback, call.progress
     # (a round is not stopped within: each is committed, and a signal stops the run at once,
     # the commit in progress drained; the event stops it after a round where the exception was swallowed)
@@ -489,7 +495,7 @@ def fit_distributed(source, params: dict, Cs, options: RunOptions, placement: Pl
         stack.callback(_release_worker_stores, client)
         if ckpt is not None:
             beta_dir = ckpt.path
-        elif beta_dir is None:
+        else:
             scratch = ScratchDir("streamwww-beta-")
             stack.callback(scratch.close)
             beta_dir = scratch.path
