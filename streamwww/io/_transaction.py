@@ -19,7 +19,7 @@ from pathlib import Path
 
 from streamwww.errors import StoreExistsError
 from streamwww.io._format import MARKER
-from streamwww.storage.fsutil import ScratchDir, fsync_path, fsync_tree, pid_alive
+from streamwww.storage.fsutil import ScratchDir, fsync_path, fsync_tree, remove_dead_temporaries
 from streamwww.storage.location import Location, located, location
 
 __all__ = ["StoreTransaction", "RemoteStoreTransaction", "open_transaction", "INCOMPLETE"]
@@ -52,7 +52,6 @@ class StoreTransaction(_Transaction):
     path removes it.
     """
 
-    _STALE = re.compile(r"^\.(?P<name>.+)\.streamwww-(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]+$")
 
     def __init__(self, path: str | os.PathLike, overwrite: bool):
         self.path = Path(path).absolute()
@@ -81,11 +80,8 @@ class StoreTransaction(_Transaction):
                                    f"refusing to replace it even with overwrite=True.")
 
     def _clean_stale(self) -> None:
-        for entry in self.path.parent.iterdir():
-            m = self._STALE.match(entry.name)
-            if m and m["name"] == self.path.name and not pid_alive(int(m["pid"])):
-                logger.info("removing %s left by an interrupted write", entry)
-                shutil.rmtree(entry, ignore_errors=True)
+        remove_dead_temporaries(self.path, folders=True, pattern=rf"^\.{re.escape(self.path.name)}"
+                                                                 r"\.streamwww-(?:tmp|old)-(?P<pid>\d+)-[0-9a-f]+$")
 
     def abort(self) -> None:
         """Remove the temporary directory."""

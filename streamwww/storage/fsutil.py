@@ -268,10 +268,12 @@ def temporary_beside(path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
-def remove_dead_temporaries(path, folders: bool = False) -> list[Path]:
+def remove_dead_temporaries(path, folders: bool = False, pattern: str | None = None) -> list[Path]:
     """Delete the :func:`temporary_beside` files of ``path`` whose writer is gone (a process
     killed by SIGKILL leaves its temporary behind); return them.  ``folders``: the output is
     a directory, and so are its temporaries (removed whole; never through a link).
+    ``pattern``: a regular expression for another writer's names beside ``path``, with the
+    writer's pid as its group ``pid`` (default: :func:`temporary_beside`'s).
 
     Only names of exactly that form with a pid no live process has are removed: a live
     writer's, or any other file, stays. A pid reused since by another process keeps its
@@ -281,7 +283,7 @@ def remove_dead_temporaries(path, folders: bool = False) -> list[Path]:
     import re
 
     path = Path(path)
-    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)\.tmp$")
+    pattern = re.compile(pattern or rf"^\.{re.escape(path.name)}\.(?P<pid>\d+)\.tmp$")
     removed = []
     try:
         names = os.listdir(path.parent)
@@ -289,7 +291,7 @@ def remove_dead_temporaries(path, folders: bool = False) -> list[Path]:
         return removed
     for name in names:
         m = pattern.match(name)
-        if m is None or int(m.group(1)) == os.getpid() or pid_alive(int(m.group(1))):
+        if m is None or int(m["pid"]) == os.getpid() or pid_alive(int(m["pid"])):
             continue
         leftover = path.parent / name
         try:
