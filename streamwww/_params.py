@@ -8,8 +8,11 @@ import os
 
 import numpy as np
 
-__all__ = ["check_params", "check_int", "check_interval", "check_n_jobs", "check_block_rows", "check_run_options",
-           "resolve_seed", "resolve_memory_budget", "resolve_prefetch", "resolve_n_jobs", "usable_cores", "DEFAULTS",
+# The values of ``device``: cuda-async is the GPU's row-parallel pass (backends.select).
+DEVICES = ("auto", "cpu", "cuda", "cuda-async")
+
+__all__ = ["DEVICES", "check_params", "check_int", "check_interval", "check_n_jobs", "check_block_rows",
+           "check_run_options", "resolve_seed", "resolve_memory_budget", "resolve_prefetch", "resolve_n_jobs", "usable_cores", "DEFAULTS",
            "MAX_ITER", "UNMIXED"]
 
 
@@ -82,7 +85,7 @@ def check_params(owner: str, *, C, tol, max_iter, fit_intercept, intercept_scali
                          "subproblem='walrus'")
     if not isinstance(shrinking, (bool, np.bool_)):
         _fail(owner, "shrinking", "an instance of 'bool'", shrinking)
-    _choice(owner, "device", device, ("auto", "cpu", "cuda"))
+    _choice(owner, "device", device, DEVICES)
     check_int(owner, "verbose", verbose, low=0)
     if not (random_state is None or isinstance(random_state, (numbers.Integral, np.random.RandomState))) \
             or isinstance(random_state, bool):

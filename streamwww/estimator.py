@@ -62,10 +62,15 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     random_state : int, RandomState instance or None, default=None
         Seed of the shard and row orders.  Same seed, data and settings give a
         bitwise-identical model on the CPU.
-    device : {'auto', 'cpu', 'cuda'}, default='auto'
+    device : {'auto', 'cpu', 'cuda', 'cuda-async'}, default='auto'
         Compute device; 'auto' uses a usable GPU for runs of 10 or more models
         (C values x folds) with 100 or more classes, where its exact kernel was
         measured faster than the CPU, and the CPU otherwise (docs/gpu.md).
+        'cuda-async': the GPU's row-parallel pass (many rows of one model at once,
+        their updates added with atomics; docs/gpu.md, "Row-parallel mode"): its stop
+        is certified by the duality gap like every run's, but the model is **not
+        reproducible** bit for bit and a resumed run is not the uninterrupted one's;
+        never chosen by 'auto'.
     verbose : int, default=0
         Log one line per epoch (to stderr unless logging is configured).
     class_weight : dict, 'balanced' or None, default=None
@@ -129,7 +134,7 @@ class WWClassifier(ClassifierMixin, BaseEstimator):
     seed_ : int
         The seed the fit used (drawn when ``random_state=None``; pass it back
         to repeat the fit bitwise).
-    device_ : {'cpu', 'cuda'}
+    device_ : {'cpu', 'cuda', 'cuda-async'}
         Where the fit ran (``device='auto'`` logs why it did not use a GPU,
         at level INFO of the ``streamwww`` logger).
 

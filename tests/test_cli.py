@@ -95,6 +95,14 @@ def test_bad_input_is_a_clear_error(stores, capsys):
     with pytest.raises(ValueError, match=r"one\.zarr: the number of classes has to be greater than one; got 1 class "
                                          r"\(label 4\)\. train needs at least 2 classes\."):
         sw.train(tmp / "one.zarr")  # (without a checkpoint directory it returned a one-class model)
+    # the row-parallel GPU pass by name: without a usable GPU one line, nothing written
+    from streamwww.backends.cuda import unavailable_reason
+    if unavailable_reason() is not None:
+        rc = main(["train", str(tmp / "train.zarr"), "--device", "cuda-async", "--checkpoint-dir", str(tmp / "c5"),
+                   "--model-out", str(tmp / "m5")])
+        err = capsys.readouterr().err
+        assert rc == 1 and err.count("\n") == 1 and "device='cuda-async' was requested but cannot be used" in err
+        assert not (tmp / "m5").exists()
     # reading commands create nothing: a mistyped checkpoint directory stays absent
     for command in (["resume", str(tmp / "typo")], ["info", str(tmp / "typo")], ["plot", str(tmp / "typo")]):
         assert main(command) == 1

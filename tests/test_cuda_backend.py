@@ -48,6 +48,18 @@ def test_device_cuda_without_gpu_fails_clearly_and_auto_uses_cpu(rng):
     with pytest.raises(DeviceUnavailableError, match="device='cuda'"):
         sw.WWClassifier(device="cuda").fit(X, y)
     assert get_backend("auto").name == "cpu"
+    with pytest.raises(DeviceUnavailableError, match=r"device='cuda-async' was requested but cannot be used: "):
+        sw.WWClassifier(device="cuda-async").fit(X, y)
+
+
+def test_cuda_async_is_the_row_parallel_pass_and_has_no_block_pass():
+    with pytest.raises(ValueError, match=r"device='cuda-async' runs the GPU's row-parallel pass, not the block "
+                                         r"pass: block_rows must be 1. Got block_rows=4 instead."):
+        get_backend("cuda-async", block_rows=4)
+    with pytest.raises(ValueError, match=r"must be one of 'auto', 'cpu', 'cuda', 'cuda-async'. Got 'gpu'"):
+        get_backend("gpu")
+    with pytest.raises(ValueError, match=r"'device' parameter of WWClassifier must be"):
+        sw.WWClassifier(device="gpu").fit(np.eye(4), np.arange(4) % 2)
 
 
 @pytest.mark.skipif(not NO_GPU, reason="a CUDA GPU is usable here")
@@ -197,7 +209,8 @@ def test_auto_takes_the_gpu_only_where_it_was_measured_faster(monkeypatch, caplo
     class FakeCUDA:
         name = "cuda"
 
-        def __init__(self):
+        def __init__(self, parallel_blocks=None):
+            assert parallel_blocks is None  # never the row-parallel mode: only by name
             made.append(self)
 
     monkeypatch.setattr(cuda_backend, "unavailable_reason", lambda auto=False: None)

@@ -367,8 +367,9 @@ class CUDABackend:
         Size of each of the two pinned staging buffers.
     use_cupy : {'auto', True, False}, default='auto'
         Use CuPy (when importable, never under the simulator) for the hinge loss; the numba-cuda kernels are the fallback.
-    parallel_blocks : int, optional
-        Opt-in *row-parallel* mode (PASSCoDe-style, docs/gpu.md): this many thread
+    parallel_blocks : int or 'auto', optional
+        Opt-in *row-parallel* mode (PASSCoDe-style, docs/gpu.md; ``device='cuda-async'``
+        of the public API, with ``'auto'``: one block per multiprocessor): this many thread
         blocks per model process different rows at once and add their updates to
         ``W`` with atomics.  Faster for one model, but **not** the sequential
         algorithm: rows see scores that other blocks are changing, results depend
@@ -397,8 +398,9 @@ class CUDABackend:
         if use_cupy not in ("auto", True, False):
             raise ValueError("The 'use_cupy' parameter of CUDABackend must be 'auto', True or False. "
                              f"Got {use_cupy!r} instead.")
-        if parallel_blocks is not None and int(parallel_blocks) < 1:
-            raise ValueError("The 'parallel_blocks' parameter of CUDABackend must be None or an int >= 1. "
+        if parallel_blocks is not None and parallel_blocks != "auto" and (
+                isinstance(parallel_blocks, (bool, str)) or int(parallel_blocks) < 1):
+            raise ValueError("The 'parallel_blocks' parameter of CUDABackend must be None, 'auto' or an int >= 1. "
                              f"Got {parallel_blocks!r} instead.")
         reason = unavailable_reason()
         if reason is not None:
@@ -453,7 +455,11 @@ class CUDABackend:
             except Exception as exc:  # noqa: BLE001
                 if use_cupy is True:
                     raise ImportError(f"use_cupy=True but CuPy cannot be imported ({exc}); {_INSTALL_HINT}") from exc
+        if parallel_blocks == "auto":
+            parallel_blocks = _multiprocessors(cuda, self.simulator)
         self.parallel_blocks = None if parallel_blocks is None else int(parallel_blocks)
+        if self.parallel_blocks is not None:
+            self.name = "cuda-async"  # what a model's device_ and the run log say (select.get_backend)
         self.fallbacks = 0
         self._backup = None  # device copy of W taken before each row-parallel pass
         try:
@@ -946,6 +952,18 @@ def _loss_id(loss) -> int:
         raise ValueError(f"The 'loss' argument must be a loss id, {WW_LOSS} (WW_LOSS) or {CS_LOSS} (CS_LOSS). "
                          f"Got {loss!r} instead.")
     return loss
+
+
+def _multiprocessors(cuda, simulator: bool) -> int:
+    """The device's multiprocessor count: the row-parallel mode's blocks per model for
+    ``parallel_blocks='auto'`` (one resident block per SM at the exact kernels' register use,
+    docs/gpu.md); 4 under the simulator (one Python thread per CUDA thread)."""
+    if simulator:
+        return 4
+    try:
+        return max(1, int(cuda.get_current_device().MULTIPROCESSOR_COUNT))
+    except Exception:  # noqa: BLE001 - an attribute a driver did not report: the H100/H200 count
+        return 132
 
 
 def _sequential_only(block_rows: int) -> None:

@@ -1,10 +1,12 @@
-"""Backend selection: ``device`` ('auto', 'cpu', 'cuda') to a :class:`~streamwww.backends.base.Backend`."""
+"""Backend selection: ``device`` ('auto', 'cpu', 'cuda', 'cuda-async') to a
+:class:`~streamwww.backends.base.Backend`."""
 
 from __future__ import annotations
 
 import importlib
 import logging
 
+from streamwww._params import DEVICES
 from streamwww.backends.base import Backend
 from streamwww.backends.cpu import CPUBackend
 from streamwww.errors import DeviceUnavailableError
@@ -33,7 +35,7 @@ def gpu_pays(n_models: int | None, n_classes: int | None) -> bool:
 
 def get_backend(device: str = "auto", n_models: int | None = None, n_classes: int | None = None,
                 n_threads: int | None = None, block_rows: int = 1) -> Backend:
-    """Return the backend for ``device`` ('auto', 'cpu' or 'cuda').
+    """Return the backend for ``device`` ('auto', 'cpu', 'cuda' or 'cuda-async').
 
     'auto' picks CUDA when a usable GPU and its libraries are present and, where the
     run's ``n_models`` (C values x folds) and ``n_classes`` are given, when the GPU's
@@ -43,15 +45,26 @@ def get_backend(device: str = "auto", n_models: int | None = None, n_classes: in
     'cuda' without a usable GPU raises :class:`~streamwww.errors.DeviceUnavailableError`.
     ``n_threads``: the CPU backend's threads (None: numba's setting).  The block pass
     (``block_rows > 1``) runs on the CPU only: 'auto' takes the CPU for it, 'cuda' is refused.
+
+    'cuda-async' is the GPU's row-parallel pass (:class:`~streamwww.backends.cuda.CUDABackend`
+    with ``parallel_blocks='auto'``; docs/gpu.md, "Row-parallel mode"): one model's rows are
+    solved many at a time and their updates added to ``W`` with atomics.  Its stops are
+    certified by the duality gap as every run's are, but its models are not reproducible bit
+    for bit, so it is only ever taken by name ('auto' never chooses it), and it has no block
+    pass (``block_rows`` must be 1).
     """
-    if device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"The 'device' parameter must be one of 'auto', 'cpu', 'cuda'. Got {device!r} instead.")
+    if device not in DEVICES:
+        raise ValueError(f"The 'device' parameter must be one of {', '.join(map(repr, DEVICES))}. "
+                         f"Got {device!r} instead.")
+    if device == "cuda-async" and int(block_rows) > 1:
+        raise ValueError(f"device='cuda-async' runs the GPU's row-parallel pass, not the block pass: "
+                         f"block_rows must be 1. Got block_rows={int(block_rows)} instead.")
     if int(block_rows) > 1:
         if device == "cuda":
             raise ValueError(f"block_rows={int(block_rows)}: the block pass has no GPU kernel yet; train with "
                              "block_rows=1 on the GPU, or with device='cpu'")
         device = "cpu"
-    if device in ("auto", "cuda"):
+    if device in ("auto", "cuda", "cuda-async"):
         reason = None
         if device == "auto" and not gpu_pays(n_models, n_classes):
             # the CPU whatever the hardware: no probe of the driver, a cost every fit of a small problem would pay
@@ -70,13 +83,13 @@ def get_backend(device: str = "auto", n_models: int | None = None, n_classes: in
                 reason = cuda.unavailable_reason(auto=device == "auto")
         if reason is None:
             try:
-                return cuda.CUDABackend()
+                return cuda.CUDABackend(parallel_blocks="auto" if device == "cuda-async" else None)
             except DeviceUnavailableError as exc:
-                if device == "cuda":
+                if device != "auto":
                     raise
                 reason = str(exc)
-        if device == "cuda":
-            raise DeviceUnavailableError(f"device='cuda' was requested but cannot be used: {reason}.")
+        if device != "auto":
+            raise DeviceUnavailableError(f"device={device!r} was requested but cannot be used: {reason}.")
         # said once per fit at INFO: a user who asked for 'auto' can see why no GPU was used
         logger.info("device='auto': training on the CPU (%s)", reason)
     return CPUBackend(n_threads)

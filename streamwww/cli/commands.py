@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from streamwww._params import DEFAULTS, MAX_ITER
+from streamwww._params import DEFAULTS, DEVICES, MAX_ITER
 from streamwww._textdata import TEXT_STORE  # where `train FILE` converts a LIBSVM file
 from streamwww.cli.data import storage_options
 
@@ -204,9 +204,11 @@ def register(sub) -> None:
     p.add_argument("--no-shrinking", action="store_true",
                    help="pass over every dual coordinate each epoch (default: leave out those the last "
                         "objective pass found settled; docs/TRAINING.md)")
-    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+    p.add_argument("--device", choices=DEVICES, default="auto",
                    help="compute device; auto uses a usable GPU for 10 or more models (C values x folds) "
-                        "of 100 or more classes, where it was measured faster, else the CPU (default auto)")
+                        "of 100 or more classes, where it was measured faster, else the CPU (default auto); "
+                        "cuda-async: the GPU's row-parallel pass, certified by the duality gap but not "
+                        "reproducible bit for bit (docs/gpu.md)")
     p.add_argument("--jobs", type=_jobs_arg, default=None, metavar="N", help=_JOBS_HELP)
     p.add_argument("--block-rows", type=_block_rows_arg, default=1, metavar="M",
                    help="the pass: 1 sequential (default), M > 1 the block pass that spreads one model's "

@@ -189,6 +189,23 @@ def test_parallel_mode_falls_back_to_exact_when_the_dual_decreases(monkeypatch, 
     np.testing.assert_allclose(par.get_beta(dbeta2), exact.get_beta(dbeta1), **TOL)
 
 
+@pytest.mark.parametrize("loss", ["ww", "cs"])
+def test_cuda_async_trains_to_a_certified_gap_through_the_public_api(loss):
+    # device='cuda-async' is the row-parallel backend; its stop is the exact duality gap
+    # of W(beta), so the model is within tol of the optimum the CPU certifies.
+    rng = np.random.default_rng(11)
+    X, y = tiny(rng, n=24, d=4, k=3, sparse=True)
+    kw = dict(C=0.1, random_state=0, loss=loss)
+    best = sw.train((X, y), device="cpu", tol=1e-9, max_iter=2000, **kw).history_[-1]  # the optimum, tight
+    gpu = sw.train((X, y), device="cuda-async", tol=0.02, max_iter=30, **kw)  # (the simulator is slow)
+    assert gpu.device_ == "cuda-async"
+    assert gpu.converged_ and gpu.history_[-1]["rel_gap"] <= 0.02
+    opt = best["dual"]
+    assert opt - 1e-9 <= gpu.history_[-1]["primal"] <= opt * (1 + 0.021)  # P - P* <= gap <= tol * P
+    assert gpu.history_[-1]["dual"] <= best["primal"] + 1e-9
+    assert np.abs(gpu.coef_).max() > 0.05
+
+
 def test_store_with_late_objectives_cuda_matches_cpu(tmp_path):
     """A store read from disk every epoch (memory_budget=0), one model: the objectives of W_t
     summed from the next epoch's rows on the device, a stop rewound; the CPU's model."""
