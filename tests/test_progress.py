@@ -189,3 +189,45 @@ def test_a_stream_without_the_arrow_gets_an_ascii_one():
     bar = ProgressBar(file=out, max_iter=3, tol=1e-3)
     assert "gap ? -> 1e-03" in bar.status()
     bar.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith(("linux", "darwin")), reason="needs a POSIX pseudo-terminal")
+def test_a_line_logged_during_a_run_goes_above_the_bar(tmp_path):
+    """Under -vv a checkpoint's commit is logged while the bar is drawn on a terminal: the
+    line starts a line of its own (the command line's handler writes through tqdm), rather
+    than continuing the bar's."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import termios
+
+    from streamwww.io import write_store
+
+    X, y = make_classification(np.random.default_rng(0), n=2000, d=10, k=3, dtype=np.float32)
+    write_store(tmp_path / "s.zarr", X, y, shard_rows=500)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))  # (tqdm sizes the bar by it)
+    proc = subprocess.Popen([sys.executable, "-m", "streamwww.cli", "train", str(tmp_path / "s.zarr"), "-vv",
+                             "--checkpoint-dir", str(tmp_path / "ck"), "--checkpoint-every", "1", "--max-iter", "3",
+                             "--model-out", str(tmp_path / "m.npz")],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 1 << 16)
+        except OSError:  # (EIO: the child closed the terminal)
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=300) == 0
+    text = b"".join(chunks).decode("utf-8", "replace")
+    assert "epochs" in text  # a bar was drawn
+    commits = [m.start() for m in re.finditer("checkpoint step", text)]
+    assert commits, text[-2000:]
+    for at in commits:
+        assert text[at - 1] in "\r\n", repr(text[max(0, at - 120):at + 40])

@@ -71,7 +71,7 @@ def _configure_logging(verbose: int, quiet: bool, command: str = "") -> None:
     # `streamwww COMMAND: warning: ...`, whatever logged it; -q leaves errors only.
     level = logging.WARNING if (quiet or verbose == 0) else (logging.INFO if verbose == 1 else logging.DEBUG)
     before = set(logging.getLogger().handlers)
-    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    logging.basicConfig(level=level, format="%(message)s", handlers=[_AboveTheBar(sys.stderr)])
     for handler in set(logging.getLogger().handlers) - before:  # (this CLI's handler only)
         handler.addFilter(_without_epoch_lines)
         handler.setFormatter(_Lines(command))
@@ -87,6 +87,24 @@ def _configure_logging(verbose: int, quiet: bool, command: str = "") -> None:
         # (later, and in every worker process): INFO, a screenful per local cluster. Dask's
         # config from the environment, unless the user's environment says otherwise.
         os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+
+
+class _AboveTheBar(logging.StreamHandler):
+    """The command line's log handler: a line logged while a progress bar is drawn on the
+    same stream (a checkpoint's commit under -vv, a warning) goes above the bar through
+    ``tqdm.write``, which clears the bar, writes the line and draws the bar again; written
+    after the bar's text, it would break the bar's line.  Without tqdm loaded no bar is
+    drawn, and the line is written as a plain handler writes it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        tqdm = sys.modules.get("tqdm")  # (imported by the first bar or note drawn: not here)
+        if tqdm is None:
+            super().emit(record)
+            return
+        try:
+            tqdm.tqdm.write(self.format(record), file=self.stream)
+        except Exception:  # noqa: BLE001 - logging's own policy for a failing handler
+            self.handleError(record)
 
 
 class _Lines(logging.Formatter):
