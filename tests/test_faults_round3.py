@@ -377,22 +377,39 @@ def test_the_temporary_of_a_killed_model_save_goes_with_the_next_train(files, tm
 
 
 def test_the_folder_of_a_killed_write_predictions_goes_with_the_next_one(files, tmp_path):
-    """``write_predictions`` writes a folder under ``.NAME.PID.tmp``: one a dead process
-    left is removed whole by the next write of that output; a live writer's folder, a
-    file of that form and other names stay."""
-    dead = tmp_path / f".pred.{_dead_pid()}.tmp"
-    stays = [tmp_path / f".pred.{os.getppid()}.tmp", tmp_path / ".pred.notes.tmp"]
+    """``write_predictions`` writes a folder under ``.NAME.streamwww-tmp-PID-HEX`` (a store's
+    transaction): one a dead process left is removed whole by the next write of that
+    output; a live writer's folder and other names stay."""
+    dead = tmp_path / f".pred.streamwww-tmp-{_dead_pid()}-0123abcd"
+    stays = [tmp_path / f".pred.streamwww-tmp-{os.getppid()}-0123abcd", tmp_path / ".pred.notes.tmp"]
     for d in (dead, *stays):
         d.mkdir()
         (d / "part").write_bytes(b"half")
-    odd = tmp_path / f".pred.{_dead_pid()}.tmp"  # a file of the folder's form: never this writer's
-    odd.write_bytes(b"mine")
     model = sw.load_model(files / "m.npz")
     sw.write_predictions(model, files / "data.zarr", tmp_path / "pred")
-    assert not dead.exists() and odd.read_bytes() == b"mine"
+    assert not dead.exists()
     assert all((d / "part").read_bytes() == b"half" for d in stays)
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".pred.") and p.name.endswith(
-        ".tmp")) == sorted([stays[0].name, stays[1].name, odd.name])
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".pred.")) == sorted(d.name for d in stays)
+
+
+def test_overwriting_predictions_never_replaces_a_folder_of_other_files(files, tmp_path):
+    """``overwrite=True`` replaces an earlier predictions output (this version's, marked by
+    ``_predictions.json``, or an earlier version's unmarked one), never a folder that holds
+    anything else: a mistyped ``--output`` does not delete a user's files."""
+    model = sw.load_model(files / "m.npz")
+    mine = tmp_path / "results"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("a day's work")
+    with pytest.raises(FileExistsError, match=r"results exists and is not an output of streamwww "
+                                              r"\(_predictions\.json\); refusing to replace it"):
+        sw.write_predictions(model, files / "data.zarr", mine, overwrite=True)
+    assert (mine / "notes.txt").read_text() == "a day's work" and sorted(os.listdir(mine)) == ["notes.txt"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".results.")]
+    out = sw.write_predictions(model, files / "data.zarr", tmp_path / "pred", format="parquet")
+    (out / "_predictions.json").unlink()  # as 0.6 wrote it on a local disk: no marker
+    sw.write_predictions(model, files / "data.zarr", out, format="zarr", overwrite=True)
+    assert (out / "_predictions.json").is_file() and (out / "zarr.json").is_file()
+    assert not list(out.glob("part-*"))
 
 
 # ------------------------------------------------------------------ 4. warnings in the command line

@@ -312,8 +312,9 @@ def test_write_predictions_to_a_url(tmp_path, memory_root, fmt):
     assert sw.write_predictions(model, memory_root + "/s", url, format=fmt).endswith("/pred")
     local = sw.write_predictions(model, store, tmp_path / "pred", format=fmt)
     loc = location(url)
-    meta = json.loads(loc.child("predictions.json").read_text())
+    meta = json.loads(loc.child("_predictions.json").read_text())
     assert meta["n_shards"] == 3 and meta["kind"] == "labels" and INCOMPLETE not in loc.listdir()
+    assert json.loads((local / "_predictions.json").read_text()) == meta
     for i in range(3):
         if fmt == "zarr":
             import zarr
@@ -331,7 +332,17 @@ def test_write_predictions_to_a_url(tmp_path, memory_root, fmt):
     with pytest.raises(StoreExistsError):
         sw.write_predictions(model, store, url, format=fmt)
     sw.write_predictions(model, store, url, format=fmt, scores=True, overwrite=True)
-    assert json.loads(loc.child("predictions.json").read_text())["kind"] == "scores"
+    assert json.loads(loc.child("_predictions.json").read_text())["kind"] == "scores"
+    if fmt == "parquet":  # the marker is no part of the dataset: the folder reads as one table
+        import pyarrow.parquet as pq
+
+        assert pq.read_table(local).num_rows == 300
+    # an earlier version's output (its marker predictions.json) is replaced with overwrite
+    loc.child("_predictions.json").write_text(loc.child("_predictions.json").read_text())
+    loc.child("predictions.json").write_text(loc.child("_predictions.json").read_text())
+    loc.child("_predictions.json").remove()
+    sw.write_predictions(model, store, url, format=fmt, overwrite=True)
+    assert "predictions.json" not in loc.listdir() and "_predictions.json" in loc.listdir()
 
 
 def test_keep_decoded_reads_storage_once_and_changes_nothing(tmp_path, s3_server):

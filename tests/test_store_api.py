@@ -79,4 +79,4 @@ def test_write_predictions_one_chunk_per_shard(fitted, tmp_path, fmt, scores):
     np.testing.assert_allclose(got, want, rtol=1e-12)
     with pytest.raises(FileExistsError, match="already exists"):
         sw.write_predictions(model, root / "s.zarr", out, format=fmt)
-    assert not list(tmp_path.glob(".pred.tmp-*"))
+    assert not list(tmp_path.glob(".pred.*"))  # (no temporary left beside it)

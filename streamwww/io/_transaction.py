@@ -50,13 +50,18 @@ class StoreTransaction(_Transaction):
     ``with`` block removes the temporary directory; a killed process leaves it
     behind, where it never opens as a store and the next write to the same
     path removes it.
+
+    Other outputs (predictions) commit with their own ``marker`` file; ``replaceable``
+    (the names in a directory -> bool) also accepts, with ``overwrite``, a directory that
+    an earlier version wrote without it.  Anything else at ``path`` is never replaced.
     """
 
-
-    def __init__(self, path: str | os.PathLike, overwrite: bool):
+    def __init__(self, path: str | os.PathLike, overwrite: bool, marker: str = MARKER, replaceable=None):
         self.path = Path(path).absolute()
         self.location = location(self.path)
         self.overwrite = bool(overwrite)
+        self.marker = marker
+        self._replaceable = replaceable
         self._check_target()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._clean_stale()
@@ -74,9 +79,10 @@ class StoreTransaction(_Transaction):
             raise StoreExistsError(f"{self.path} already exists; pass overwrite=True "
                                    f"(--overwrite) to replace it.")
         replaceable = self.path.is_dir() and not self.path.is_symlink() and (
-            (self.path / MARKER).is_file() or not any(self.path.iterdir()))
+            (self.path / self.marker).is_file() or not any(self.path.iterdir())
+            or self._replaceable is not None and self._replaceable([p.name for p in self.path.iterdir()]))
         if not replaceable:
-            raise StoreExistsError(f"{self.path} exists and is not a streamwww store; "
+            raise StoreExistsError(f"{self.path} exists and is not {_what(self.marker)}; "
                                    f"refusing to replace it even with overwrite=True.")
 
     def _clean_stale(self) -> None:
@@ -90,9 +96,9 @@ class StoreTransaction(_Transaction):
     def commit(self, metadata: dict | None) -> None:
         """Write ``metadata`` as the marker (if given), fsync, rename into place."""
         if metadata is not None:
-            part = self.tmp / (MARKER + ".part")
+            part = self.tmp / (self.marker + ".part")
             part.write_text(json.dumps(metadata, indent=1))
-            os.replace(part, self.tmp / MARKER)
+            os.replace(part, self.tmp / self.marker)
         fsync_tree(self.tmp)
         self._check_target()
         if self.path.exists() or self.path.is_symlink():
@@ -112,6 +118,11 @@ class StoreTransaction(_Transaction):
 INCOMPLETE = "streamwww.incomplete"
 
 
+def _what(marker: str) -> str:
+    """What an output committed with ``marker`` is, in an error message."""
+    return "a streamwww store" if marker == MARKER else f"an output of streamwww ({marker})"
+
+
 class RemoteStoreTransaction(_Transaction):
     """Write a store on an object store, where there is no rename.
 
@@ -127,10 +138,11 @@ class RemoteStoreTransaction(_Transaction):
 
     Staging and spool files go to a local scratch directory (:attr:`scratch`);
     :attr:`tmp` is where shards are written (the store's own Location).
-    Other outputs (predictions) commit with their own ``marker`` object.
+    Other outputs (predictions) commit with their own ``marker`` object, and
+    ``replaceable`` as in :class:`StoreTransaction`.
     """
 
-    def __init__(self, loc: Location, overwrite: bool, marker: str = MARKER):
+    def __init__(self, loc: Location, overwrite: bool, marker: str = MARKER, replaceable=None):
         import socket
         import time
 
@@ -138,6 +150,7 @@ class RemoteStoreTransaction(_Transaction):
         self.path = loc.url
         self.overwrite = bool(overwrite)
         self.marker = marker
+        self._replaceable = replaceable
         self._check_target()
         self._scratch = ScratchDir(prefix="streamwww-convert-")
         self.scratch = self._scratch.path
@@ -158,9 +171,8 @@ class RemoteStoreTransaction(_Transaction):
         names = self.location.listdir()
         if not names or INCOMPLETE in names and self.marker not in names:
             return  # nothing there, or what a killed write left: cleared
-        if self.marker not in names:
-            what = "a streamwww store" if self.marker == MARKER else f"an output of streamwww ({self.marker})"
-            raise StoreExistsError(f"{self.path} holds objects that are not {what}; "
+        if self.marker not in names and not (self._replaceable is not None and self._replaceable(names)):
+            raise StoreExistsError(f"{self.path} holds objects that are not {_what(self.marker)}; "
                                    f"refusing to replace them even with overwrite=True.")
         if not self.overwrite:
             raise StoreExistsError(f"{self.path} already exists; pass overwrite=True "
@@ -188,11 +200,12 @@ class RemoteStoreTransaction(_Transaction):
         self._scratch.close()
 
 
-def open_transaction(path, overwrite: bool, storage_options: dict | None = None):
-    """The transaction that writes a store at ``path``: :class:`StoreTransaction`
-    (temporary sibling, fsync, rename) on a local disk, :class:`RemoteStoreTransaction`
-    (marker written last) on an object store."""
+def open_transaction(path, overwrite: bool, storage_options: dict | None = None, *, marker: str = MARKER,
+                     replaceable=None):
+    """The transaction that writes a store (or another output: ``marker``, ``replaceable``)
+    at ``path``: :class:`StoreTransaction` (temporary sibling, fsync, rename) on a local disk,
+    :class:`RemoteStoreTransaction` (marker written last) on an object store."""
     loc = located(path, storage_options)
     if loc.is_local:
-        return StoreTransaction(loc.local_path, overwrite)
-    return RemoteStoreTransaction(loc, overwrite)
+        return StoreTransaction(loc.local_path, overwrite, marker=marker, replaceable=replaceable)
+    return RemoteStoreTransaction(loc, overwrite, marker=marker, replaceable=replaceable)

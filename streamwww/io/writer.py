@@ -36,10 +36,7 @@ from streamwww.io._format import (
 )
 from streamwww.io._progress import ProgressCallback, ProgressEvent
 from streamwww.io._shardsink import ShardPool, open_sink
-from streamwww.io._transaction import (  # noqa: F401  (RemoteStoreTransaction: for predict's output)
-    RemoteStoreTransaction,
-    open_transaction,
-)
+from streamwww.io._transaction import open_transaction
 from streamwww.io._zarrcodec import local_codec
 from streamwww.io._zarrwriter import Writers
 from streamwww.io.store import ShardStore, open_store

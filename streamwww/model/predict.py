@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-import os
+import re
 from pathlib import Path
 from typing import Iterator
 
@@ -125,7 +125,18 @@ def evaluate(model, source, *, confusion: bool = False, **kw) -> dict:
     return out
 
 
-PREDICTIONS_MARKER = "predictions.json"
+# The mark of a complete predictions output, written last.  Its leading underscore keeps it
+# out of a Parquet dataset's files (pyarrow, pandas and Spark skip such names), so the
+# output folder reads as one dataset.
+PREDICTIONS_MARKER = "_predictions.json"
+# What an output of an earlier version holds (marked by predictions.json on object stores,
+# by nothing on a local disk): replaceable with overwrite.
+_EARLIER_OUTPUT = re.compile(r"^(?:zarr\.json|shard-\d{5}|part-\d{5}\.parquet|_?predictions\.json)$")
+
+
+def _earlier_output(names) -> bool:
+    """Whether a folder holding ``names`` is a predictions output (of any version)."""
+    return bool(names) and all(_EARLIER_OUTPUT.match(n) for n in names)
 
 
 def write_predictions(model, store, output, *, scores: bool = False, format: str = "zarr",
@@ -142,9 +153,9 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
         The store (a path or a URL).
     output : str or Path
         A directory, written under a temporary name and renamed when complete;
-        or a URL (``s3://...``): there the parts go to their final keys and
-        ``predictions.json`` (kind, format, shards, classes) is written last,
-        the mark of a complete output (docs/STORAGE.md).
+        or a URL (``s3://...``): there the parts go to their final keys.  Either way
+        ``_predictions.json`` (kind, format, shards, classes) is written last, the
+        mark of a complete output (docs/STORAGE.md); Parquet readers skip it.
     scores : bool, default=False
         Write ``decision_function`` values (n_rows, n_classes; (n_rows,) for two
         classes) instead of labels.
@@ -154,6 +165,8 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
         group attribute ``classes``). ``parquet``: one file per shard,
         ``part-00000.parquet``, with a column ``label`` or ``score_<class>`` per class.
     overwrite : bool, default=False
+        Replace an earlier predictions output at ``output`` (never anything else: a
+        folder holding other files is refused).
     storage_options : dict, optional
         Options of the file system of URLs among ``store`` and ``output``.
 
@@ -163,12 +176,7 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
         ``output`` (its URL for an object store). Row ``r`` of shard ``s`` is row
         ``r`` of the store's shard ``s``.
     """
-    import shutil
-
-    from streamwww.errors import StoreExistsError
     from streamwww.io import open_store
-    from streamwww.storage.fsutil import remove_dead_temporaries, temporary_beside
-    from streamwww.stream.sources import store_shards
 
     if format not in ("zarr", "parquet"):
         raise ValueError(f"The 'format' parameter of write_predictions must be 'zarr' or 'parquet'. "
@@ -177,34 +185,7 @@ def write_predictions(model, store, output, *, scores: bool = False, format: str
 
     store = store if hasattr(store, "read_shard") else open_store(located(store, storage_options))
     where = located(output, storage_options)
-    if not where.is_local:
-        return _write_predictions_remote(model, store, where, scores=scores, format=format,
-                                         overwrite=overwrite)
-    output = where.local_path
-    if output.exists() and not overwrite:
-        raise StoreExistsError(f"{output}: already exists (pass overwrite=True to replace it)")
-    remove_dead_temporaries(output, folders=True)
-    tmp = temporary_beside(output)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    classes = np.asarray(model.classes_)
-    try:
-        if format == "zarr":
-            import zarr
-
-            group = zarr.open_group(str(tmp), mode="w", zarr_format=3)
-            group.attrs.update({"kind": "scores" if scores else "labels", "n_shards": int(store.n_shards),
-                                "classes": [c.item() if hasattr(c, "item") else c for c in classes]})
-        for i, (X, _) in enumerate(store_shards(store, model.n_features_in_)):
-            out = model.decision_function(X) if scores else model.predict(X)
-            _write_part(group if format == "zarr" else tmp, i, out, classes, scores, format)
-        if output.exists():
-            shutil.rmtree(output)
-        os.replace(tmp, output)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return output
+    return _write_predictions(model, store, where, scores=scores, format=format, overwrite=overwrite)
 
 
 def _write_part(where, i: int, out: np.ndarray, classes: np.ndarray, scores: bool, format: str) -> None:
@@ -237,24 +218,27 @@ def _write_part(where, i: int, out: np.ndarray, classes: np.ndarray, scores: boo
     where.child(name).write_bytes(sink.getvalue().to_pybytes())
 
 
-def _write_predictions_remote(model, store, where, *, scores: bool, format: str, overwrite: bool) -> str:
-    """:func:`write_predictions` to an object store: parts at their final keys, the
-    ``predictions.json`` marker last (as a store's commit, io._transaction.RemoteStoreTransaction)."""
-    from streamwww.io.writer import RemoteStoreTransaction
+def _write_predictions(model, store, where, *, scores: bool, format: str, overwrite: bool):
+    """:func:`write_predictions` through a store's transaction (io._transaction): on a local
+    disk a temporary sibling folder, fsynced and renamed into place; on an object store the
+    parts at their final keys; the ``_predictions.json`` marker last either way."""
+    import zarr
+
+    from streamwww.io.writer import open_transaction
     from streamwww.stream.sources import store_shards
 
     classes = np.asarray(model.classes_)
     meta = {"kind": "scores" if scores else "labels", "format": format, "n_shards": int(store.n_shards),
             "classes": [c.item() if hasattr(c, "item") else c for c in classes]}
-    with RemoteStoreTransaction(where, overwrite, marker=PREDICTIONS_MARKER) as tx:
+    local = where.is_local
+    with open_transaction(where, overwrite, marker=PREDICTIONS_MARKER, replaceable=_earlier_output) as tx:
         group = None
         if format == "zarr":
-            import zarr
-
-            group = zarr.open_group(store=where.zarr_store(), mode="a", zarr_format=3)
+            group = zarr.open_group(str(tx.tmp) if local else where.zarr_store(), mode="w" if local else "a",
+                                    zarr_format=3)
             group.attrs.update({k: meta[k] for k in ("kind", "n_shards", "classes")})
         for i, (X, _) in enumerate(store_shards(store, model.n_features_in_)):
             out = model.decision_function(X) if scores else model.predict(X)
-            _write_part(group if format == "zarr" else where, i, out, classes, scores, format)
+            _write_part(group if format == "zarr" else tx.tmp, i, out, classes, scores, format)
         tx.commit(meta)
-    return where.url
+    return where.local_path if local else where.url
