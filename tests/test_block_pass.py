@@ -356,11 +356,16 @@ def test_a_cgroup_quota_caps_the_usable_cores(monkeypatch):
     assert _params._cgroup_quota() == 1 and _params.usable_cores() == 1
 
 
-def test_the_block_pass_is_placed_on_the_cpu():
+def test_the_block_pass_is_placed_on_the_cpu_unless_cuda_is_asked(monkeypatch):
     """One rule for every caller (a process's run, a cluster worker's): 'auto' takes the CPU
-    for the block pass, 'cuda' refuses it in one line."""
+    for the block pass (not measured on a GPU yet), 'cuda' takes the GPU for it as for the
+    sequential pass (tests/cuda_sim/test_block.py runs it)."""
+    from streamwww.backends import cuda
     from streamwww.backends.select import get_backend
+    from streamwww.errors import DeviceUnavailableError
 
+    monkeypatch.setattr(cuda, "unavailable_reason", lambda auto=False: None)  # a usable GPU, said
     assert get_backend("auto", n_models=10, n_classes=100, block_rows=8).name == "cpu"
-    with pytest.raises(ValueError, match="the block pass has no GPU kernel yet"):
+    monkeypatch.setattr(cuda, "unavailable_reason", lambda auto=False: "no GPU here")
+    with pytest.raises(DeviceUnavailableError, match="no GPU here"):  # asked for the GPU, not refused the pass
         get_backend("cuda", block_rows=8)

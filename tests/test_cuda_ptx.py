@@ -36,6 +36,7 @@ try:  # numba-cuda and the toolchain (NVVM, NVRTC, libdevice), on a kernel that 
 except Exception as exc:
     print("CUDA compiler libraries unavailable:", type(exc).__name__, str(exc).splitlines()[0])
     sys.exit(77)
+from streamwww.backends import _cuda_block_kernels as BK
 from streamwww.backends import _cuda_kernels as K
 
 f64, i64, i32, f32, u8 = T.float64, T.int64, T.int32, T.float32, T.uint8
@@ -51,6 +52,15 @@ for dense in (True, False):
     for dt in (f64, f32):
         jobs.append((K.bcd_kernel(dense, 256, 1024), pass_sig(dt)))
     jobs.append((K.parallel_bcd_kernel(dense, 256, 1024), pass_sig(f64)))
+    # the block pass: (W, ..., eps as above, near, shrink, m, play, steps, nz, nlive, S, U, G, nxt, head, e2j,
+    #  e2p, scr_f, scr_i, use_shared); the one-phase kernel takes (phase, b) first
+    block_sig = lambda dt: (pass_sig(dt)[:17] + (A(u8, 3), T.boolean, i64, A(i32, 2), A(i64, 2), A(i64, 2),
+                                                 A(i64, 1), A(f64, 3), A(f64, 3), A(f64, 2), A(i32, 3), A(i32, 3),
+                                                 A(i32, 3), A(i64, 3), A(f64, 3), A(i32, 3), T.boolean))
+    kc = BK.shared_capacity(1024, 256)
+    for dt in (f64, f32):
+        jobs.append((BK.block_pass_kernel(dense, 256, kc), block_sig(dt)))  # (grid-wide barriers: cooperative)
+    jobs.append((BK.block_step_kernel(dense, 256, kc), (i64, i64) + block_sig(f64)))
     # (W, data, indices, indptr, ncols, y, weights, trains, splits, n, bias, models, out, h, near, reach,
     #  cs_near, record, keep_rows, loss_id)
     jobs.append((K.hinge_kernel(dense, 128), (A(f64, 3), A(f64, 1), A(i32, 1), A(ip, 1), i64, A(i32, 1), A(f64, 1),
@@ -71,4 +81,6 @@ def test_kernels_compile_to_ptx():
     if res.returncode == 77:
         pytest.skip(res.stdout.strip() or "NVVM unavailable")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
-    assert "compiled 10" in res.stdout  # 2 layouts x (2 row dtypes + the parallel pass + the hinge) + 2
+    # 2 layouts x (2 row dtypes + the parallel pass + the hinge + the block pass's 2 row dtypes and its
+    # one-phase kernel) + 2
+    assert "compiled 16" in res.stdout

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = ["tests/cuda_sim/test_kernels.py", "tests/cuda_sim/test_backend.py", "tests/cuda_sim/test_cs.py"]
+FILES = ["tests/cuda_sim/test_kernels.py", "tests/cuda_sim/test_backend.py", "tests/cuda_sim/test_cs.py",
+         "tests/cuda_sim/test_block.py"]
 MISSING = [name for name in ("numba_cuda", "cuda.bindings")
            if importlib.util.find_spec(name.split(".")[0]) is None or importlib.util.find_spec(name) is None]
 

@@ -133,3 +133,13 @@ def test_train_names_the_faster_way_for_a_local_cluster(tmp_path, monkeypatch):
     assert commands._faster_way(args, store, None) is None
     args = build_parser().parse_args(["train", store, "--scheduler", "tcp://host:8786"])
     assert commands._faster_way(args, store, None) is None  # a cluster of other machines: no rule
+
+
+def test_the_block_pass_note_is_about_the_cpu(tmp_path):
+    from streamwww.cli import build_parser, commands
+
+    store = _small_store(tmp_path)
+    cpu = build_parser().parse_args(["train", store, "--block-rows", "16", "--jobs", "1"])
+    assert "drop --block-rows" in commands._faster_way(cpu, store, None)
+    gpu = build_parser().parse_args(["train", store, "--block-rows", "16", "--jobs", "1", "--device", "cuda"])
+    assert commands._faster_way(gpu, store, None) is None  # the GPU's block pass: not the threads measured

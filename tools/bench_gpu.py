@@ -1,7 +1,8 @@
 """GPU backend benchmark (issues 5 and 19): exact kernel vs CPU, several C at once, streaming, parallel mode.
 
     python tools/bench_gpu.py [--datasets sector,letter,aloi] [--epochs 3] [--cpu-epochs 2]
-                              [--tpb 0] [--parallel] [--quick] [--out docs/benchmarks.md]
+                              [--tpb 0] [--parallel] [--gap SETS] [--block SETS] [--quick]
+                              [--out docs/benchmarks.md]
 
 Without a usable CUDA GPU it prints why and exits with status 0 (nothing is measured).
 
@@ -26,7 +27,14 @@ row orders on both devices and no intercept, C from the paper's grid:
   ``WWClassifier.fit`` (C = 1, no intercept, ``tol=0``, shrinking and every other setting at
   its default) on the CPU, with the exact kernel and with the row-parallel mode: ``fit``
   wall time (compilation excluded by a first fit of 3 epochs), solver time, epochs, the
-  gap reached.
+  gap reached;
+- with ``--block sector,gen-class``: the block pass (``block_rows=--block-rows``) to the same
+  stop through ``train`` (one model, C = 1, no intercept): the CPU's sequential pass on one
+  thread and its block pass on one (``--block-modes`` ``cpu-block-1``, off by default) and on
+  all threads, the GPU's exact kernel and its block pass, twice (the two models must be the
+  same bits: checked); ``gen-class`` is ``tools/bench_threads.py``'s generated set of
+  ``--gen-rows`` rows (``streamwww make-data``: 100,000 features, 40 nonzeros a row, 20
+  classes).  Each fit is stopped after ``--block-budget`` seconds (its row says so).
 
 Elsewhere compilation is excluded by one warm-up pass on a few rows.  The results go
 into the ``bench-gpu`` section of docs/benchmarks.md with the device, versions,
@@ -320,6 +328,95 @@ def bench_gap(names, args, tmp) -> str:
             "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n")
 
 
+BLOCK_MODES = {  # name: (label, train() settings; "M" is --block-rows)
+    "cpu-seq-1": ("CPU sequential pass, 1 thread", dict(device="cpu", n_jobs=1, block_rows=1)),
+    "cpu-block-1": ("CPU block pass, 1 thread", dict(device="cpu", n_jobs=1, block_rows="M")),
+    "cpu-block-all": ("CPU block pass, all threads", dict(device="cpu", n_jobs=-1, block_rows="M")),
+    "gpu-exact": ("GPU exact sequential kernel", dict(device="cuda", block_rows=1)),
+    "gpu-block": ("GPU block pass", dict(device="cuda", block_rows="M")),
+    "gpu-block-again": ("GPU block pass, again", dict(device="cuda", block_rows="M")),
+}
+
+
+def bench_block(names, args) -> str:
+    """The block pass on the GPU against the exact kernel and the CPU: time to ``gap <= 0.0009
+    gap_1`` through ``train`` (one model, C = 1, no intercept), and the GPU's two runs compared."""
+    import hashlib
+    import warnings
+
+    import streamwww as sw
+    from bench_threads import _load
+    from streamwww._params import resolve_n_jobs
+
+    data = argparse.Namespace(data_dir=args.data_dir, work=args.work, gen_rows=args.gen_rows)
+    modes = [m for m in args.block_modes.split(",") if m]
+    rows, checks = [], []
+    for name in names:
+        t0 = time.perf_counter()
+        X, y = _load(name, data)
+        if args.rows:
+            X, y = X[:args.rows], y[:args.rows]
+        print(f"# {name}: {X.shape[0]:,} rows, {X.shape[1]:,} features, {X.nnz:,} nonzeros, "
+              f"{len(np.unique(y))} classes ({time.perf_counter() - t0:.1f} s to load)", flush=True)
+        got = {}
+        for mode in modes:
+            label, settings = BLOCK_MODES[mode]
+            settings = {k: (args.block_rows if v == "M" else v) for k, v in settings.items()}
+
+            def fit(max_iter, budget=None):
+                start = time.perf_counter()
+                cb = None if budget is None else (lambda info: time.perf_counter() - start > budget)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # (a run the budget stops warns that it did not converge)
+                    model = sw.train((X, y), C=1.0, fit_intercept=False, tol=0.0, gap_decay=0.0009,
+                                     max_iter=max_iter, random_state=0, callback=cb, **settings)
+                return model, time.perf_counter() - start
+
+            if not mode.endswith("again"):
+                fit(2)  # compilation and the device's start kept out of the times
+            model, wall = fit(args.max_iter_block, args.block_budget)
+            h = model.history_[-1]
+            digest = hashlib.sha256(model.coef_.tobytes() + model.intercept_.tobytes()).hexdigest()[:12]
+            got[mode] = (model, digest, wall < args.block_budget)
+            threads = resolve_n_jobs(settings["n_jobs"]) if settings["device"] == "cpu" else "-"
+            status = ("stop" if model.converged_ else f"**stopped at {args.block_budget:g} s**"
+                      if wall >= args.block_budget else "**max_iter**")
+            rows.append(f"| {name} | {label} | {threads} | {model.n_iter_} | {status} | {float(h['time']):.3g} | "
+                        f"{wall:.3g} | {h['gap'] / model.history_[0]['gap']:.2e} | {h['primal']:.10g} | "
+                        f"`{digest}` |")
+            print(rows[-1], flush=True)
+        if "gpu-block" in got and "gpu-block-again" in got:
+            same = got["gpu-block"][1] == got["gpu-block-again"][1]
+            ended = got["gpu-block"][2] and got["gpu-block-again"][2]
+            checks.append(f"- {name}: the GPU block pass's two models are "
+                          + ("the same bits." if same else "**NOT** the same bits." if ended else
+                             "not compared (the time budget stopped a run)."))
+        for cpu_mode in ("cpu-block-all", "cpu-block-1"):
+            if "gpu-block" in got and cpu_mode in got:
+                a, b = got["gpu-block"][0], got[cpu_mode][0]
+                if not (got["gpu-block"][2] and got[cpu_mode][2]):
+                    checks.append(f"- {name}: GPU block pass against the {BLOCK_MODES[cpu_mode][0]}: not compared "
+                                  "(the time budget stopped a run).")
+                elif a.n_iter_ == b.n_iter_:
+                    dW = float(np.abs(a.coef_ - b.coef_).max() / max(np.abs(b.coef_).max(), 1e-300))
+                    checks.append(f"- {name}: GPU block pass against the {BLOCK_MODES[cpu_mode][0]}: the same "
+                                  f"{a.n_iter_} epochs, primal rel. {abs(a.history_[-1]['primal'] / b.history_[-1]['primal'] - 1):.1e}, "
+                                  f"max |dW| / max |W| {dW:.1e}.")
+                else:
+                    checks.append(f"- {name}: GPU block pass {a.n_iter_} epochs, {BLOCK_MODES[cpu_mode][0]} "
+                                  f"{b.n_iter_} (shrinking's ties: docs/gpu.md, 'Agreement with the CPU').")
+                break
+        print("\n".join(checks[-2:]), flush=True)
+    return (f"### The block pass (`block_rows={args.block_rows}`) to gap <= 0.0009 gap_1 through `train` (C = 1, "
+            "no intercept, tol = 0, shrinking on, one model)\n\n"
+            "Solver time: the history's training time at the stop; `train` wall: the whole call. Compilation and "
+            f"the device's start excluded (a first fit of 2 epochs). A fit still running after {args.block_budget:g} s "
+            "is stopped (its row says so). Model: the first 12 hex digits of the SHA-256 of `coef_` and "
+            "`intercept_`.\n\n"
+            "| data | pass | CPU threads | epochs | ended at | solver s | `train` wall s | gap / gap_1 | primal | model |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) + "\n\n" + "\n".join(checks) + "\n")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", default=data_dir_default())
@@ -333,6 +430,16 @@ def main(argv=None) -> int:
     p.add_argument("--parallel-epochs", type=int, default=30)
     p.add_argument("--gap", default="", help="data sets (letter,sector) for the time to gap <= 0.0009 gap_1")
     p.add_argument("--gap-modes", default="cpu,exact,parallel", help="which of cpu,exact,parallel --gap runs")
+    p.add_argument("--block", default="", help="data sets (sector,gen-class) for the block pass against the "
+                   "exact kernel and the CPU")
+    p.add_argument("--block-rows", type=int, default=16, help="the block pass's block_rows (--block)")
+    p.add_argument("--block-modes", default="cpu-seq-1,cpu-block-all,gpu-exact,gpu-block,gpu-block-again",
+                   help=f"which of {','.join(BLOCK_MODES)} --block runs")
+    p.add_argument("--block-budget", type=float, default=30.0, help="seconds after which a --block fit is stopped")
+    p.add_argument("--max-iter-block", type=int, default=1000, help="max_iter of a --block fit")
+    p.add_argument("--gen-rows", type=int, default=200_000, help="rows of the generated set gen-class (--block)")
+    p.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "streamwww-bench-gpu"),
+                   help="where the generated set is kept")
     p.add_argument("--quick", action="store_true", help="tiny inputs; print, do not write the report")
     p.add_argument("--rows", type=int, default=0, help="use only the first ROWS rows of each data set")
     p.add_argument("--simulator", action="store_true",
@@ -361,11 +468,15 @@ def main(argv=None) -> int:
             print(extra, flush=True)
         if args.gap:
             extra += ("\n" if extra else "") + bench_gap([n for n in args.gap.split(",") if n], args, tmp)
-    # a run of --gap or --parallel alone writes a section of its own: the per-epoch tables of an
-    # earlier run stay (one section per kind of run, each with its own date and command)
-    marker = "bench-gpu" if lines else ("bench-gpu-gap" if args.gap else "bench-gpu-parallel")
+        if args.block:
+            extra += ("\n" if extra else "") + bench_block([n for n in args.block.split(",") if n], args)
+    # a run of --gap, --block or --parallel alone writes a section of its own: the per-epoch tables
+    # of an earlier run stay (one section per kind of run, each with its own date and command)
+    marker = "bench-gpu" if lines else ("bench-gpu-gap" if args.gap else
+                                        "bench-gpu-block" if args.block else "bench-gpu-parallel")
     text = header({"bench-gpu": "GPU backend: exact kernel vs CPU",
                    "bench-gpu-gap": "GPU backend: time to a certified gap",
+                   "bench-gpu-block": "GPU backend: the block pass against the exact kernel and the CPU",
                    "bench-gpu-parallel": "GPU backend: row-parallel mode vs exact kernel"}[marker])
     text += f"- GPU: {device}; {gpu_versions()}\n\n"
     if lines:  # (none with --datasets ,: the parallel mode alone)

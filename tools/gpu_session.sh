@@ -20,12 +20,19 @@
 #   mkdir -p .gpudata && cp ../shared/data/libsvm/{dna,letter,sector}.scale{,.t}.xz .gpudata/
 #   (both folders ignored through .git/info/exclude; name them in the call's carry)
 # There:
-#   bash tools/gpu_session.sh [STEP ...]     STEP: tests, gputests, cli, bench, storage
-#                                            (default: tests cli bench)
+#   bash tools/gpu_session.sh [STEP ...]     STEP: tests, gputests, cli, bench, block, storage
+#                                            (default: tests block)
 # tests: the kernel suite compiled for the device, beside the other GPU tests; gputests: the
-# latter alone. storage: tools/bench_storage.py on the machine's many cores (issue 20: the
-# moto server in forked copies on CPUs of its own, answering in parallel), for 10,000- and
-# 100,000-row Zarr shards; it also needs the S3 wheels (moto[server], s3fs, obstore and their
+# latter alone. block: the block pass (block_rows=16) against the exact kernel and the CPU
+# (tools/bench_gpu.py --block: sector and a generated set of 200,000 rows, one model, C = 1, to
+# the paper's stop; the GPU block pass twice, the same bits checked), alone on the machine after
+# the other steps. Device time of the default, estimated: tests about 4 min (the kernel suite,
+# mostly compilation: 3.2 min in the fourth run, now with the block pass's tests), block about
+# 3 min (about 20 s to make the generated set, compilation, fits of a few seconds each, the
+# exact kernel's about 20 s on each set); bounded by the steps' time limits at 7.9 min (tests
+# 280 s, block 180 s, the wheels' install). storage: tools/bench_storage.py on the machine's
+# many cores (issue 20: the moto server in forked copies on CPUs of its own, answering in
+# parallel), for 10,000- and 100,000-row Zarr shards; it also needs the S3 wheels (moto[server], s3fs, obstore and their
 # dependencies; botocore trimmed to its s3/sts data to fit the 64 MiB limit). With storage, the
 # tests and the CLI check run beside it on CPUs 12-15 and the benchmark on CPUs 0-11 (training
 # on CPU 0, the server on 2-11).
@@ -36,7 +43,7 @@ mkdir -p "$O"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
 export PYTHONUNBUFFERED=1 STREAMWWW_DATA=$PWD/.gpudata
-steps=${*:-tests cli bench}
+steps=${*:-tests block}
 T0=$(date +%s)
 stamp() { echo "[$(( $(date +%s) - T0 )) s] $*"; }
 
@@ -61,7 +68,7 @@ stamp "env: $(grep -m1 -o 'NVIDIA [A-Z0-9 ]*' "$O/env.log"); $(grep unavailable_
 run_tests() {
   # the kernel suite on the real GPU (what tests/test_cuda_gpu.py starts) beside the other GPU tests:
   # both mostly compile, one process each, and the machine has 16 cores
-  { STREAMWWW_CUDA_SUITE=1 timeout 300 python3 -m pytest tests/cuda_sim -q -p no:cacheprovider -o addopts=-ra \
+  { STREAMWWW_CUDA_SUITE=1 timeout 280 python3 -m pytest tests/cuda_sim -q -p no:cacheprovider -o addopts=-ra \
       --durations=8 > "$O/suite.log" 2>&1
     echo "kernel suite rc=$?" >> "$O/suite.log"; } &
   run_gputests
@@ -72,7 +79,7 @@ run_gputests() {
   gpu_tests
 }
 gpu_tests() {
-  timeout 300 python3 -m pytest tests/test_cuda_gpu.py tests/test_cuda_backend.py -m "gpu or not gpu" \
+  timeout 280 python3 -m pytest tests/test_cuda_gpu.py tests/test_cuda_backend.py -m "gpu or not gpu" \
     -k "not kernel_suite" -q -p no:cacheprovider -o addopts=-ra --durations=8 >> "$O/tests.log" 2>&1
   echo "gpu tests rc=$?" >> "$O/tests.log"
 }
@@ -115,6 +122,13 @@ case " $steps " in *" bench "*)
     ${BENCH_ARGS:---datasets sector,letter,aloi --rows 15000 --epochs 3 --cpu-epochs 2} > "$O/bench.log" 2>&1
   echo "bench rc=$?" >> "$O/bench.log"
   stamp "bench:"; tail -n 40 "$O/bench.log";;
+esac
+case " $steps " in *" block "*)
+  [ -f "$O/benchmarks.md" ] || cp docs/benchmarks.md "$O/benchmarks.md"
+  timeout 180 python3 tools/bench_gpu.py --out "$O/benchmarks.md" --datasets , --block sector,gen-class \
+    --gen-rows 200000 --block-rows 16 --block-budget 25 > "$O/block.log" 2>&1
+  echo "block rc=$?" >> "$O/block.log"
+  stamp "block:"; grep -E '^\||^- |^#|rc=|Error' "$O/block.log" | tail -n 30;;
 esac
 stamp "done"
 tail -n 30 "$O/tests.log" 2>/dev/null

@@ -234,6 +234,59 @@ def _exact_block(v, cand, srt, bn, ist, fst, p, C, solver, tid, nthreads):
     cuda.syncthreads()
 
 
+@cuda.jit(device=True)
+def _row_step(s, v, bn, cand, srt, red, ist, fst, grad, brow, yi, sq, bsum, C, solver, eps, near, mdl, i, shrink,
+              listed, tid, nthreads):
+    """Steps 2-5 for row ``i`` of model ``mdl``, by the whole block, from its scores ``s`` and
+    ``bsum = sum(beta_i)``: ``v`` and its positive candidates (with ``shrink``, those in play
+    only), the step into ``bn``, ``beta_i <- b`` (``brow``), and ``u`` in ``s``:
+    ``s[c(t)] = -Delta_t``, ``s[y] = sum(Delta)`` (block reduction).  ``ist[0]`` and ``ist[3]``
+    must be 0 on entry; on return ``ist[3] != 0`` iff ``beta_i`` changed, and with ``listed``
+    ``srt[:ist[3]]`` lists the classes whose ``u`` is not 0 (in any order).  Every thread of
+    the block must call it (it synchronizes)."""
+    m = brow.shape[0]
+    sy = s[yi]
+    for t in range(tid, m, nthreads):
+        vt = v_entry(sy, s[c_index(t, yi)], sq, brow[t], bsum)
+        v[t] = vt
+        bn[t] = 0.0
+        if vt > 0.0 and (not shrink or near[mdl, i, t] != 0 or brow[t] != 0.0):
+            cand[cuda.atomic.add(ist, 0, 1)] = t
+    cuda.syncthreads()
+    p = ist[0]
+
+    # 3-4. the block subproblem: b -> bn
+    if C == 0.0:
+        pass  # bn stays 0: the box is {0}
+    elif solver == WALRUS or solver == SIMPLEX:
+        if p > 0:
+            _exact_block(v, cand, srt, bn, ist, fst, p, C, solver, tid, nthreads)
+    else:
+        if tid == 0:
+            _shark(v[:m], brow, C, sq, eps, bn[:m], grad[:m])
+        cuda.syncthreads()
+
+    # 5. Delta = b - beta_i; u (in s): u[c(t)] = -Delta_t, u[y] = sum(Delta)
+    dp = 0.0
+    for t in range(tid, m, nthreads):
+        d = bn[t] - brow[t]
+        c = c_index(t, yi)
+        if d != 0.0:
+            if listed:
+                srt[cuda.atomic.add(ist, 3, 1)] = c
+            else:
+                ist[3] = 1
+        brow[t] = bn[t]
+        s[c] = -d
+        dp += d
+    total = _block_sum(red, dp, tid, nthreads)
+    if tid == 0:
+        s[yi] = total
+        if listed and total != 0.0:
+            srt[cuda.atomic.add(ist, 3, 1)] = yi
+    cuda.syncthreads()
+
+
 @functools.lru_cache(maxsize=None)
 def _row_access(dense: bool):
     """Device functions that read a row: its nonzero range, the feature of nonzero ``q``, and
@@ -445,41 +498,10 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
                     s[j] = acc
                 cuda.syncthreads()
 
-            # 2. v and the list of its positive entries
-            sy = s[yi]
-            for t in range(tid, m, TPB):
-                vt = v_entry(sy, s[c_index(t, yi)], sq, brow[t], bsum)
-                v[t] = vt
-                bn[t] = 0.0
-                if vt > 0.0 and (not shrink or near[mdl, i, t] != 0 or brow[t] != 0.0):
-                    cand[cuda.atomic.add(ist, 0, 1)] = t
-            cuda.syncthreads()
-            p = ist[0]
-
-            # 3-4. the block subproblem: b -> bn
-            if C == 0.0:
-                pass  # bn stays 0: the box is {0}
-            elif solver == WALRUS or solver == SIMPLEX:
-                if p > 0:
-                    _exact_block(v, cand, srt, bn, ist, fst, p, C, solver, tid, TPB)
-            else:
-                if tid == 0:
-                    _shark(v[:m], brow, C, sq, eps, bn[:m], grad[:m])
-                cuda.syncthreads()
-
-            # 5. Delta = b - beta_i; dk (in s): dk[c(t)] = -Delta_t, dk[y] = sum(Delta)
-            dp = 0.0
-            for t in range(tid, m, TPB):
-                d = bn[t] - brow[t]
-                if d != 0.0:
-                    ist[3] = 1
-                brow[t] = bn[t]
-                s[c_index(t, yi)] = -d
-                dp += d
-            total = _block_sum(red, dp, tid, TPB)
-            if tid == 0:
-                s[yi] = total
-            cuda.syncthreads()
+            # 2-5. v, the block subproblem b, Delta = b - beta_i; dk (in s): dk[c(t)] = -Delta_t,
+            #      dk[y] = sum(Delta)
+            _row_step(s, v, bn, cand, srt, red, ist, fst, grad, brow, yi, sq, bsum, C, solver, eps, near, mdl, i,
+                      shrink, False, tid, TPB)
 
             # 6. W[f, :] += x_f * dk over the row's nonzeros (and the intercept row); columns
             #    with dk[j] == 0 (most of them once beta_i sits at its bounds) are skipped.

@@ -178,11 +178,13 @@ class DeviceBlock:
     """A shard on the device (what :meth:`CUDABackend.put_block` returns).
 
     Dense rows are stored flattened (``data = X.ravel()``, ``ncols = d``); CSR rows as
-    ``data, indices, indptr``.  ``ready`` is an event after the copies.
+    ``data, indices, indptr``, with the most nonzeros of a row (``max_row_nnz``: the block
+    pass's scratch).  ``ready`` is an event after the copies.
     """
 
     def __init__(self, data, indices, indptr, ncols, y, sqnorms, n_rows, is_sparse, ready, nbytes,
-                 weights=None, trains=None):
+                 weights=None, trains=None, max_row_nnz=0):
+        self.max_row_nnz = int(max_row_nnz)
         self.weights = weights  # row weights, or a 0-length array: all 1
         self.trains = trains  # cross-validation split bits, or a 0-length array: none
         self.data = data
@@ -347,8 +349,10 @@ def _give_back(pool_ref, bufs):
 
 # --------------------------------------------------------------------------- the backend
 class CUDABackend:
-    """Weights on one CUDA GPU; exact sequential BCD kernels in numba-cuda (Weston-Watkins
-    and Crammer-Singer).
+    """Weights on one CUDA GPU; exact BCD kernels in numba-cuda (Weston-Watkins and
+    Crammer-Singer): the sequential pass (``block_rows=1``, one thread block a model) and the
+    block pass (``block_rows=m > 1``, :mod:`._cuda_block_kernels`: a grid of thread blocks a
+    model, the same bits for any launch geometry).
 
     Parameters
     ----------
@@ -461,6 +465,14 @@ class CUDABackend:
         if self.parallel_blocks is not None:
             self.name = "cuda-async"  # what a model's device_ and the run log say (select.get_backend)
         self.fallbacks = 0
+        # The block pass's launch: "auto" one cooperative launch a pass, phase by phase
+        # ("stepped") where that is refused; its thread blocks a model (None: from the work,
+        # within what fits the device at once).  Results are the same bits either way; the
+        # tests set both.
+        self._block_launch = "auto"
+        self._block_grid: int | None = None
+        self._block_scratch_cache: dict = {}
+        self._coop: dict = {}
         self._backup = None  # device copy of W taken before each row-parallel pass
         try:
             self.device_name = "CUDA simulator" if self.simulator else cuda.get_current_device().name
@@ -645,8 +657,9 @@ class CUDABackend:
             data, dy, dsq = views
             indices, indptr = self._dummy_i32, self._dummy_i64
         nbytes = sum(h.nbytes for h in parts)
+        most = int(np.diff(X.indptr).max()) if sp.issparse(X) and n else 0
         dblock = DeviceBlock(data, indices, indptr, ncols, dy, dsq, n, sp.issparse(X), ready, nbytes,
-                             weights=dweights, trains=dtrains)
+                             weights=dweights, trains=dtrains, max_row_nnz=most)
         weakref.finalize(dblock, _give_back, weakref.ref(self._pool), devs)
         return dblock
 
@@ -677,12 +690,17 @@ class CUDABackend:
 
     def bcd_pass(self, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
                  splits=None, near=None, block_rows: int = 1) -> None:
-        """One exact sequential BCD pass over ``order`` for each model in ``models`` (asynchronous);
-        ``solver``: ``WALRUS``/``SHARK`` (WW's box) or ``SIMPLEX`` (Crammer-Singer's simplex,
-        :mod:`streamwww.solvers`); ``near`` (host ``uint8``, ``(M, n, k - 1)``): shrinking's
+        """One exact BCD pass over ``order`` for each model in ``models`` (asynchronous, on the
+        compute stream); ``solver``: ``WALRUS``/``SHARK`` (WW's box) or ``SIMPLEX`` (Crammer-Singer's
+        simplex, :mod:`streamwww.solvers`); ``near`` (host ``uint8``, ``(M, n, k - 1)``): shrinking's
         near-flags (engine.shrink; exact steps only, Shark ignores them).
-        ``block_rows`` must be 1: the block pass has no device kernel yet."""
-        _sequential_only(block_rows)
+        ``block_rows``: 1 the sequential pass (:func:`._cuda_kernels.bcd_kernel`; the row-parallel
+        mode instead when ``parallel_blocks`` is set), ``m > 1`` the block pass of ``m`` rows
+        (:mod:`._cuda_block_kernels`, the CPU block pass's blocks; it is the pass a run records,
+        so it is run whatever ``parallel_blocks`` says)."""
+        block_rows = int(block_rows)
+        if block_rows < 1:
+            raise ValueError(f"block_rows must be an int >= 1. Got {block_rows!r} instead.")
         models = np.ascontiguousarray(models, dtype=np.int64)
         splits = model_splits(splits, W.shape[0])
         order = np.ascontiguousarray(order, dtype=np.int64)
@@ -696,6 +714,9 @@ class CUDABackend:
         exact_step = int(solver) != self._K.SHARK  # Walrus or the simplex step
         dnear = None if near is None or not exact_step else \
             (self._cuda.to_device(np.ascontiguousarray(near, dtype=np.uint8), stream=self._stream), True)
+        if block_rows > 1:
+            self._block_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, dnear, block_rows)
+            return
         if self.parallel_blocks is not None and exact_step:
             self._parallel_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, dnear)
             return
@@ -722,6 +743,125 @@ class CUDABackend:
             self._small(models, np.int64), self._small(order, np.int64),
             float(bias), int(solver), float(eps), scr_f, scr_i, bool(use_shared), *(near or self._no_near()))
         self._release_small()
+
+    # ------------------------------------------------------------------ the block pass
+    def _block_pass(self, W, block, beta, Cs, models, order, bias, solver, eps, splits, near, block_rows):
+        """The block pass of ``block_rows`` rows (:mod:`._cuda_block_kernels`): one cooperative
+        launch a pass (models in groups that fit the device at once), or phase by phase."""
+        from streamwww.backends import _cuda_block_kernels as BK
+
+        st = self._stream
+        block.ready.wait(st)
+        beta.ready.wait(st)
+        k = W.shape[2]
+        n = order.shape[0]
+        m = min(int(block_rows), n)  # a shard of at most block_rows rows is one block either way
+        tpb = self._threads_for(k)
+        kc = BK.shared_capacity(self._kc, tpb)
+        kk = max(k, self._K.next_pow2(k - 1))
+        dense = not block.is_sparse
+        slots = 1 if dense else max(1, min(block.data.shape[0], m * block.max_row_nnz))
+        if slots >= BK.NONE:  # (a slot is an int32)
+            raise ValueError(f"block_rows={block_rows}: a block of this shard holds {slots:,} nonzeros, more than "
+                             f"the GPU block pass indexes ({BK.NONE - 1:,}); use fewer block_rows")
+        # enough threads for a block's scores and Gram entries, and for its update of W
+        per_row = block.ncols if dense else -(-block.data.shape[0] // max(block.n_rows, 1))
+        items = max(m * k + m * (m - 1) // 2, (m * per_row + 1) * k)
+        want = max(1, -(-items // tpb)) if self._block_grid is None else int(self._block_grid)
+        L = models.shape[0]
+        dCs, dsplits = self._small(Cs, np.float64), self._small(splits, np.int64)
+        dorder, dmodels = self._small(order, np.int64), self._small(models, np.int64)
+
+        def args(group, sc, scr):
+            return (W, block.data, block.indices, block.indptr, block.ncols, block.y, block.sqnorms, block.weights,
+                    block.trains, beta.array, dCs, dsplits, group, dorder, float(bias), int(solver), float(eps),
+                    *(near or self._no_near()), int(m), sc["play"], sc["steps"], sc["nz"], sc["nlive"], sc["S"],
+                    sc["U"], sc["G"], sc["nxt"], sc["head"], sc["e2j"], sc["e2p"], *scr, kk <= kc)
+
+        if self._block_launch != "stepped":
+            kernel = BK.block_pass_kernel(dense, tpb, kc)
+            done = 0
+            try:
+                def typed():  # the launch's arguments, on tiny arrays of the scratch's types (made once)
+                    probe = self._coop.get("probe") or self._coop.setdefault(
+                        "probe", self._block_scratch(1, 1, 1, 1, 1, keep=False))
+                    return args(dmodels, probe, probe["scr"])
+
+                limit = self._coop_limit(kernel, typed, tpb)
+                # models a launch: as many as fit; under the simulator one (it runs a grid's blocks one
+                # after another, so a block could not read the other models' counts of blocks)
+                size = 1 if limit is None else min(L, limit)
+                B = 1 if limit is None else max(1, min(limit // size, want))
+                sc = self._block_scratch(size, n, m, k, slots)
+                scr = self._scratch_for(size, kk)
+                for g0 in range(0, L, size):
+                    group = dmodels if size == L else self._small(models[g0:g0 + size], np.int64)
+                    kernel[(B, group.shape[0]), tpb, st](*args(group, sc, scr))
+                    done += 1
+            except Exception as exc:  # noqa: BLE001 - e.g. no cooperative launch here (cudadevrt, grid size)
+                if done or self._block_launch == "cooperative":
+                    raise
+                logger.warning("the block pass's cooperative launch failed (%s: %s); launching it phase by phase "
+                               "from now on (the same results)", type(exc).__name__, exc)
+                self._block_launch = "stepped"
+            else:
+                self._release_small()
+                return
+        sc = self._block_scratch(L, n, m, k, slots)
+        full = args(dmodels, sc, self._scratch_for(L, kk))
+        kernel = BK.block_step_kernel(dense, tpb, kc)
+        kernel[(want, L), tpb, st](BK.LIVE, 0, *full)
+        kernel[(1, L), tpb, st](BK.SCAN, 0, *full)
+        nlive = sc["nlive"].copy_to_host(stream=st)
+        st.synchronize()  # (the blocks' count decides the launches)
+        for b in range(int(-(-nlive.max() // m))):
+            kernel[(want, L), tpb, st](BK.PREPARE, b, *full)
+            kernel[(1, L), tpb, st](BK.CHAIN, b, *full)
+            kernel[(want, L), tpb, st](BK.UPDATE, b, *full)
+        self._release_small()
+
+    def _coop_limit(self, kernel, typed, tpb):
+        """Thread blocks of ``kernel`` the device holds at once (a cooperative grid's most) for
+        the launch whose arguments ``typed()`` gives; ``None`` under the simulator, which runs a
+        grid's blocks one after another (one block, one model a launch)."""
+        if self.simulator:
+            return None
+        argtypes = tuple(kernel.typeof_pyval(a) for a in typed())
+        key = (id(kernel), argtypes, int(tpb))
+        limit = self._coop.get(key)
+        if limit is None:
+            limit = int(kernel.compile(argtypes).max_cooperative_grid_blocks(int(tpb)))
+            if limit < 1:
+                raise RuntimeError(f"no block of {tpb} threads of the block pass fits a multiprocessor")
+            self._coop[key] = limit
+        return limit
+
+    def _block_scratch(self, L, n, m, k, slots, keep=True):
+        """The block pass's device scratch (module docstring of :mod:`._cuda_block_kernels`),
+        made once and kept: rows and slots grow to the largest shard seen.  ``keep=False``: new
+        arrays of these shapes, not kept, with those of ``bcd_kernel``'s scratch (``"scr"``):
+        tiny ones type a launch."""
+        sc = self._block_scratch_cache
+        if keep and sc.get("key") == (L, m, k) and sc["n"] >= n and sc["slots"] >= slots:
+            return sc
+        if keep and sc.get("key") == (L, m, k):
+            n, slots = max(n, sc["n"]), max(slots, sc["slots"])
+        cuda, st = self._cuda, self._stream
+
+        def arr(shape, dtype):
+            return cuda.device_array(shape, dtype=dtype, stream=st)
+
+        sc = {"key": (L, m, k), "n": n, "slots": slots,
+              "play": arr((L, n), np.int32), "steps": arr((L, n), np.int64), "nz": arr((L, n + 1), np.int64),
+              "nlive": arr(L, np.int64), "S": arr((L, m, k), np.float64), "U": arr((L, m, k), np.float64),
+              "G": arr((L, max(1, m * (m - 1) // 2)), np.float64), "nxt": arr((L, 2, slots), np.int32),
+              "head": arr((L, 2, slots), np.int32), "e2j": arr((L, 2, slots), np.int32),
+              "e2p": arr((L, 2, slots), np.int64)}
+        if keep:
+            self._block_scratch_cache = sc
+        else:
+            sc["scr"] = (arr((L, 4, 1), np.float64), arr((L, 2, 1), np.int32))  # (bcd_kernel's scratch types)
+        return sc
 
     # ------------------------------------------------------------------ parallel (opt-in) mode
     def _dual_parts(self, W, beta, models):
@@ -938,6 +1078,7 @@ class CUDABackend:
         self._resident.clear()
         self._pool.clear()
         self._scratch.clear()
+        self._block_scratch_cache = {}
         self._backup = None
 
     def __repr__(self) -> str:
@@ -965,9 +1106,3 @@ def _multiprocessors(cuda, simulator: bool) -> int:
     except Exception:  # noqa: BLE001 - an attribute a driver did not report: the H100/H200 count
         return 132
 
-
-def _sequential_only(block_rows: int) -> None:
-    """The device runs the sequential pass only (``block_rows == 1``)."""
-    if int(block_rows) != 1:
-        raise ValueError(f"block_rows={int(block_rows)}: the block pass has no GPU kernel yet; "
-                         "train with block_rows=1 on the GPU, or on the CPU (device='cpu')")

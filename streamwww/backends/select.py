@@ -44,7 +44,9 @@ def get_backend(device: str = "auto", n_models: int | None = None, n_classes: in
     else the CPU, saying why at INFO.
     'cuda' without a usable GPU raises :class:`~streamwww.errors.DeviceUnavailableError`.
     ``n_threads``: the CPU backend's threads (None: numba's setting).  The block pass
-    (``block_rows > 1``) runs on the CPU only: 'auto' takes the CPU for it, 'cuda' is refused.
+    (``block_rows > 1``): 'cuda' runs it on the GPU (:mod:`._cuda_block_kernels`); 'auto'
+    takes the CPU for it, the GPU block pass not having been measured on a device yet
+    (docs/gpu.md, "The block pass on the device").
 
     'cuda-async' is the GPU's row-parallel pass (:class:`~streamwww.backends.cuda.CUDABackend`
     with ``parallel_blocks='auto'``; docs/gpu.md, "Row-parallel mode"): one model's rows are
@@ -59,10 +61,9 @@ def get_backend(device: str = "auto", n_models: int | None = None, n_classes: in
     if device == "cuda-async" and int(block_rows) > 1:
         raise ValueError(f"device='cuda-async' runs the GPU's row-parallel pass, not the block pass: "
                          f"block_rows must be 1. Got block_rows={int(block_rows)} instead.")
-    if int(block_rows) > 1:
-        if device == "cuda":
-            raise ValueError(f"block_rows={int(block_rows)}: the block pass has no GPU kernel yet; train with "
-                             "block_rows=1 on the GPU, or with device='cpu'")
+    if int(block_rows) > 1 and device == "auto":
+        logger.info("device='auto': training on the CPU (the block pass, block_rows=%d, is measured on the CPU "
+                    "only; device='cuda' runs it on the GPU)", int(block_rows))
         device = "cpu"
     if device in ("auto", "cuda", "cuda-async"):
         reason = None

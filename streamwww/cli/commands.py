@@ -545,7 +545,8 @@ def _faster_way(args, store, options) -> str | None:
         if n_rows <= LOCAL_CLUSTER_SLOWER_ROWS:
             return (f"a store of {n_rows:,} rows trains faster in one process than on a local cluster "
                     f"(measured on stores of up to {LOCAL_CLUSTER_SLOWER_ROWS:,} rows); drop --workers ({where})")
-    elif args.block_rows > 1 and len(args.C) == 1 and args.cv is None:
+    elif args.block_rows > 1 and len(args.C) == 1 and args.cv is None and args.device != "cuda":
+        # (what the note says was measured on the CPU's threads)
         from streamwww._params import resolve_n_jobs
 
         threads = resolve_n_jobs(args.jobs)
