@@ -12,8 +12,8 @@ import numpy as np
 DEVICES = ("auto", "cpu", "cuda", "cuda-async")
 
 __all__ = ["DEVICES", "check_params", "check_int", "check_interval", "check_n_jobs", "check_block_rows",
-           "check_run_options", "resolve_seed", "resolve_memory_budget", "resolve_prefetch", "resolve_n_jobs", "usable_cores", "DEFAULTS",
-           "MAX_ITER", "UNMIXED"]
+           "check_run_options", "resolve_seed", "resolve_memory_budget", "resolve_prefetch", "resolve_n_jobs",
+           "usable_cores", "DEFAULTS", "MAX_ITER", "UNMIXED"]
 
 
 def _fail(owner: str, name: str, what: str, value) -> None:

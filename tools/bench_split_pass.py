@@ -121,11 +121,18 @@ def _lower_bound(indices, lo, hi, f):
 
 
 @njit(nogil=True, inline="always")
-def _row_classes(near, brow, at, cls, yi, km):
-    na = _active_coords(near, brow, at)
+def _row_start(i, y, sqnorms, bm, near, at, cls, bl, t):
+    """Row ``i``'s coordinates in play (``at[:na]``, their classes ``cls[:na]``; ``na == 0``:
+    the row does not step) and the ``beta_i`` thread ``t`` steps on (thread 0 ``beta`` itself,
+    the others a copy taken before the row's barrier, which thread 0 may write after)."""
+    brow = bm[i]
+    na = 0 if sqnorms[i] == 0.0 else _active_coords(near[i], brow, at)
     for q in range(na):
-        cls[q] = c_index(at[q], yi)
-    return na
+        cls[q] = c_index(at[q], y[i])
+    if t != 0 and na:
+        bl[:] = brow
+        return na, bl
+    return na, brow
 
 
 @njit(nogil=True)
@@ -147,17 +154,10 @@ def ranges_part(Wm, data, indices, indptr, y, sqnorms, bm, C, order, near, bound
     buf = 0
     for p in range(order.shape[0]):
         i = order[p]
-        sq = sqnorms[i]
-        if sq == 0.0:
-            continue
-        yi = y[i]
-        brow = bm[i]
-        na = _row_classes(near[i], brow, at, cls, yi, km)
+        na, brow = _row_start(i, y, sqnorms, bm, near, at, cls, bl, t)
         if na == 0:
             continue
-        if t != 0:
-            bl[:] = brow
-            brow = bl
+        yi, sq = y[i], sqnorms[i]
         lo, hi = indptr[i], indptr[i + 1]
         for r in range(t, R, P):
             a = _lower_bound(indices, lo, hi, bounds[r])
@@ -206,14 +206,10 @@ def classes_part(Wm, data, indices, indptr, y, sqnorms, bm, C, order, near, G, t
     buf = 0
     for p in range(order.shape[0]):
         i = order[p]
-        sq = sqnorms[i]
-        if sq == 0.0:
-            continue
-        yi = y[i]
-        brow = bm[i]
-        na = _row_classes(near[i], brow, at, cls, yi, km)
+        na, brow = _row_start(i, y, sqnorms, bm, near, at, cls, bl, t)
         if na == 0:
             continue
+        yi, sq = y[i], sqnorms[i]
         nm = 0
         if (yi // G) % P == t:
             mine[nm] = yi
@@ -222,9 +218,6 @@ def classes_part(Wm, data, indices, indptr, y, sqnorms, bm, C, order, near, G, t
             if (cls[q] // G) % P == t:
                 mine[nm] = cls[q]
                 nm += 1
-        if t != 0:
-            bl[:] = brow
-            brow = bl
         lo, hi = indptr[i], indptr[i + 1]
         sh = SH[buf]
         for q in range(nm):

@@ -82,7 +82,7 @@ import math
 
 from numba import cuda, float64, int32, int64
 
-from streamwww.backends._cuda_kernels import _block_sum, _jit_block, _row_score, _row_step, _row_weight
+from streamwww.backends._cuda_kernels import _block_sum, _jit_block, _per_class, _row_score, _row_step, _row_weight
 from streamwww.solvers import SIMPLEX
 
 __all__ = ["block_pass_kernel", "block_step_kernel", "LIVE", "SCAN", "PREPARE", "CHAIN", "UPDATE", "NONE",
@@ -405,18 +405,7 @@ def _kernels(dense: bool, tpb: int, kc: int):
                     order, bias, near, shrink, steps, nz, nlive, S, G, nxt, head)
         elif phase == CHAIN:
             if bx == 0:
-                if use_shared:
-                    s = sh_s
-                    v = sh_v
-                    bn = sh_b
-                    cand = sh_c
-                    srt = sh_o
-                else:
-                    s = scr_f[mi, 0]
-                    v = scr_f[mi, 1]
-                    bn = scr_f[mi, 2]
-                    cand = scr_i[mi, 0]
-                    srt = scr_i[mi, 1]
+                s, v, bn, cand, srt = _per_class(use_shared, sh_s, sh_v, sh_b, sh_c, sh_o, scr_f, scr_i, mi)
                 chain(tid, b, m, mi, mdl, y, sqnorms, weights, trains, beta, Cs, splits, order, solver, eps, near,
                       shrink, steps, nlive, S, U, G, s, v, bn, cand, srt, red, ist, fst, scr_f[mi, 3])
         else:

@@ -235,6 +235,15 @@ def _exact_block(v, cand, srt, bn, ist, fst, p, C, solver, tid, nthreads):
 
 
 @cuda.jit(device=True)
+def _per_class(use_shared, sh_s, sh_v, sh_b, sh_c, sh_o, scr_f, scr_i, slot):
+    """A row step's per-class vectors ``(s, v, bn, cand, srt)``: the kernel's shared arrays
+    when ``k`` fits their capacity (``use_shared``), else scratch slot ``slot`` in global memory."""
+    if use_shared:
+        return sh_s, sh_v, sh_b, sh_c, sh_o
+    return scr_f[slot, 0], scr_f[slot, 1], scr_f[slot, 2], scr_i[slot, 0], scr_i[slot, 1]
+
+
+@cuda.jit(device=True)
 def _row_step(s, v, bn, cand, srt, red, ist, fst, grad, brow, yi, sq, bsum, C, solver, eps, near, mdl, i, shrink,
               listed, tid, nthreads):
     """Steps 2-5 for row ``i`` of model ``mdl``, by the whole block, from its scores ``s`` and
@@ -420,18 +429,7 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
         ist = cuda.shared.array(4, int64)
         fst = cuda.shared.array(1, float64)
         slot = mi * nblk + blk
-        if use_shared:
-            s = sh_s
-            v = sh_v
-            bn = sh_b
-            cand = sh_c
-            srt = sh_o
-        else:
-            s = scr_f[slot, 0]
-            v = scr_f[slot, 1]
-            bn = scr_f[slot, 2]
-            cand = scr_i[slot, 0]
-            srt = scr_i[slot, 1]
+        s, v, bn, cand, srt = _per_class(use_shared, sh_s, sh_v, sh_b, sh_c, sh_o, scr_f, scr_i, slot)
         grad = scr_f[slot, 3]
         G = TPB // k
         if G < 2:

@@ -78,9 +78,9 @@ class StoreTransaction(_Transaction):
         if not self.overwrite:
             raise StoreExistsError(f"{self.path} already exists; pass overwrite=True "
                                    f"(--overwrite) to replace it.")
-        replaceable = self.path.is_dir() and not self.path.is_symlink() and (
-            (self.path / self.marker).is_file() or not any(self.path.iterdir())
-            or self._replaceable is not None and self._replaceable([p.name for p in self.path.iterdir()]))
+        names = [p.name for p in self.path.iterdir()] if self.path.is_dir() and not self.path.is_symlink() else None
+        replaceable = names is not None and (not names or (self.path / self.marker).is_file()
+                                             or self._replaceable is not None and self._replaceable(names))
         if not replaceable:
             raise StoreExistsError(f"{self.path} exists and is not {_what(self.marker)}; "
                                    f"refusing to replace it even with overwrite=True.")
