@@ -369,3 +369,54 @@ def test_the_block_pass_is_placed_on_the_cpu_unless_cuda_is_asked(monkeypatch):
     monkeypatch.setattr(cuda, "unavailable_reason", lambda auto=False: "no GPU here")
     with pytest.raises(DeviceUnavailableError, match="no GPU here"):  # asked for the GPU, not refused the pass
         get_backend("cuda", block_rows=8)
+
+
+def test_certify_pass_overlapped_or_not_gives_the_same_bits(rng):
+    """The sequential pass on two threads: ``certify_pass`` overlaps its objective with the
+    pass (first call), scores then trains (second call), then takes the way its measured
+    costs say is faster; every way gives the terms, flags, ``W`` and ``beta`` of scoring
+    ``W_cert`` and then running ``bcd_pass`` with those flags."""
+    from streamwww.backends.cpu import _chunks
+
+    block, W, beta = _problem(rng, sparse=True, k=12, bias=0.0, n=8000, d=80)
+    assert _chunks(block, 12) >= 4  # (large enough for the overlap)
+    _epochs(K.bcd_pass_serial, block, W, beta, Cs=[1.0], bias=0.0, epochs=2)
+    one = np.zeros(1, dtype=np.int64)
+    backend = CPUBackend(2)
+    costs = backend._certify_costs
+    for call in range(4):
+        order = np.random.default_rng(call).permutation(block.n_rows).astype(np.int64)
+        near_ref = np.zeros((1, block.n_rows, 11), dtype=np.uint8)
+        h_ref = np.zeros((1, block.n_rows))
+        backend._hinge_rows(W, block, 0.0, one, np.arange(block.n_rows), h_ref, None, near_ref, 0.0, 0, 0.1,
+                            parallel=False)
+        W_ref, b_ref = W.copy(), beta.copy()
+        CPUBackend(1).bcd_pass(W_ref, block, b_ref, np.ones(1), one, order, 0.0, 0, 1e-4, near=near_ref)
+        near = np.zeros_like(near_ref)
+        Wt, bt = W.copy(), beta.copy()
+        h, _ = backend.certify_pass(W.copy(), Wt, block, bt, np.ones(1), one, order, 0.0, 0, 1e-4, near=near)
+        assert np.array_equal(h, h_ref) and np.array_equal(near, near_ref)
+        assert np.array_equal(Wt, W_ref) and np.array_equal(bt, b_ref)
+        if call == 0:  # overlapped: what the objective thread took was measured
+            assert costs.scattered is not None and costs.parallel is None
+        if call == 1:  # then scored on every thread, then trained
+            assert costs.parallel is not None
+        W, beta = Wt, bt
+    backend.close()
+
+
+def test_certify_pass_takes_the_way_its_costs_predict_faster():
+    from streamwww.backends.cpu import _CertifyCosts
+
+    costs = _CertifyCosts()
+    assert costs.overlap_pays(1000, 1000)  # nothing measured: overlap first
+    costs.overlapped(scoring=0.3, training=0.1, n_rows=1000, n_order=1000)
+    assert not costs.overlap_pays(1000, 1000)  # then the other way once
+    costs.plain(scoring=0.1, training=0.1, n_rows=1000, n_order=1000)
+    # overlapped ~ max(0.3, 0.1) against 0.1 + 0.1: not
+    assert not costs.overlap_pays(1000, 1000)
+    costs.plain(scoring=0.1, training=0.25, n_rows=1000, n_order=1000)
+    # the pass got heavier: max(0.3, 0.25) against 0.1 + 0.25: overlap
+    assert costs.overlap_pays(1000, 1000)
+    # per row: a block of half the rows, the same costs a row
+    assert costs.overlap_pays(500, 500)

@@ -1,6 +1,6 @@
 """Whole fits with this tree's CPU kernels against another revision's, paired in one process.
 
-    python tools/bench_kernels_ab.py --before HEAD [--data sector] [--pairs 10] [--data-dir DIR]
+    python tools/bench_kernels_ab.py --before HEAD [--data sector] [--pairs 10] [--data-dir DIR] [--late-pass E]
 
 For a change confined to ``streamwww/backends/_kernels.py`` (the arithmetic of the passes
 and of the objective): the other revision's ``_kernels.py`` is loaded as a module of its
@@ -10,7 +10,9 @@ alternating order (``WWClassifier(C=1, fit_intercept=False, gap_decay=0.0009, to
 seeds 0..4 in turn; a warm-up fit of each first).  On a VM whose speed drifts over minutes,
 pairs taken seconds apart compare better than processes or runs taken minutes apart.
 Prints each pair's training-pass (solver) time, whether the two models are bitwise the same
-(primal objective, weights), and the paired ratios.
+(primal objective, weights), and the paired ratios.  ``--late-pass E`` times single passes
+instead: a training pass and an objective pass from the state after ``E`` epochs, where
+shrinking skips most rows of a large set.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def main(argv=None) -> int:
     p.add_argument("--data-dir", default=os.environ.get("STREAMWWW_DATA", os.path.join(ROOT, "..", "shared", "data",
                                                                                        "libsvm")))
     p.add_argument("--pairs", type=int, default=10)
+    p.add_argument("--late-pass", type=int, default=0, metavar="E",
+                   help="instead of fits: one training pass and one objective pass (one thread) from the state "
+                        "after E epochs with shrinking, each kernel in turn from copies of that state")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     from sklearn.datasets import load_svmlight_file
@@ -59,6 +64,9 @@ def main(argv=None) -> int:
         path = os.path.join(args.data_dir, f"{args.data}.scale")  # or, compressed, path + ".xz"
         with (open(path, "rb") if os.path.exists(path) else lzma.open(path + ".xz")) as fh:
             X, y = load_svmlight_file(fh)
+
+        if args.late_pass:
+            return _late_pass(cpu, old, new, X, y, args)
 
         def fit(mod, max_iter, seed):
             cpu.K = mod
@@ -93,6 +101,61 @@ def main(argv=None) -> int:
     print("\n".join(rows))
     print(f"\nsolver ratio this / before: median {np.median(ratios):.3f} (range {min(ratios):.3f}-{max(ratios):.3f}); "
           f"fit ratio median {np.median(fit_ratios):.3f}; every model bitwise the same: {same}")
+    return 0 if same else 1
+
+
+def _late_pass(cpu, old, new, X, y, args) -> int:
+    """``--late-pass``: a training pass (``bcd_pass``, shrinking) and an objective pass
+    (``hinge_sums``, recording the flags) of one model on one thread, from the state after
+    ``args.late_pass`` epochs (the epochs run by this tree's kernels, the flags from an
+    objective pass every 5 epochs and after the last, as a run's stopping rule leaves them),
+    each kernel in turn from a copy of that state, in the same random row order."""
+    from streamwww.backends.base import make_block
+    from streamwww.solvers import WALRUS, WW_LOSS
+
+    X.sort_indices()
+    y = np.unique(y, return_inverse=True)[1].astype(np.int32)
+    n, d = X.shape
+    k = int(y.max()) + 1
+    block = make_block(X, y, 0.0)
+    backend = cpu.CPUBackend(1)
+    W, beta = np.zeros((1, d, k)), np.zeros((1, n, k - 1))
+    near = np.zeros((1, n, k - 1), np.uint8)
+    one, models = np.array([1.0]), np.array([0])
+    rng = np.random.default_rng(0)
+    cpu.K = new
+    for ep in range(args.late_pass):
+        backend.bcd_pass(W, block, beta, one, models, rng.permutation(n), 0.0, WALRUS, 0.0, near=near if ep else None)
+        if ep % 5 == 0 or ep == args.late_pass - 1:
+            backend.hinge_sums(W, block, 0.0, models, near=near, reach=0.0, loss=WW_LOSS)
+    live = ((near[0] != 0) | (beta[0] != 0)).sum(1)
+    times = {"before": ([], []), "this": ([], [])}
+    same = True
+    for r in range(args.pairs + 1):  # (the first pair compiles and is not kept)
+        order = rng.permutation(n)
+        got = {}
+        for mod, tag in ((old, "before"), (new, "this")) if r % 2 == 0 else ((new, "this"), (old, "before")):
+            cpu.K = mod
+            W2, b2, f2 = W.copy(), beta.copy(), near.copy()
+            t0 = time.perf_counter()
+            backend.bcd_pass(W2, block, b2, one, models, order, 0.0, WALRUS, 0.0, near=f2)
+            t1 = time.perf_counter()
+            h = backend.hinge_sums(W2, block, 0.0, models, near=f2, reach=0.0, loss=WW_LOSS)
+            t2 = time.perf_counter()
+            if r:
+                times[tag][0].append(t1 - t0)
+                times[tag][1].append(t2 - t1)
+            got[tag] = (W2, b2, f2, h)
+        same &= all(np.array_equal(a, b) for a, b in zip(got["before"], got["this"]))
+    print(header(f"CPU kernels, this tree vs {args.before}: {args.data}, one pass after {args.late_pass} epochs"))
+    print(f"n = {n}, d = {d}, k = {k}, {X.nnz / n:.1f} nonzeros a row; {(live > 0).mean():.1%} of rows step, "
+          f"{live[live > 0].mean():.1f} coordinates each; {args.pairs} pairs, medians")
+    print("| pass | before ms | this ms | this / before |")
+    print("|---|---|---|---|")
+    for q, name in enumerate(("training pass (shrinking)", "objective pass")):
+        b, t = np.median(times["before"][q]) * 1e3, np.median(times["this"][q]) * 1e3
+        print(f"| {name} | {b:.2f} | {t:.2f} | {t / b:.3f} |")
+    print(f"every state bitwise the same: {same}")
     return 0 if same else 1
 
 

@@ -34,10 +34,14 @@ from numba import njit, prange, types
 from numba.extending import overload
 
 from streamwww.backends._kernels import (
+    FAR_ENTRIES,
+    ROWS_AHEAD,
     _active_coords,
     _live,
     _n_classes,
     _objective_row,
+    _prefetch_scored,
+    _prefetch_w,
     _row_step,
     _row_step_some,
     row_scores_some,
@@ -393,12 +397,20 @@ def _hinge_rows_par(W, X, y, weights, trains, splits, bias, models, rows, h, nea
     T = max(1, n_threads)
     kp = (k + 7) // 8 * 8 + 8
     sl = np.empty((T, kp))  # a score row per thread, a cache line apart
+    far = len(ktag) == 0 and W.shape[1] * k >= FAR_ENTRIES
+    spread = y.shape[0] * (k - 1) >= FAR_ENTRIES
     for mi in range(models.shape[0]):
         mdl = models[mi]
         for t in prange(T):
             s = sl[t]
-            for q in range((t * n) // T, ((t + 1) * n) // T):
+            hi = ((t + 1) * n) // T
+            ahead = hi - ROWS_AHEAD if spread else 0
+            for q in range((t * n) // T, hi):
                 i = rows[q]
+                if q < ahead:
+                    _prefetch_scored(X, y, weights, trains, near, mdl, h, mi, rows, q, record)
+                if far and q + 1 < hi:
+                    _prefetch_w(W[mdl], X, rows[q + 1], k)
                 h[mi, i] = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
                                           reach, cs_near, k, ktag, record, loss_id)[0]
 

@@ -42,7 +42,14 @@ expose): a CSR row's gather reads ``Wm[f, :]`` for features ``f`` the hardware c
 predict, and with many classes ``W`` is far larger than the caches (sector: 46 MB,
 840 bytes per feature).  The gather asks for the rows of the feature
 ``PREFETCH_AHEAD`` places further on; the sums, their order and every result are
-unchanged (docs/benchmarks-archive.md, "Software prefetch in the CSR gather").
+unchanged (docs/benchmarks-archive.md, "Software prefetch in the CSR gather").  On data
+larger than the caches (``FAR_ENTRIES``) the passes also look ahead across rows: a
+shrinking pass first lists the rows that step, in the visiting order (a row's liveness
+depends only on its own ``beta`` and flags, which only its own step changes, so the list
+made at the start is the one the row loop would find), and the row loop asks for the
+state of the row ``ROWS_AHEAD`` places on; an objective pass asks for the next row's rows
+of ``W``.  Every step reads and writes what it did, in the same order: the same bits
+(docs/benchmarks.md, "Rows that step, listed first").
 """
 
 from __future__ import annotations
@@ -104,19 +111,142 @@ PREFETCH_AHEAD = 8
 
 
 @intrinsic
-def _prefetch(typingctx, arr, i, j):
-    """Ask the CPU to bring ``arr[i, j]``'s cache line in (a hint: no result, no fault)."""
+def _prefetch_at(typingctx, arr, index):
+    """Ask the CPU to bring ``arr[index]``'s cache line in (``index`` a tuple of one
+    integer per dimension; a hint: no result, no fault, no bounds check)."""
     def codegen(context, builder, sig, args):
-        aryty = sig.args[0]
+        aryty, idxty = sig.args
         ary = context.make_array(aryty)(context, builder, args[0])
-        idx = [context.cast(builder, a, t, types.intp) for a, t in zip(args[1:], sig.args[1:])]
+        idx = [context.cast(builder, a, t, types.intp)
+               for a, t in zip(cgutils.unpack_tuple(builder, args[1], len(idxty)), idxty)]
         ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
         i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
                                             "llvm.prefetch.p0i8")
         builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])  # read, keep, data
         return context.get_dummy_value()
-    return types.void(arr, i, j), codegen
+    if not isinstance(arr, types.Array) or not isinstance(index, types.BaseTuple) or len(index) != arr.ndim:
+        return None
+    return types.void(arr, index), codegen
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch(arr, i, j):
+    """Ask the CPU to bring ``arr[i, j]``'s cache line in."""
+    _prefetch_at(arr, (i, j))
+
+
+# A pass's row loops ask for the per-row state (``beta_i``, the shrinking flags,
+# ``||x_i||^2``, ``y_i``, the weight, where the row starts) of the row this many places
+# further on in the visiting order, and for that row's first lines half as far on: the
+# order is a random permutation, so on large data each of those reads misses the caches,
+# and late in a run, when most rows are skipped after reading them, the misses were most
+# of a pass.  Only where ``beta`` (for an objective pass's next-row hint, ``W``) has at
+# least ``FAR_ENTRIES`` entries (4 MiB): below, it stays in the caches and hints only cost.
+ROWS_AHEAD = 16
+X_LINES = 4  # (of a CSR row's values: at most this many lines of 8 of them asked for)
+FAR_ENTRIES = 1 << 19
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_visit(bm, near, mdl, sqnorms, y, weights, trains, i, shrink):
+    """Every cache line a pass's liveness test of row ``i`` reads (a hint)."""
+    _prefetch_at(sqnorms, (i,))
+    _prefetch_at(y, (i,))
+    if weights.shape[0]:
+        _prefetch_at(weights, (i,))
+    if trains.shape[0]:
+        _prefetch_at(trains, (i,))
+    m = bm.shape[1]
+    for t in range(0, m, 8):
+        _prefetch_at(bm, (i, t))
+    _prefetch_at(bm, (i, m - 1))
+    if shrink:
+        _prefetch_at(near, (mdl, i, 0))
+        _prefetch_at(near, (mdl, i, m - 1))
+    hold((bm, near, sqnorms, y, weights, trains))
+
+
+def _prefetch_start(X, i):
+    """Where row ``i`` of ``X`` starts (a CSR row's ``indptr`` entry; nothing for a dense row)."""
+    raise NotImplementedError  # compiled only, through the overload below
+
+
+def _prefetch_x(X, i):
+    """The first cache lines of row ``i`` of ``X`` (a CSR row's ``indptr`` entry is read:
+    :func:`_prefetch_start` asks for it some rows before)."""
+    raise NotImplementedError  # compiled only, through the overload below
+
+
+@overload(_prefetch_start, inline="always")
+def _prefetch_start_impl(X, i):
+    if isinstance(X, types.BaseTuple):
+        def csr(X, i):
+            _prefetch_at(X[2], (i,))
+        return csr
+
+    def dense(X, i):
+        pass
+    return dense
+
+
+@overload(_prefetch_x, inline="always")
+def _prefetch_x_impl(X, i):
+    if isinstance(X, types.BaseTuple):
+        def csr(X, i):
+            lo = X[2][i]
+            hi = min(X[2][i + 1], lo + X_LINES * 8)
+            for p in range(lo, hi, 8):
+                _prefetch_at(X[1], (p,))
+                _prefetch_at(X[0], (p,))
+            if hi > lo:
+                _prefetch_at(X[1], (hi - 1,))
+                _prefetch_at(X[0], (hi - 1,))
+        return csr
+
+    def dense(X, i):
+        _prefetch_at(X, (i, 0))
+    return dense
+
+
+def _prefetch_w(Wm, X, i, k):
+    """The rows of ``Wm`` of row ``i``'s first ``PREFETCH_AHEAD`` features (a CSR row's
+    gather asks for the later ones itself); nothing for a dense row."""
+    raise NotImplementedError  # compiled only, through the overload below
+
+
+@overload(_prefetch_w, inline="always")
+def _prefetch_w_impl(Wm, X, i, k):
+    if isinstance(X, types.BaseTuple):
+        def csr(Wm, X, i, k):
+            lo = X[2][i]
+            for p in range(lo, min(X[2][i + 1], lo + PREFETCH_AHEAD)):
+                _prefetch_row(Wm, X[1][p], k)
+        return csr
+
+    def dense(Wm, X, i, k):
+        pass
+    return dense
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _prefetch_scored(X, y, weights, trains, near, mdl, h, mi, rows, q, record):
+    """The lines an objective pass over ``rows`` reads and writes for the row
+    ``ROWS_AHEAD`` places after ``q`` (its label, weight, flags and term, where it starts),
+    and the first lines of the row half as far on (a hint)."""
+    i = rows[q + ROWS_AHEAD]
+    _prefetch_at(y, (i,))
+    _prefetch_at(h, (mi, i))
+    if weights.shape[0]:
+        _prefetch_at(weights, (i,))
+    if trains.shape[0]:
+        _prefetch_at(trains, (i,))
+    if record:
+        _prefetch_at(near, (mdl, i, 0))
+        _prefetch_at(near, (mdl, i, near.shape[2] - 1))
+    _prefetch_start(X, i)
+    _prefetch_x(X, rows[q + ROWS_AHEAD // 2])
+    hold((X, y, weights, trains, near, h, rows))
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -401,21 +531,33 @@ def _zero_row(brow, C, solver):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver):
+def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver, test_only=False):
     """Row ``i``'s coordinates in play this pass, from its own ``beta``: 0 (skipped: held out
     and at 0, a zero row, whose ``beta`` is set to its minimizer here, or none in play),
-    ``km`` (the full step), or fewer (``at[:na]``, shrinking): the block pass's stage 0.
-    The sequential pass (:func:`_bcd_pass`) spells the same rules out in its row loop: there
-    an inlined call of this helper makes the row loop slower.  A change of the rules is made
-    in both."""
+    ``km`` (the full step), or fewer (``at[:na]``, shrinking): the block pass's stage 0 and
+    the sequential pass's list of the rows that step (:func:`_live_rows`; ``test_only``: 1
+    for some in play, ``at`` unset).  The sequential pass (:func:`_bcd_pass`) spells the same
+    rules out in its row loop: there an inlined call of this helper makes the row loop
+    slower.  A change of the rules is made in both."""
     if C == 0.0 and _at_zero(bm[i]):
         return 0
     if sq == 0.0:
         _zero_row(bm[i], C, solver)
         return 0
     if shrink and C != 0.0:
+        if test_only:
+            return _any_active(near[mdl, i], bm[i])
         return _active_coords(near[mdl, i], bm[i], at)
     return km
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _any_active(near_row, brow):
+    """1 if :func:`_active_coords` names some coordinate, else 0 (stops at the first)."""
+    for t in range(brow.shape[0]):
+        if near_row[t] != 0 or brow[t] != 0.0:
+            return 1
+    return 0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -582,6 +724,24 @@ def _at_zero(brow):
     return total == 0.0
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _live_rows(order, rows, bm, near, mdl, sqnorms, y, weights, trains, split, Cm, solver, at):
+    """The rows of ``order`` that step in a shrinking pass, in order, into ``rows`` (how many
+    returned); a zero row's ``beta`` is set here (:func:`_live`'s rules)."""
+    nr = 0
+    ahead = order.shape[0] - ROWS_AHEAD
+    for p in range(order.shape[0]):
+        i = order[p]
+        if p < ahead:
+            _prefetch_visit(bm, near, mdl, sqnorms, y, weights, trains, order[p + ROWS_AHEAD], True)
+        C = Cm * row_weight(weights, trains, split, i)
+        if _live(near, mdl, i, bm, C, sqnorms[i], True, 1, at, solver, True):
+            rows[nr] = i
+            nr += 1
+    hold((order, rows, bm, near, sqnorms, y, weights, trains, at))
+    return nr
+
+
 def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, near, bias, solver, eps,
               ktag):
     """One exact BCD pass over the rows ``order`` of ``X`` (dense, or a CSR
@@ -594,7 +754,8 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
     Shrinking (``near`` of shape ``(M, n, m)``; shape ``(0, 0, 0)``: none): row ``i``
     of model ``mdl`` updates only the coordinates :func:`_active_coords` names from
     ``near[mdl, i]``; a row with none is skipped, a row with all takes the full step.
-    Exact steps only (the Shark solver ignores ``near``).
+    Exact steps only (the Shark solver ignores ``near``).  On data larger than the caches a
+    shrinking pass lists the rows that step first (:func:`_live_rows`), then steps them.
     """
     k = _n_classes(W, ktag)
     m = k - 1
@@ -613,8 +774,19 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
         idx = np.empty(m, dtype=np.int64)
         cls = np.empty(k, dtype=np.int64)
         at = np.empty(m, dtype=np.int64)
-        for p in range(order.shape[0]):
-            i = order[p]
+        far = bm.shape[0] * bm.shape[1] >= FAR_ENTRIES
+        rows = order
+        nr = order.shape[0]
+        if far and shrink:
+            rows = np.empty_like(order)
+            nr = _live_rows(order, rows, bm, near, mdl, sqnorms, y, weights, trains, split, Cm, solver, at)
+        ahead = nr - ROWS_AHEAD if far else 0
+        for p in range(nr):
+            i = rows[p]
+            if p < ahead:
+                _prefetch_visit(bm, near, mdl, sqnorms, y, weights, trains, rows[p + ROWS_AHEAD], shrink)
+                _prefetch_start(X, rows[p + ROWS_AHEAD])
+                _prefetch_x(X, rows[p + ROWS_AHEAD // 2])
             C = Cm * row_weight(weights, trains, split, i)
             # (the rules of _live, spelled out: see there)
             if C == 0.0 and _at_zero(bm[i]):
@@ -747,7 +919,10 @@ def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach,
                     total += loss
                 if scored2:
                     total += loss2
+        far = len(ktag) == 0 and W.shape[1] * k >= FAR_ENTRIES
         for i in range(start, n):
+            if far and i + 1 < n:
+                _prefetch_w(W[mdl], X, i + 1, k)
             loss, scored = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
                                           reach, cs_near, k, ktag, record, loss_id)
             if scored:
@@ -762,6 +937,8 @@ def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, r
     k = _n_classes(W, ktag)
     record = near.shape[1] > 0
     n = rows.shape[0]
+    # (the rows may be any subset in any order: each row's lines are asked for ahead)
+    ahead = n - ROWS_AHEAD if y.shape[0] * (k - 1) >= FAR_ENTRIES else 0
     for mi in prange(models.shape[0]):
         mdl = models[mi]
         s = np.empty(k)
@@ -770,13 +947,21 @@ def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, r
         if len(ktag):  # k <= SMALL_K: two rows scored at once, as in _hinge_sum
             start = n - n % 2
             for q in range(0, start, 2):
+                if q + 1 < ahead:
+                    _prefetch_scored(X, y, weights, trains, near, mdl, h, mi, rows, q, record)
+                    _prefetch_scored(X, y, weights, trains, near, mdl, h, mi, rows, q + 1, record)
                 i, i2 = rows[q], rows[q + 1]
                 loss, _, loss2, _ = _objective_pair(W[mdl], X, y, weights, trains, splits[mdl], bias, i, i2, s, s2,
                                                     near, mdl, reach, cs_near, k, ktag, record, loss_id)
                 h[mi, i] = loss
                 h[mi, i2] = loss2
+        far = len(ktag) == 0 and W.shape[1] * k >= FAR_ENTRIES
         for q in range(start, n):
             i = rows[q]
+            if q < ahead:
+                _prefetch_scored(X, y, weights, trains, near, mdl, h, mi, rows, q, record)
+            if far and q + 1 < n:
+                _prefetch_w(W[mdl], X, rows[q + 1], k)
             h[mi, i] = _objective_row(W[mdl], X, y, weights, trains, splits[mdl], bias, i, s, near, mdl,
                                       reach, cs_near, k, ktag, record, loss_id)[0]
 

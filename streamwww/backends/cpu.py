@@ -11,7 +11,8 @@ training pass from it on a second core: the kernels release the GIL, and the
 pass walks its row order in chunks, each trained once the objective thread has
 scored it (its near-flags decide what the chunk's rows update).  A thread and
 events, not Dask: the hand-off is per chunk, a few per millisecond of work, where
-a task graph's overhead would be the whole gain.
+a task graph's overhead would be the whole gain.  Where the overlap costs more than it
+hides (:class:`_CertifyCosts`), the objective scores every row on all threads first.
 """
 
 from __future__ import annotations
@@ -122,9 +123,14 @@ class CPUBackend:
         # (a parallel kernel from two threads at once is not safe with every Numba threading layer:
         # the objective thread runs the serial kernels)
         chunks = _chunks(block, W.shape[2]) if overlap else 1
+        costs = self._certify_costs
+        if chunks > 1 and not costs.overlap_pays(block.n_rows, order.shape[0]):
+            chunks = 1
         cuts = np.linspace(0, order.shape[0], chunks + 1).astype(np.int64)
-        score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, order[lo:hi], h, splits, near, reach,  # noqa: E731
-                                                loss, cs_near, parallel=chunks == 1)
+        # a chunk's rows are scored in storage order (each row's terms and flags are its own,
+        # whatever the order): fewer of their reads miss the caches than in the visiting order
+        score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, np.sort(order[lo:hi]), h, splits, near,  # noqa: E731
+                                                reach, loss, cs_near, parallel=chunks == 1)
         train = lambda lo, hi: self.bcd_pass(W, block, beta, Cs, models, order[lo:hi], bias, solver, eps,  # noqa: E731
                                              splits, near=near, block_rows=block_rows)
         t0 = time.perf_counter()
@@ -132,13 +138,18 @@ class CPUBackend:
             score(0, order.shape[0])
             waited = time.perf_counter() - t0
             train(0, order.shape[0])
+            if overlap:
+                costs.plain(waited, time.perf_counter() - t0 - waited, block.n_rows, order.shape[0])
             return h, waited
         scored = [threading.Event() for _ in range(chunks)]
+        scoring = [0.0]
 
         def objective():
             try:
                 for c in range(chunks):
+                    t = time.perf_counter()
                     score(cuts[c], cuts[c + 1])
+                    scoring[0] += time.perf_counter() - t
                     scored[c].set()
             finally:
                 for e in scored:  # a failure must not leave the pass waiting
@@ -156,6 +167,7 @@ class CPUBackend:
                 job.result()  # re-raise the objective thread's failure
             train(cuts[c], cuts[c + 1])
         job.result()
+        costs.overlapped(scoring[0], time.perf_counter() - t0 - waited, block.n_rows, order.shape[0])
         return h, waited
 
     def overlap_pays(self, work: int, block_rows: int = 1) -> bool:
@@ -203,6 +215,12 @@ class CPUBackend:
 
     _pool: ThreadPoolExecutor | None = None  # certify_pass's objective thread, made at first use
 
+    @property
+    def _certify_costs(self) -> "_CertifyCosts":
+        if "_costs" not in self.__dict__:
+            self._costs = _CertifyCosts()
+        return self._costs
+
     def close(self) -> None:
         """Stop :meth:`certify_pass`'s objective thread, if one was started."""
         if self._pool is not None:
@@ -221,6 +239,40 @@ _NONE_U8 = np.zeros((0, 0, 0), dtype=np.uint8)
 CHUNK_WORK = 400_000
 MAX_CHUNKS = 32
 MIN_CHUNKS = 4  # fewer: the hand-offs and copies cost what the overlap gains
+
+
+class _CertifyCosts:
+    """What :meth:`CPUBackend.certify_pass` measured, to choose between its two ways.
+
+    Overlapped, the pass waits for an objective thread that scores each chunk's rows on one
+    core, scattered over the block, so the pair costs about ``max(S_r, P)``; else the
+    objective scores the rows on every thread, in storage order, then the pass runs:
+    ``S_p + P``.  An objective pass scores every row whatever shrinking leaves, so ``S_r``
+    and ``S_p`` hold through a run, while ``P`` falls as shrinking skips rows: early in a
+    run, or with heavy rows, the overlap pays; late, on large sparse data, it can cost more
+    than it hides (its scattered reads miss the caches).  The first call overlaps, the
+    second does not, then each call takes the way its latest costs predict faster.  Costs
+    are kept per row (the blocks of a streamed run differ in size).  Both ways compute the
+    same terms, flags and pass: the choice changes the time, never a bit.
+    """
+
+    def __init__(self):
+        self.scattered = self.parallel = self.per_pass_row = None
+
+    def overlap_pays(self, n_rows: int, n_order: int) -> bool:
+        if self.scattered is None:
+            return True
+        if self.parallel is None:
+            return False
+        return self.scattered * n_rows < (self.parallel * n_rows + self.per_pass_row * n_order)
+
+    def overlapped(self, scoring: float, training: float, n_rows: int, n_order: int) -> None:
+        self.scattered = scoring / max(1, n_rows)
+        self.per_pass_row = training / max(1, n_order)
+
+    def plain(self, scoring: float, training: float, n_rows: int, n_order: int) -> None:
+        self.parallel = scoring / max(1, n_rows)
+        self.per_pass_row = training / max(1, n_order)
 
 
 def _chunks(block: Block, k: int) -> int:
