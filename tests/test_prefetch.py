@@ -12,6 +12,7 @@ intercept, zero rows and both losses.
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from numba import njit
 
 from streamwww.backends import _block_kernels as BK
@@ -22,15 +23,18 @@ from streamwww.solvers import CS_LOSS, SIMPLEX, WALRUS, WW_LOSS
 
 from .conftest import make_classification
 
-N, D, KC, MODELS = 90, 14, 11, 2  # KC > SMALL_K: the generic builds, where the objective's hint lives
+N, D, MODELS = 90, 14, 2
+KS = (5, 11)  # the builds for k <= SMALL_K (rows scored in pairs) and the generic ones
 FAR = K.FAR_ENTRIES
 CACHED = (K.bcd_pass_serial, K.hinge_sum_serial, K.hinge_rows_serial, BK.hinge_rows_par)
 
 
-def _case(seed, sparse, weighted, bias):
+def _case(seed, sparse, weighted, bias, KC):
     rng = np.random.default_rng(seed)
     X, y = make_classification(rng, n=N, d=D, k=KC, sparse=sparse, density=0.4)
-    X[[5, 17]] = 0  # zero rows: their beta is set where the pass lists the rows that step
+    keep = np.ones(N)
+    keep[[5, 17]] = 0.0  # zero rows: their beta is set where the pass lists the rows that step
+    X = sp.csr_matrix(sp.diags(keep) @ X) if sparse else X * keep[:, None]
     if sparse:
         X.eliminate_zeros()
     return make_block(X, y, bias, weights=rng.uniform(0.2, 2.0, N) if weighted else None), rng
@@ -40,6 +44,7 @@ def _run(kernels, block, rng, *, solver, loss, splits, bias, epochs=6):
     """``epochs`` passes of ``kernels``' pass (shrinking from the second), each followed by
     the three objective passes; every state and result, epoch by epoch."""
     bcd, hinge_sum, hinge_rows, hinge_rows_par = kernels
+    KC = int(block.y.max()) + 1
     weights, trains = _row_weights(block)
     split = np.full(MODELS, -1, dtype=np.int64)
     if splits:  # cross-validation: model 0 trains on the rows whose bit 0 is set, model 1 on all
@@ -75,8 +80,8 @@ def eager():
     try:
         kernels = (njit(nogil=True)(K._bcd_pass), njit(nogil=True)(K._hinge_sum), njit(nogil=True)(K._hinge_rows),
                    njit(nogil=True)(BK._hinge_rows_par))
-        for sparse in (True, False):  # compiles every signature the tests call
-            block, rng = _case(0, sparse, True, 1.0)
+        for sparse, KC in [(sparse, KC) for sparse in (True, False) for KC in KS]:  # every signature the tests call
+            block, rng = _case(0, sparse, True, 1.0, KC)
             _run(kernels, block, rng, solver=WALRUS, loss=WW_LOSS, splits=True, bias=1.0, epochs=1)
     finally:
         mp.undo()
@@ -84,11 +89,12 @@ def eager():
     return kernels
 
 
+@pytest.mark.parametrize("KC", KS)
 @pytest.mark.parametrize("sparse", [True, False])
 @pytest.mark.parametrize("solver,loss", [(WALRUS, WW_LOSS), (SIMPLEX, CS_LOSS)])
 @pytest.mark.parametrize("weighted,splits,bias", [(False, False, 0.0), (True, True, 1.0)])
-def test_hints_leave_every_bit(eager, sparse, solver, loss, weighted, splits, bias):
-    block, _ = _case(7, sparse, weighted, bias)
+def test_hints_leave_every_bit(eager, sparse, solver, loss, weighted, splits, bias, KC):
+    block, _ = _case(7, sparse, weighted, bias, KC)
     # the cached builds run without the hints on data this small
     assert N * (KC - 1) < FAR and (D + 1) * KC < FAR
     settings = dict(solver=solver, loss=loss, splits=splits, bias=bias)
@@ -103,14 +109,14 @@ def test_hints_leave_every_bit(eager, sparse, solver, loss, weighted, splits, bi
     # by a call with new argument types after the fixture put the threshold back)
     marks = (f" {FAR}\n", f" {FAR - 1}\n")  # LLVM writes ``x >= T`` as ``x > T - 1``
     for kernel in eager:
-        assert len(kernel.signatures) == 2
+        assert len(kernel.signatures) == 2 * len(KS)
         for sig in kernel.signatures:
             assert not any(m in kernel.inspect_llvm(sig) for m in marks)
 
 
 def test_a_build_made_now_holds_the_threshold():
     """What the check above looks for is there in a build that keeps the threshold."""
-    block, rng = _case(1, True, False, 0.0)
+    block, rng = _case(1, True, False, 0.0, 11)
     lazy = njit(nogil=True)(K._bcd_pass)
     _run((lazy, K.hinge_sum_serial, K.hinge_rows_serial, BK.hinge_rows_par), block, rng, solver=WALRUS,
          loss=WW_LOSS, splits=False, bias=0.0, epochs=1)

@@ -129,8 +129,8 @@ class CPUBackend:
         cuts = np.linspace(0, order.shape[0], chunks + 1).astype(np.int64)
         # a chunk's rows are scored in storage order (each row's terms and flags are its own,
         # whatever the order): fewer of their reads miss the caches than in the visiting order
-        score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, np.sort(order[lo:hi]), h, splits, near,  # noqa: E731
-                                                reach, loss, cs_near, parallel=chunks == 1)
+        score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, np.sort(order[lo:hi]), h,  # noqa: E731
+                                                splits, near, reach, loss, cs_near, parallel=chunks == 1)
         train = lambda lo, hi: self.bcd_pass(W, block, beta, Cs, models, order[lo:hi], bias, solver, eps,  # noqa: E731
                                              splits, near=near, block_rows=block_rows)
         t0 = time.perf_counter()
