@@ -110,6 +110,9 @@ KEEPING = textwrap.dedent("""
             open(started, "w").close()  # a group has trained: the clock starts
         time.sleep(0.01)  # (a run of seconds, as a larger store's: the model does not depend on it)
 
+    # the kernels compiled first: a signal during a compilation waits for it (Numba cannot be
+    # interrupted), which on a cold cache can take longer than the stop this test times
+    sw.train(store, tol=0.0, max_iter=2, random_state=7, prefetch=2, **settings)
     try:  # the default checkpoint_interval: no commit in the first minute but the stop's
         sw.train(store, tol=0.0, max_iter=max_iter, random_state=7, checkpoint_dir=ck, prefetch=2,
                  progress=progress, **settings)
