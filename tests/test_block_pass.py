@@ -410,12 +410,12 @@ def test_certify_pass_takes_the_way_its_costs_predict_faster():
 
     costs = _CertifyCosts()
     assert costs.overlap_pays(1000, 1000)  # nothing measured: overlap first
-    costs.overlapped(scoring=0.3, training=0.1, n_rows=1000, n_order=1000)
+    costs.measured(True, scoring=0.3, training=0.1, n_rows=1000, n_order=1000)
     assert not costs.overlap_pays(1000, 1000)  # then the other way once
-    costs.plain(scoring=0.1, training=0.1, n_rows=1000, n_order=1000)
+    costs.measured(False, scoring=0.1, training=0.1, n_rows=1000, n_order=1000)
     # overlapped ~ max(0.3, 0.1) against 0.1 + 0.1: not
     assert not costs.overlap_pays(1000, 1000)
-    costs.plain(scoring=0.1, training=0.25, n_rows=1000, n_order=1000)
+    costs.measured(False, scoring=0.1, training=0.25, n_rows=1000, n_order=1000)
     # the pass got heavier: max(0.3, 0.25) against 0.1 + 0.25: overlap
     assert costs.overlap_pays(1000, 1000)
     # per row: a block of half the rows, the same costs a row

@@ -58,6 +58,7 @@ class CPUBackend:
 
     def __init__(self, n_threads: int | None = None):
         self.n_threads = None if n_threads is None else max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS))
+        self._certify_costs = _CertifyCosts()
 
     def threads(self) -> int:
         """The threads the parallel kernels use from this thread (set here: numba's setting
@@ -139,7 +140,7 @@ class CPUBackend:
             waited = time.perf_counter() - t0
             train(0, order.shape[0])
             if overlap:
-                costs.plain(waited, time.perf_counter() - t0 - waited, block.n_rows, order.shape[0])
+                costs.measured(False, waited, time.perf_counter() - t0 - waited, block.n_rows, order.shape[0])
             return h, waited
         scored = [threading.Event() for _ in range(chunks)]
         scoring = [0.0]
@@ -167,7 +168,7 @@ class CPUBackend:
                 job.result()  # re-raise the objective thread's failure
             train(cuts[c], cuts[c + 1])
         job.result()
-        costs.overlapped(scoring[0], time.perf_counter() - t0 - waited, block.n_rows, order.shape[0])
+        costs.measured(True, scoring[0], time.perf_counter() - t0 - waited, block.n_rows, order.shape[0])
         return h, waited
 
     def overlap_pays(self, work: int, block_rows: int = 1) -> bool:
@@ -215,12 +216,6 @@ class CPUBackend:
 
     _pool: ThreadPoolExecutor | None = None  # certify_pass's objective thread, made at first use
 
-    @property
-    def _certify_costs(self) -> "_CertifyCosts":
-        if "_costs" not in self.__dict__:
-            self._costs = _CertifyCosts()
-        return self._costs
-
     def close(self) -> None:
         """Stop :meth:`certify_pass`'s objective thread, if one was started."""
         if self._pool is not None:
@@ -266,12 +261,12 @@ class _CertifyCosts:
             return False
         return self.scattered * n_rows < (self.parallel * n_rows + self.per_pass_row * n_order)
 
-    def overlapped(self, scoring: float, training: float, n_rows: int, n_order: int) -> None:
-        self.scattered = scoring / max(1, n_rows)
-        self.per_pass_row = training / max(1, n_order)
-
-    def plain(self, scoring: float, training: float, n_rows: int, n_order: int) -> None:
-        self.parallel = scoring / max(1, n_rows)
+    def measured(self, overlapped: bool, scoring: float, training: float, n_rows: int, n_order: int) -> None:
+        """A call's seconds: the objective's (one way or the other) and the pass's."""
+        if overlapped:
+            self.scattered = scoring / max(1, n_rows)
+        else:
+            self.parallel = scoring / max(1, n_rows)
         self.per_pass_row = training / max(1, n_order)
 
 
