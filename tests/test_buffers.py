@@ -120,3 +120,22 @@ def test_threads_never_share_a_live_buffer(scope):
     for t in threads:
         t.join()
     assert not errors
+
+
+def test_a_held_beta_reuses_the_copy_before_it(scope):
+    """InMemoryBetas.hold (a late certificate's epoch start) gives the copy before back to the
+    pool first: one held copy of beta at a time, in pages already mapped, however many epochs
+    hold; a rewind returns the held values."""
+    from streamwww.state.betas import InMemoryBetas
+
+    betas = InMemoryBetas(1, [BIG // 4], 5)
+    betas.get(0)[...] = 1.0
+    betas.hold()
+    first = _address(betas._held[0])
+    betas.get(0)[...] = 2.0
+    betas.hold()
+    assert _address(betas._held[0]) == first
+    assert buffers.pooled_bytes() == buffers._size_class(betas.get(0).nbytes)  # one copy pooled, not two
+    betas.get(0)[...] = 3.0
+    betas.rewind()
+    assert np.all(betas.get(0) == 2.0)

@@ -89,6 +89,25 @@ def test_sharded_store_trains_and_invariant_holds_on_disk(tmp_path, rng):
     assert len(named) >= store.n_shards and not list(ck.glob("*.tmp"))
 
 
+def test_the_versions_no_manifest_names_are_the_ones_collected():
+    """The rule both collectors (disk, object store) apply to ``beta.zarr``'s entries: a
+    version no manifest names goes (with ``keep_newer``, only one older than the latest's);
+    any other name (spares, Zarr's metadata, a stranger's) is never listed."""
+    from streamwww.state.checkpoint import _unnamed_versions
+    from streamwww.state.versions import beta_name, parse_beta_name
+
+    assert parse_beta_name(beta_name(3, 12)) == (3, 12)
+    for other in ("spare-s000003", "zarr.json", "s3-v12", "s000003-v000012.tmp", "xs000003-v000012"):
+        assert parse_beta_name(other) is None
+    latest, previous = {"beta": {"versions": {"0": 5, "1": 2}}}, {"beta": {"versions": {"0": 4, "1": 2}}}
+    names = [beta_name(0, v) for v in (3, 4, 5, 6)] + [beta_name(1, 1), beta_name(1, 2), beta_name(2, 1),
+                                                      "spare-s000000", "zarr.json"]
+    assert _unnamed_versions(names, [latest, previous], False) == [
+        beta_name(0, 3), beta_name(0, 6), beta_name(1, 1), beta_name(2, 1)]
+    assert _unnamed_versions(names, [latest, previous], True) == [beta_name(0, 3), beta_name(1, 1)]
+    assert _unnamed_versions(names, [], False) == names[:7]  # no manifest: every version was a killed run's
+
+
 def test_list_of_C_streamed_equals_single_runs(tmp_path, rng):
     X, y = _data(rng, sparse=True)
     write_store(tmp_path / "s.zarr", X, y, shard_rows=150)

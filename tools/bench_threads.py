@@ -10,7 +10,13 @@ order:
 - ``block-P``: the block pass of ``--block-rows`` rows on ``P`` threads, for each ``P`` of
   ``--threads``;
 - ``before`` (with ``--before DIR``, a checkout of an earlier commit, e.g. ``git worktree
-  add DIR REV``): that code's defaults, for today's against it.
+  add DIR REV``): that code's defaults, for today's against it;
+- ``cpp`` (with ``--cpp BINARY``, the authors' C++ ``train`` built from
+  ``YutongWangUMich/liblinear`` at ``ea8db6c``, one thread): ``train -s 30 -c 1`` on the set's
+  LIBSVM text, only where it solves the same problem to the same stop (no intercept, the
+  paper's stop, which its source hard-codes; in memory, as it reads the whole file).  Its
+  *solver* time is its own trace's (the epochs' CPU time, its objective passes paused); its
+  *wall* is the command's, reading the text included, so only its solver time is compared.
 
 A two-epoch run of each configuration first fills Numba's cache (not reported).  Reported
 per configuration: the ``fit`` call's wall time (start of the run, first epoch and
@@ -53,27 +59,74 @@ def _load(name: str, args):
     if name in FILES:
         X, y = load_libsvm(Path(args.data_dir) / FILES[name])[:2]
         return X, y
+    _make(name, args)
+    import scipy.sparse as sp
+
+    path = Path(args.work) / f"{name}-{args.gen_rows}.npz"
+    return sp.load_npz(path.with_suffix(".X.npz")), np.load(path)["y"]
+
+
+def _make(name: str, args) -> None:
+    """A generated set, made once into ``--work`` (with its LIBSVM text for ``--cpp``)."""
+    import numpy as np
+    import scipy.sparse as sp
+
+    from streamwww.io import load_libsvm
+
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     path = work / f"{name}-{args.gen_rows}.npz"
-    if not path.exists():
+    text = work / f"{name}-{args.gen_rows}.libsvm"
+    want_text = bool(getattr(args, "cpp", None))
+    if not path.exists() or (want_text and not text.exists()):
         if name == "gen-class":
             from streamwww.io.datagen import make_data
 
-            text = work / f"{name}-{args.gen_rows}.libsvm"
             make_data(text, rows=args.gen_rows, features=100_000, nnz_per_row=40, classes=20, seed=0,
                       overwrite=True)
             X, y = load_libsvm(text)[:2]
-            text.unlink()
         else:
             X, y = _zipf(args.gen_rows)
-        import scipy.sparse as sp
+            if want_text:
+                from sklearn.datasets import dump_svmlight_file
 
+                dump_svmlight_file(X, y.astype(np.int64), text, zero_based=False)
+        if not want_text:
+            text.unlink(missing_ok=True)
         sp.save_npz(path.with_suffix(".X.npz"), X)
         np.savez(path, y=y)
-    import scipy.sparse as sp
 
-    return sp.load_npz(path.with_suffix(".X.npz")), np.load(path)["y"]
+
+def _text(name: str, args) -> Path:
+    """The LIBSVM text of a set, for the C++ (a LIBSVM file decompressed once into ``--work``)."""
+    if name not in FILES:
+        _make(name, args)
+        return Path(args.work) / f"{name}-{args.gen_rows}.libsvm"
+    import lzma
+    import shutil
+
+    out = Path(args.work) / FILES[name].removesuffix(".xz")
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with lzma.open(Path(args.data_dir) / FILES[name]) as src, open(out, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    return out
+
+
+def _cpp(spec: dict) -> dict:
+    """The authors' C++ to the paper's stop on the set's text: its trace's time and epochs."""
+    import tempfile
+
+    args = argparse.Namespace(**spec["args"])
+    text = _text(spec["set"], args)
+    with tempfile.TemporaryDirectory() as tmp:
+        t = time.perf_counter()
+        out = subprocess.run([spec["cpp"], "-s", "30", "-c", "1", "-t", str(spec["max_iter"]), str(text),
+                              os.path.join(tmp, "cpp.model")], capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - t
+    trace = [line.split(",") for line in out.stdout.strip().splitlines() if line.count(",") >= 2]
+    return {"wall": wall, "solver": float(trace[-1][0]) / 1e3, "epochs": len(trace), "rel_gap": float("nan"),
+            "primal": float("nan"), "model": "cpp"}
 
 
 def _zipf(n: int, d: int = 100_000, nnz: int = 40, k: int = 20, seed: int = 0):
@@ -128,6 +181,8 @@ def child(spec: dict) -> dict:
 
 
 def _run_child(spec: dict) -> dict:
+    if spec.get("cpp"):
+        return _cpp(spec)
     env = dict(os.environ)
     if spec.get("code"):  # another checkout's streamwww, ahead of the installed one
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [spec["code"], env.get("PYTHONPATH")]))
@@ -154,6 +209,7 @@ def main(argv=None) -> int:
     p.add_argument("--work", default="bench-out/threads")
     p.add_argument("--out", default="bench-out/threads.json")
     p.add_argument("--before", help="a checkout of an earlier commit: its defaults run as 'before', side by side")
+    p.add_argument("--cpp", help="the authors' C++ train binary: run beside (no intercept, memory, paper stop)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -164,7 +220,9 @@ def main(argv=None) -> int:
                                                                     for t in threads]
     if args.before:
         configs.insert(0, ("before", 1, None, str(Path(args.before).resolve())))
-    shared = {k: getattr(args, k) for k in ("data_dir", "gen_rows", "work", "shard_rows")}
+    shared = {k: getattr(args, k) for k in ("data_dir", "gen_rows", "work", "shard_rows", "cpp")}
+    if args.cpp:
+        args.cpp = str(Path(args.cpp).resolve())
     results = []
     for name in args.sets.split(","):
         for intercept in args.intercept.split(","):
@@ -172,17 +230,21 @@ def main(argv=None) -> int:
                 for stop in args.stops.split(","):
                     spec0 = {"set": name, "intercept": intercept == "yes", "place": place, "stop": stop,
                              "max_iter": args.max_iter, "args": shared}
-                    runs = {c[0]: [] for c in configs}
+                    here = list(configs)
+                    if args.cpp and intercept == "no" and place == "memory" and stop == "paper":
+                        here.append(("cpp", None, None, None))
+                    runs = {c[0]: [] for c in here}
                     for c in configs:  # (a run of each first, not kept: every kernel compiled into the cache)
                         _run_child({**spec0, "block_rows": c[1], "n_jobs": c[2], "code": c[3], "max_iter": 2})
                     for r in range(args.repeats):
-                        for c in configs[r % len(configs):] + configs[:r % len(configs)]:  # rotating order
-                            runs[c[0]].append(_run_child({**spec0, "block_rows": c[1], "n_jobs": c[2], "code": c[3]}))
+                        for c in here[r % len(here):] + here[:r % len(here)]:  # rotating order
+                            runs[c[0]].append(_run_child({**spec0, "block_rows": c[1], "n_jobs": c[2], "code": c[3],
+                                                          "cpp": args.cpp if c[0] == "cpp" else None}))
                     row = {**{k: v for k, v in spec0.items() if k != "args"}, "runs": runs}
                     blocks = {x["model"] for c in configs if c[0].startswith("block") for x in runs[c[0]]}
                     row["block_models_equal"] = len(blocks) == 1
                     results.append(row)
-                    _print(row, configs)
+                    _print(row, here)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"argv": sys.argv, "results": results}, indent=1))
     return 0

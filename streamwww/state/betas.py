@@ -95,6 +95,7 @@ class InMemoryBetas:
     def hold(self) -> None:
         """Keep a copy of every shard's ``beta``: :meth:`rewind` returns to it (the start of an
         epoch whose predecessor's certificate is still to come; the passes train in place)."""
+        self._held = None  # (the copy before goes back to the pool first: this one reuses its pages)
         self._held = [_pooled_copy(a) for a in self._arrays]
 
     def rewind(self) -> None:

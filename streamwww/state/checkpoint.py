@@ -71,6 +71,7 @@ from streamwww.storage.location import (
 )
 from streamwww.errors import CheckpointError, OutputPathError
 from streamwww.state import commit as protocol
+from streamwww.state.versions import parse_beta_name
 
 if TYPE_CHECKING:
     from streamwww.state.betas import DiskBetas
@@ -111,7 +112,6 @@ VERSION = 2  # 2: blake2b of W and of the manifest, the previous commit kept
 READS = (1, 2)
 MANIFEST = "manifest.json"  # the latest commit
 PREVIOUS = "manifest.prev.json"  # the one before it, kept as the fallback
-_BETA_NAME = re.compile(r"^s(\d{6})-v(\d{6})$")
 _W_NAME = re.compile(r"^W(sets)?-(\d{6})\.npy$")  # the weights files of a commit
 LEASE_S = 120.0  # a remote LOCK whose heartbeat is older than this is stale
 _TMP_NAME = re.compile(r"^(W(sets)?-\d{6}\.npy|manifest\.json)\.tmp$")  # a commit's temporaries
@@ -660,31 +660,32 @@ class CheckpointDir:
                 p.unlink(missing_ok=True)
         bdir = self.path / "beta.zarr"
         if bdir.exists():
-            named = [{int(s): int(v) for s, v in m["beta"]["versions"].items()} for m in manifests]
-            for p in bdir.iterdir():
-                m = _BETA_NAME.match(p.name)
-                if m is None:
-                    continue
-                s, v = int(m.group(1)), int(m.group(2))
-                newest = named[0].get(s, 0)
-                if all(v != n.get(s, 0) for n in named) and not (keep_newer and v > newest):
-                    shutil.rmtree(p, ignore_errors=True)
+            for name in _unnamed_versions([p.name for p in bdir.iterdir()], manifests, keep_newer):
+                shutil.rmtree(bdir / name, ignore_errors=True)
 
     def _collect_remote(self, manifests: list[dict[str, Any]], keep_newer: bool) -> None:
         weights = {n for m in manifests for n in weight_files(m)}
         self._remove_files([n for n in self.location.listdir() if _W_NAME.match(n) and n not in weights])
         bdir = self.location.child("beta.zarr")
-        named = [{int(s): int(v) for s, v in m["beta"]["versions"].items()} for m in manifests]
-        drop = []
-        for name in bdir.listdir():
-            m = _BETA_NAME.match(name)
-            if m is None:
-                continue
-            s, v = int(m.group(1)), int(m.group(2))
-            newest = named[0].get(s, 0) if named else 0
-            if all(v != n.get(s, 0) for n in named) and not (keep_newer and v > newest):
-                drop.append(bdir.child(name))
-        bdir.remove_many(drop, recursive=True)
+        bdir.remove_many([bdir.child(name) for name in _unnamed_versions(bdir.listdir(), manifests, keep_newer)],
+                         recursive=True)
+
+
+def _unnamed_versions(names, manifests: list[dict[str, Any]], keep_newer: bool) -> list[str]:
+    """The beta versions among the entry ``names`` of ``beta.zarr`` that no manifest of
+    ``manifests`` (the latest first) names; with ``keep_newer``, only those older than the
+    latest's version of their shard.  Other names are never listed."""
+    named = [{int(s): int(v) for s, v in m["beta"]["versions"].items()} for m in manifests]
+    drop = []
+    for name in names:
+        parsed = parse_beta_name(name)
+        if parsed is None:
+            continue
+        s, v = parsed
+        newest = named[0].get(s, 0) if named else 0
+        if all(v != n.get(s, 0) for n in named) and not (keep_newer and v > newest):
+            drop.append(name)
+    return drop
 
 
 def check_compatible(path, manifest: dict[str, Any], config: dict[str, Any], fingerprint,

@@ -12,6 +12,7 @@ Zarr's ``FsspecStore`` with the same checks.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 from pathlib import Path
@@ -30,10 +31,11 @@ from streamwww.storage.location import (
     write_once,
 )
 
-__all__ = ["BetaVersions", "beta_name"]
+__all__ = ["BetaVersions", "beta_name", "parse_beta_name"]
 
 
 _NAME = "s{:06d}-v{:06d}"
+_NAME_PATTERN = re.compile(r"^s(\d{6})-v(\d{6})$")  # what _NAME writes, and nothing else
 _SPARE_PREFIX = "spare-s"  # a superseded version kept for its shard's next one (never a version name)
 _SPARE = _SPARE_PREFIX + "{:06d}"
 _FIX = "the checkpoint is damaged: resuming falls back to the commit before, or train again"
@@ -62,6 +64,12 @@ def _beta_compressors(compressed: bool = True) -> list:
 def beta_name(shard: int, version: int) -> str:
     """The array name of ``version`` of ``shard``'s beta under ``beta.zarr``."""
     return _NAME.format(shard, version)
+
+
+def parse_beta_name(name: str) -> tuple[int, int] | None:
+    """``(shard, version)`` of a :func:`beta_name`; ``None`` for any other name."""
+    match = _NAME_PATTERN.match(name)
+    return None if match is None else (int(match.group(1)), int(match.group(2)))
 
 
 
