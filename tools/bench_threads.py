@@ -90,7 +90,7 @@ def _make(name: str, args) -> None:
             if want_text:
                 from sklearn.datasets import dump_svmlight_file
 
-                dump_svmlight_file(X, y.astype(np.int64), text, zero_based=False)
+                dump_svmlight_file(X, y.astype(np.int64), str(text), zero_based=False)
         if not want_text:
             text.unlink(missing_ok=True)
         sp.save_npz(path.with_suffix(".X.npz"), X)
@@ -220,9 +220,9 @@ def main(argv=None) -> int:
                                                                     for t in threads]
     if args.before:
         configs.insert(0, ("before", 1, None, str(Path(args.before).resolve())))
-    shared = {k: getattr(args, k) for k in ("data_dir", "gen_rows", "work", "shard_rows", "cpp")}
     if args.cpp:
         args.cpp = str(Path(args.cpp).resolve())
+    shared = {k: getattr(args, k) for k in ("data_dir", "gen_rows", "work", "shard_rows", "cpp")}
     results = []
     for name in args.sets.split(","):
         for intercept in args.intercept.split(","):
