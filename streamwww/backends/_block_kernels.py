@@ -34,9 +34,10 @@ from numba import njit, prange, types
 from numba.extending import overload
 
 from streamwww.backends._kernels import (
-    FAR_ENTRIES,
     ROWS_AHEAD,
     _active_coords,
+    _far,
+    _far_w,
     _live,
     _n_classes,
     _objective_row,
@@ -397,8 +398,8 @@ def _hinge_rows_par(W, X, y, weights, trains, splits, bias, models, rows, h, nea
     T = max(1, n_threads)
     kp = (k + 7) // 8 * 8 + 8
     sl = np.empty((T, kp))  # a score row per thread, a cache line apart
-    far = len(ktag) == 0 and W.shape[1] * k >= FAR_ENTRIES
-    spread = y.shape[0] * (k - 1) >= FAR_ENTRIES
+    far = _far_w(W, k, ktag)
+    spread = _far(y.shape[0] * (k - 1))
     for mi in range(models.shape[0]):
         mdl = models[mi]
         for t in prange(T):

@@ -149,6 +149,19 @@ FAR_ENTRIES = 1 << 19
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _far(entries):
+    """Whether an array of ``entries`` entries is larger than the caches (the hints pay)."""
+    return entries >= FAR_ENTRIES
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _far_w(W, k, ktag):
+    """Whether an objective pass asks for the next row's lines of ``W``: the generic builds
+    (with at most ``SMALL_K`` classes a row of ``W`` is one line), ``W`` far."""
+    return len(ktag) == 0 and _far(W.shape[1] * k)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _prefetch_visit(bm, near, mdl, sqnorms, y, weights, trains, i, shrink):
     """Every cache line a pass's liveness test of row ``i`` reads (a hint)."""
     _prefetch_at(sqnorms, (i,))
@@ -774,7 +787,7 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
         idx = np.empty(m, dtype=np.int64)
         cls = np.empty(k, dtype=np.int64)
         at = np.empty(m, dtype=np.int64)
-        far = bm.shape[0] * bm.shape[1] >= FAR_ENTRIES
+        far = _far(bm.shape[0] * bm.shape[1])
         rows = order
         nr = order.shape[0]
         if far and shrink:
@@ -919,7 +932,7 @@ def _hinge_sum(W, X, y, weights, trains, splits, bias, models, out, near, reach,
                     total += loss
                 if scored2:
                     total += loss2
-        far = len(ktag) == 0 and W.shape[1] * k >= FAR_ENTRIES
+        far = _far_w(W, k, ktag)
         for i in range(start, n):
             if far and i + 1 < n:
                 _prefetch_w(W[mdl], X, i + 1, k)
@@ -938,7 +951,7 @@ def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, r
     record = near.shape[1] > 0
     n = rows.shape[0]
     # (the rows may be any subset in any order: each row's lines are asked for ahead)
-    ahead = n - ROWS_AHEAD if y.shape[0] * (k - 1) >= FAR_ENTRIES else 0
+    ahead = n - ROWS_AHEAD if _far(y.shape[0] * (k - 1)) else 0
     for mi in prange(models.shape[0]):
         mdl = models[mi]
         s = np.empty(k)
@@ -955,7 +968,7 @@ def _hinge_rows(W, X, y, weights, trains, splits, bias, models, rows, h, near, r
                                                     near, mdl, reach, cs_near, k, ktag, record, loss_id)
                 h[mi, i] = loss
                 h[mi, i2] = loss2
-        far = len(ktag) == 0 and W.shape[1] * k >= FAR_ENTRIES
+        far = _far_w(W, k, ktag)
         for q in range(start, n):
             i = rows[q]
             if q < ahead:

@@ -129,8 +129,11 @@ class CPUBackend:
             chunks = 1
         cuts = np.linspace(0, order.shape[0], chunks + 1).astype(np.int64)
         # a chunk's rows are scored in storage order (each row's terms and flags are its own,
-        # whatever the order): fewer of their reads miss the caches than in the visiting order
-        score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, np.sort(order[lo:hi]), h,  # noqa: E731
+        # whatever the order): fewer of their reads miss the caches than in the visiting order;
+        # one chunk is every row (order is a permutation of them)
+        stored = lambda lo, hi: (np.arange(block.n_rows, dtype=np.int64) if chunks == 1  # noqa: E731
+                                 else np.sort(order[lo:hi]))
+        score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, stored(lo, hi), h,  # noqa: E731
                                                 splits, near, reach, loss, cs_near, parallel=chunks == 1)
         train = lambda lo, hi: self.bcd_pass(W, block, beta, Cs, models, order[lo:hi], bias, solver, eps,  # noqa: E731
                                              splits, near=near, block_rows=block_rows)
