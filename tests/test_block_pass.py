@@ -5,6 +5,7 @@ row-parallel objective pass."""
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from numba import njit
 
 from streamwww.backends import _block_kernels as BK
 from streamwww.backends import _kernels as K
@@ -125,6 +126,79 @@ def test_the_block_pass_takes_exact_steps(sparse, bias, rng):
     np.testing.assert_allclose(W, W_ref, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(beta, beta_ref, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(W, W_from_beta(X, y, beta, k, bias=bias), atol=1e-12)
+
+
+@pytest.mark.parametrize("shrink", [False, True])
+def test_rows_that_share_no_feature_give_the_same_bits_on_any_threads(shrink, rng):
+    """Sparse rows, few features shared: stage 2 steps a block's independent rows on several
+    threads at once (each waits only for the earlier rows it shares a feature with); the
+    bits stay those of one thread, more threads than the machine's among them."""
+    n, d, k = 600, 3000, 7
+    X = sp.random(n, d, density=0.002, format="csr", random_state=np.random.RandomState(5)) + \
+        sp.csr_matrix((np.ones(n), (np.arange(n), rng.integers(0, d, n))), shape=(n, d))
+    y = rng.integers(0, k, n)
+    block = make_block(X, y, 0.0)
+    P = block.X.copy()
+    P.data[:] = 1.0
+    shared = (P @ P.T).toarray() > 0
+    np.fill_diagonal(shared, False)
+    assert shared.mean() < 0.05  # most pairs of rows are independent
+    W = np.zeros((1, d, k))
+    beta = np.zeros((1, n, k - 1))
+    near = _near(rng, 1, n, k) if shrink else None
+    W1, b1 = _epochs(BK.block_pass_serial, block, W.copy(), beta.copy(), Cs=[1.0], bias=0.0, near=near,
+                     extra=(64, 1))
+    assert np.abs(W1).max() > 0.05 and (b1 > 0).mean() > 0.05
+    for threads in (2, 3, 4):
+        Wt, bt = _epochs(BK.block_pass, block, W.copy(), beta.copy(), Cs=[1.0], bias=0.0, near=near,
+                         extra=(64, threads))
+        assert np.array_equal(Wt, W1) and np.array_equal(bt, b1), threads
+
+
+def _fresh_build(cases, **patches):
+    """The block pass compiled afresh with module globals patched (``K.FAR_ENTRIES=0``: every
+    read-ahead hint on every row; ``BK.CHAIN_ENTRIES=0``: CSR rows' Gram entries by marks
+    and dots), run on ``cases`` while patched, the globals then put back (Numba freezes a
+    global into a build when it compiles it: the cached kernels must never see them)."""
+    mods = {"FAR_ENTRIES": K, "CHAIN_ENTRIES": BK}
+    before = {name: getattr(mods[name], name) for name in patches}
+    mp = pytest.MonkeyPatch()
+    for name, value in patches.items():
+        mp.setattr(mods[name], name, value)
+    try:
+        kernel = njit(parallel=True)(BK._block_pass)
+        return [case() for case in cases(kernel)]
+    finally:
+        mp.undo()
+        assert all(getattr(mods[name], name) == v for name, v in before.items())
+
+
+@pytest.mark.parametrize("patches", [dict(FAR_ENTRIES=0), dict(CHAIN_ENTRIES=0)], ids=["hints", "marks"])
+def test_hints_and_either_way_to_the_gram_entries_leave_every_bit(patches):
+    settings = [dict(sparse=True, k=12, bias=0.0, weighted=True, shrink=True),
+                dict(sparse=True, k=4, bias=1.0, zero_rows=True),
+                dict(sparse=False, k=5, bias=0.5, shrink=True)]
+
+    def problems():
+        out = []
+        for i, case in enumerate(settings):
+            case = dict(case)
+            shrink = case.pop("shrink", False)
+            r = np.random.default_rng(i)
+            block, W, beta = _problem(r, **case)
+            out.append((block, W, beta, _near(r, 1, block.n_rows, W.shape[2]) if shrink else None, case["bias"]))
+        return out
+
+    def runs(kernel):
+        return [lambda b=b, W=W, beta=beta, near=near, bias=bias, t=t:
+                _epochs(kernel, b, W.copy(), beta.copy(), Cs=[1.3], bias=bias, near=near, extra=(7, t))
+                for (b, W, beta, near, bias) in problems() for t in (1, 3)]
+
+    ours = [run() for run in runs(BK.block_pass)]  # (the cached builds first: compiled unpatched)
+    theirs = _fresh_build(runs, **patches)
+    for (Wa, ba), (Wb, bb) in zip(ours, theirs):
+        assert np.abs(Wa).max() > 0.01 and (ba > 0).mean() > 0.05
+        assert np.array_equal(Wa, Wb) and np.array_equal(ba, bb)
 
 
 def test_the_block_pass_differs_from_the_sequential_pass_only_by_rounding(rng):
@@ -420,3 +494,25 @@ def test_certify_pass_takes_the_way_its_costs_predict_faster():
     assert costs.overlap_pays(1000, 1000)
     # per row: a block of half the rows, the same costs a row
     assert costs.overlap_pays(500, 500)
+
+
+@pytest.mark.parametrize("block_rows", [1, 8])
+def test_repeated_entries_of_a_row_are_summed_as_a_store_sums_them(block_rows, rng):
+    """A CSR matrix may hold a row's feature twice (scipy allows it; a store's writer sums
+    them): the model is that of the summed matrix, for either pass."""
+    import streamwww as sw
+
+    X, y = make_classification(rng, n=150, d=40, k=5, sparse=True, density=0.2)
+    X = sp.csr_matrix(X)
+    X.sum_duplicates()
+    half = X.data / 2  # each entry listed twice, its two halves side by side
+    data = np.empty(2 * X.nnz)
+    data[0::2], data[1::2] = half, X.data - half
+    twice = sp.csr_matrix((data, np.repeat(X.indices, 2), 2 * X.indptr), shape=X.shape)
+    assert not twice.has_canonical_format and twice.nnz == 2 * X.nnz
+    summed = twice.copy()
+    summed.sum_duplicates()
+    a = sw.WWClassifier(C=1.0, max_iter=30, block_rows=block_rows, n_jobs=2, random_state=0).fit(twice, y)
+    b = sw.WWClassifier(C=1.0, max_iter=30, block_rows=block_rows, n_jobs=2, random_state=0).fit(summed, y)
+    assert a.coef_.tobytes() == b.coef_.tobytes() and a.n_iter_ == b.n_iter_
+    assert twice.nnz == 2 * X.nnz  # the caller's matrix is left as it was

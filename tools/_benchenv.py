@@ -145,3 +145,20 @@ def load_libsvm(ctx: BenchContext, name: str, dense_letter: bool = True):
     if name == "letter" and dense_letter:  # 16 dense features: the dense kernel
         X, Xt = X.toarray(), Xt.toarray()
     return X, y, Xt, yt
+
+
+def module_at(revision: str, path: str, name: str, folder: str):
+    """Import ``path`` (of this repository) as it is at git ``revision``, as a module named
+    ``name`` written into ``folder`` (kept while the module is used: Numba's cache pickles
+    the module's name, so it must be importable by it)."""
+    import importlib
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    src = subprocess.run(["git", "-C", root, "show", f"{revision}:{path}"], check=True, capture_output=True,
+                         text=True).stdout
+    with open(os.path.join(folder, f"{name}.py"), "w") as f:
+        f.write(src)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    return importlib.import_module(name)
+

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import lzma
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -31,7 +30,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from _benchenv import header  # noqa: E402
+from _benchenv import header, module_at  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -53,13 +52,7 @@ def main(argv=None) -> int:
     from streamwww.backends import _kernels as new
 
     with tempfile.TemporaryDirectory() as tmp:
-        # a module of its own name, importable by name (Numba's cache pickles the module's name)
-        src = subprocess.run(["git", "-C", ROOT, "show", f"{args.before}:streamwww/backends/_kernels.py"],
-                             check=True, capture_output=True, text=True).stdout
-        with open(os.path.join(tmp, "kernels_before.py"), "w") as f:
-            f.write(src)
-        sys.path.insert(0, tmp)
-        import kernels_before as old
+        old = module_at(args.before, "streamwww/backends/_kernels.py", "kernels_before", tmp)
 
         path = os.path.join(args.data_dir, f"{args.data}.scale")  # or, compressed, path + ".xz"
         with (open(path, "rb") if os.path.exists(path) else lzma.open(path + ".xz")) as fh:

@@ -6,11 +6,19 @@ pass's row order in blocks of ``m`` rows ``i_1 .. i_m`` (DESIGN.md, "Parallel pa
 model") and computes the same steps in three stages:
 
 1. in parallel: each row's scores at the block's start, ``s0_j = W^T x_j``, and its Gram
-   entries with the block's earlier rows, ``g_jl = x_j^T x_l + bias^2`` (``l < j``);
-2. in order ``j = 1 .. m``: the exact scores ``s_j = s0_j + sum_{l<j} g_jl u_l`` (``u_l`` is
-   row ``l``'s class-space step, only its changed classes added, ``l`` increasing), then
-   the row's exact block step (Walrus, Shark, Crammer-Singer's simplex step, or Walrus on
-   the shrunk coordinates) on ``s_j``, giving ``u_j``;
+   entries with the block's earlier rows, ``g_jl = x_j^T x_l + bias^2`` (``l < j``); for CSR
+   rows the Gram entries come from the block's nonzeros listed by feature (listed in
+   parallel over ranges of features, summed in stage 2), else by dotting the rows;
+2. the exact scores ``s_j = s0_j + sum_{l<j} g_jl u_l`` (``u_l`` is row ``l``'s class-space
+   step, only its changed classes added, ``l`` increasing), then the row's exact block step
+   (Walrus, Shark, Crammer-Singer's simplex step, or Walrus on the shrunk coordinates) on
+   ``s_j``, giving ``u_j``.  Row ``j`` needs only the rows ``l`` with ``g_jl != 0``: the
+   threads take the rows in order, and each row waits for those (a dataflow over the
+   Gram entries), so rows that share no feature step at once on different threads.  With
+   an intercept every ``g_jl`` is nonzero, dense rows share every feature, and in a block
+   where more than half the rows share a feature with the row before the dataflow would
+   hand each row to another core for nothing: there the rows step in order on the calling
+   thread, their Gram entries summed on all threads first (stage 1c);
 3. in parallel over fixed ranges of ``W``'s rows: ``W[f, :] += x_jf u_j`` for every row
    ``j`` of the block in order ``j`` (each entry of ``W`` gets the sequential pass's
    additions in its order).
@@ -19,9 +27,12 @@ In exact arithmetic this is the sequential pass.  In floating point the scores a
 another order, so the model differs from the sequential pass's by rounding; it depends on
 ``m`` and the block boundaries (each call starts a block at ``order[0]``), never on the
 thread count: every value is computed by one thread, by a fixed formula, and no reduction
-is split between threads (no parfor reduction; stage 1 writes per-row slots, stage 3 per-range
-entries).  Stage 3's ranges may depend on the thread count (for balance): an entry's
-additions do not.
+is split between threads (no parfor reduction; stages 1 and 2 write per-row slots, stage 3
+per-range entries).  Stage 3's ranges may depend on the thread count (for balance): an
+entry's additions do not.  Stage 2's hand-off is atomic operations on ``int64`` slots
+(:func:`_fetch_add`, :func:`_load_acquire`, :func:`_store_release`): Numba has none of its
+own.  A row waits only for earlier rows, which were handed out before it, so the pass
+finishes however many threads run the stage's iterations (one among them).
 
 Hand-written rather than a library's: no parallel library offers an exact, deterministic
 coordinate-descent step; Numba's ``prange`` (OpenMP or TBB) gives the threads.
@@ -31,7 +42,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange, types
-from numba.extending import overload
+from numba.core import cgutils
+from numba.extending import intrinsic, overload
 
 from streamwww.backends._kernels import (
     ROWS_AHEAD,
@@ -42,7 +54,10 @@ from streamwww.backends._kernels import (
     _n_classes,
     _objective_row,
     _prefetch_scored,
+    _prefetch_start,
+    _prefetch_visit,
     _prefetch_w,
+    _prefetch_x,
     _row_step,
     _row_step_some,
     row_scores_some,
@@ -54,6 +69,48 @@ from streamwww.backends.rowmath import c_index, row_weight
 from streamwww.solvers import SHARK  # noqa: F401  (the solver id the kernel branches on)
 
 __all__ = ["block_pass", "block_pass_serial", "hinge_rows_par", "RANGES_PER_THREAD"]
+
+@intrinsic
+def _fetch_add(typingctx, arr, i, v):
+    """``arr[i] += v`` as one atomic operation (sequentially consistent); returns the value before."""
+    def codegen(context, builder, sig, args):
+        ptr = _item_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        return builder.atomic_rmw("add", ptr, context.cast(builder, args[2], sig.args[2], types.int64), "seq_cst")
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64 and arr.ndim == 1):
+        return None
+    return types.int64(arr, i, v), codegen
+
+
+@intrinsic
+def _load_acquire(typingctx, arr, i):
+    """``arr[i]`` read atomically, with acquire order (the writes before the matching
+    :func:`_store_release` are seen after it)."""
+    def codegen(context, builder, sig, args):
+        ptr = _item_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        return builder.load_atomic(ptr, "acquire", 8)
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64 and arr.ndim == 1):
+        return None
+    return types.int64(arr, i), codegen
+
+
+@intrinsic
+def _store_release(typingctx, arr, i, v):
+    """``arr[i] = v`` written atomically, with release order."""
+    def codegen(context, builder, sig, args):
+        ptr = _item_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
+        builder.store_atomic(context.cast(builder, args[2], sig.args[2], types.int64), ptr, "release", 8)
+        return context.get_dummy_value()
+    if not (isinstance(arr, types.Array) and arr.dtype == types.int64 and arr.ndim == 1):
+        return None
+    return types.void(arr, i, v), codegen
+
+
+def _item_ptr(context, builder, aryty, ary, i, ity):
+    """The address of ``ary[i]`` (no bounds check)."""
+    a = context.make_array(aryty)(context, builder, ary)
+    return cgutils.get_item_pointer(context, builder, aryty, a, [context.cast(builder, i, ity, types.intp)],
+                                    wraparound=False)
+
 
 # Stage 3 splits W's rows into this many ranges per thread (the entries' sums do not depend
 # on the split; more ranges even out features of unequal frequency).
@@ -155,11 +212,14 @@ def _split_row_impl(X, i, bounds, sp):
         def csr(X, i, bounds, sp):
             indices, indptr = X[1], X[2]
             p, hi = indptr[i], indptr[i + 1]
-            for r in range(bounds.shape[0]):
+            R = bounds.shape[0] - 1
+            sp[0] = p  # (bounds[0] is 0 and bounds[R] is D: no walk for them)
+            for r in range(1, R):
                 f = bounds[r]
                 while p < hi and indices[p] < f:
                     p += 1
                 sp[r] = p
+            sp[R] = hi
             hold((indices, indptr, sp, bounds))
         return csr
 
@@ -192,6 +252,135 @@ def _scatter_range_impl(Wm, X, i, bias, u, cls, n, r, bounds, sp):
             _add_classes(Wm, D - 1, bias, u, cls, n)
         hold((Wm, u, cls, X, sp, bounds))
     return dense
+
+
+# Gram entries of CSR rows from the block's nonzeros listed by feature: each nonzero with the
+# block's previous nonzero of the same feature (``head``, one slot a feature of ``W``: the
+# stamp of the block that wrote it and its latest nonzero).  The lists are made by the
+# threads over the ranges of features (stage 3's: disjoint slots), and row ``j``'s entries
+# are then sums over its nonzeros of the products along the lists.  On sparse rows few
+# features are shared: a nonzero costs about one insertion, where dotting row ``j`` with
+# each earlier row costs ``j`` rows' nonzeros (dense rows are dotted).
+
+CHAIN_ENTRIES = 1 << 20  # at most this many nonzeros a block listed (else: marks and dots)
+
+
+def _chain_range(X, order, steps, b0, nb, r, SP, e0, head, ent, entx, stamp, adj):
+    """List the block's nonzeros (the block at ``b0``, rows in order) whose feature lies in
+    range ``r``: nonzero ``e = e0[j] + (its place in row j)`` gets ``ent[e] = (the block's
+    previous nonzero of its feature, or -1; j)`` and ``entx[e]`` its value as float64; a
+    slot of ``head`` holds ``stamp << 32 | (latest nonzero + 1)`` (earlier stamps: none).
+    ``adj[j] = 1`` where row ``j`` shares a feature of the range with row ``j - 1``."""
+    raise NotImplementedError  # compiled only, through the overload below
+
+
+@overload(_chain_range, inline="always")
+def _chain_range_impl(X, order, steps, b0, nb, r, SP, e0, head, ent, entx, stamp, adj):
+    if not isinstance(X, types.BaseTuple):
+        def dense(X, order, steps, b0, nb, r, SP, e0, head, ent, entx, stamp, adj):
+            pass  # (never called: dense rows are dotted)
+        return dense
+
+    def csr(X, order, steps, b0, nb, r, SP, e0, head, ent, entx, stamp, adj):
+        data, indices, indptr = X[0], X[1], X[2]
+        for j in range(nb):
+            i = order[steps[b0 + j]]
+            base = e0[j] - indptr[i]
+            for p in range(SP[j, r], SP[j, r + 1]):
+                f = indices[p]
+                e = base + p
+                slot = head[f]
+                q = (slot & 0xFFFFFFFF) - 1 if (slot >> 32) == stamp else -1
+                ent[e, 0] = q
+                if q >= 0 and ent[q, 1] == j - 1:
+                    adj[j] = 1
+                ent[e, 1] = j
+                entx[e] = np.float64(data[p])
+                head[f] = (stamp << 32) | (e + 1)
+        hold((data, indices, indptr, order, steps, SP, e0, head, ent, entx, adj))
+    return csr
+
+
+def _widest_row(X, order):
+    """The most nonzeros of a CSR row among ``order``'s; 0 for dense rows (never chained)."""
+    raise NotImplementedError  # compiled only, through the overload below
+
+
+@overload(_widest_row, inline="always")
+def _widest_row_impl(X, order):
+    if isinstance(X, types.BaseTuple):
+        def csr(X, order):
+            indptr = X[2]
+            w = 0
+            for p in range(order.shape[0]):
+                i = order[p]
+                w = max(w, indptr[i + 1] - indptr[i])
+            hold((indptr, order))
+            return w
+        return csr
+
+    def dense(X, order):
+        return 0
+    return dense
+
+
+def _offsets(X, order, steps, b0, nb, e0):
+    """``e0[j]``: where row ``j``'s nonzeros start in the block's list (CSR rows)."""
+    raise NotImplementedError  # compiled only, through the overload below
+
+
+@overload(_offsets, inline="always")
+def _offsets_impl(X, order, steps, b0, nb, e0):
+    if isinstance(X, types.BaseTuple):
+        def csr(X, order, steps, b0, nb, e0):
+            indptr = X[2]
+            e = 0
+            for j in range(nb):
+                i = order[steps[b0 + j]]
+                e0[j] = e
+                e += indptr[i + 1] - indptr[i]
+            e0[nb] = e
+            hold((indptr, order, steps, e0))
+        return csr
+
+    def dense(X, order, steps, b0, nb, e0):
+        pass
+    return dense
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _chained_to_previous(ADJ, nb):
+    """How many of the block's rows share a feature with the row before (any thread's flag)."""
+    n = 0
+    for j in range(1, nb):
+        for t in range(ADJ.shape[0]):
+            if ADJ[t, j] != 0:
+                n += 1
+                break
+    return n
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gram_chained(X, j, bias, G, ent, entx, e0):
+    """``G[j, l]`` for ``l < j`` from :func:`_chain`'s lists: the products of the features
+    rows ``j`` and ``l`` share, added in row ``j``'s storage order (increasing feature),
+    then ``bias^2``.  :func:`_dot` adds the same products in row ``l``'s storage order (the
+    same order: indices sorted) and ``+-0.0`` for the others, which leaves a sum unchanged:
+    the same bits."""
+    for l in range(j):
+        G[j, l] = 0.0
+    for e in range(e0[j], e0[j + 1]):
+        x = entx[e]
+        q = ent[e, 0]
+        while q >= 0:
+            l = ent[q, 1]
+            G[j, l] += x * entx[q]
+            q = ent[q, 0]
+    b2 = bias * bias
+    for l in range(j):
+        G[j, l] = G[j, l] + b2
+    hold((G, ent, entx, e0))
+
 
 
 def _ranges(X, D, R, bounds):
@@ -255,9 +444,8 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
     m = max(1, block_rows)
     D = W.shape[1]
     T = max(1, n_threads)
-    R = T * RANGES_PER_THREAD
+    R = T * RANGES_PER_THREAD if T > 1 else 1  # (one thread: one range, nothing to balance)
     n_rows = order.shape[0]
-    bufs = np.zeros((T, D + 8))  # CSR rows' marks, a line apart (a dense pass leaves them unused)
     # rows written by different threads in stage 1 are padded by a cache line, so that no two
     # share one (a score row accumulates in memory: a shared line would bounce between cores)
     kp = (k + 7) // 8 * 8 + 8
@@ -269,13 +457,25 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
     G = np.empty((m, m + 8))
     bounds = np.empty(R + 1, dtype=np.int64)
     _ranges(X, D, R, bounds)
-    U = np.zeros((m, k))
+    # the chained Gram entries' lists (CSR rows; a block's nonzeros at most CHAIN_ENTRIES)
+    widest = _widest_row(X, order)
+    chained = 0 < m * widest <= CHAIN_ENTRIES
+    head = np.zeros(D if chained else 0, dtype=np.int64)
+    ent = np.empty((m * widest if chained else 0, 2), dtype=np.int64)
+    entx = np.empty(m * widest if chained else 0)
+    e0 = np.empty(m + 8, dtype=np.int64)
+    # CSR rows' marks when not chained, a line apart (dense rows are dotted without them)
+    bufs = np.zeros((T, D + 8 if widest > 0 and not chained else 8))
+    U = np.zeros((m, kp))  # (rows a line apart: stage 2 writes them from different threads)
     N = np.zeros(m, dtype=np.int64)
-    s = np.empty(k)
-    v = np.empty(km)
-    bnew = np.empty(km)
-    grad = np.empty(km)
-    idx = np.empty(km, dtype=np.int64)
+    # stage 2's per-thread scratch (s; v, bnew, grad; the sort's indices), a line apart
+    SC = np.empty((T, kp))
+    VB = np.empty((T, 3, kp))
+    IDX = np.empty((T, kp), dtype=np.int64)
+    done = np.zeros(m + 8, dtype=np.int64)  # done[j] == stamp: row j of this block has stepped
+    ADJ = np.zeros((T, m + 8), dtype=np.int64)  # stage 1b's flags, a thread's row each
+    turn = np.zeros(16, dtype=np.int64)  # the next row of the block to hand out
+    stamp = np.int64(0)
     ats = np.empty((T, kp), dtype=np.int64)
     steps = np.empty(n_rows, dtype=np.int64)  # the rows of order that step, in order
     play = np.empty(n_rows, dtype=np.int64)
@@ -286,39 +486,45 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
         Cm = Cs[mdl]
         split = splits[mdl]
         # 0. which rows step (contiguous parts of order per thread)
+        far = _far(bm.shape[0] * bm.shape[1])
         for t in prange(T):
-            _liveness(near, mdl, bm, Cm, weights, trains, split, sqnorms, shrink, km, order, play, t, T, ats[t],
-                      solver)
-        n_live = 0
+            _liveness(near, mdl, bm, Cm, weights, trains, split, sqnorms, y, shrink, km, order, play, t, T, ats[t],
+                      solver, far)
+        n_live = np.int64(0)  # (not a literal: a literal argument compiles the callees once more)
         for p in range(n_rows):
             if play[p] != 0:
                 steps[n_live] = p
                 n_live += 1
         for b0 in range(0, n_live, m):
             nb = min(m, n_live - b0)
+            stamp += 1
             # 1. scores at the block's start, Gram entries, where each row's nonzeros split
             for t in prange(T):
-                _prepare(Wm, X, y, bm, near, mdl, order, steps, play, b0, nb, t, T, bias, bounds, bufs[t], S0, AT,
-                         CLS, SP, NA, G, ktag)
-            # 2. in order: the exact scores (the earlier rows' steps added), the row's step
-            for j in range(nb):
-                i = order[steps[b0 + j]]
-                for c in range(k):
-                    s[c] = S0[j, c]
-                for l in range(j):
-                    g = G[j, l]
-                    if N[l] > 0 and g != 0.0:
-                        for q in range(N[l]):
-                            c = CLS[l, q]
-                            s[c] += g * U[l, c]
-                C = Cm * row_weight(weights, trains, split, i)
-                na = NA[j, 0]
-                if na < km:
-                    N[j] = _row_step_some(s, y[i], sqnorms[i], bm[i], C, AT[j], na, v, bnew, U[j], idx, CLS[j],
-                                         solver)
-                else:
-                    N[j] = _row_step(s, y[i], sqnorms[i], bm[i], C, solver, eps, v, bnew, U[j], idx, grad, CLS[j],
-                                     k)
+                _prepare(Wm, X, y, bm, near, mdl, order, steps, play, b0, nb, n_live, t, T, bias, bounds, bufs[t],
+                         S0, AT, CLS, SP, NA, G, ktag, far, sqnorms, weights, trains, shrink, chained)
+            flow = False
+            if chained:
+                # 1b. the block's nonzeros listed by feature, each thread its ranges
+                _offsets(X, order, steps, b0, nb, e0)
+                for t in prange(T):
+                    _chain_ranges(X, order, steps, b0, nb, t, T, bounds, SP, e0, head, ent, entx, stamp, ADJ[t])
+                flow = bias == 0.0 and T > 1 and 2 * _chained_to_previous(ADJ, nb) <= nb
+            # 2. the rows' steps, each on the exact scores (the earlier rows' steps added, in
+            #    order): a row steps once the rows before it that share a feature with it have
+            #    (a dataflow over the block's Gram entries, the rows handed out in order), where
+            #    at most half the rows share a feature with the row before; else on this
+            #    thread, in order (handing each row to another core would only add the hand-off)
+            turn[0] = 0
+            if flow:
+                for t in prange(T):
+                    _steps(X, y, sqnorms, weights, trains, split, bm, Cm, order, steps, b0, nb, S0, G, NA, AT, U, CLS,
+                           N, turn, done, stamp, SC[t], VB[t], IDX[t], solver, eps, k, chained, bias, ent, entx, e0)
+            else:
+                if chained:  # (the Gram entries first, on every thread)
+                    for t in prange(T):
+                        _gram_rows(X, nb, t, T, bias, G, ent, entx, e0)
+                _steps(X, y, sqnorms, weights, trains, split, bm, Cm, order, steps, b0, nb, S0, G, NA, AT, U, CLS, N,
+                       turn, done, stamp, SC[0], VB[0], IDX[0], solver, eps, k, np.bool_(False), bias, ent, entx, e0)
             # 3. W += sum_j x_j u_j^T: each thread owns interleaved ranges of W's rows, rows j in order
             for t in prange(T):
                 _update(Wm, X, order, steps, b0, nb, t, T, bias, bounds, SP, U, CLS, N)
@@ -330,23 +536,45 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
 # lines every thread writes.
 
 @njit(cache=True, nogil=True)
-def _liveness(near, mdl, bm, Cm, weights, trains, split, sqnorms, shrink, km, order, play, t, T, at, solver):
-    """Stage 0 for thread ``t`` of ``T``: ``play[p]`` (:func:`_live`) for its part of ``order``."""
+def _liveness(near, mdl, bm, Cm, weights, trains, split, sqnorms, y, shrink, km, order, play, t, T, at, solver, far):
+    """Stage 0 for thread ``t`` of ``T``: ``play[p]`` (:func:`_live`) for its part of ``order``
+    (on ``far`` data the lines of the row ``ROWS_AHEAD`` on asked for, as the sequential pass
+    does)."""
     n_rows = order.shape[0]
-    for p in range((t * n_rows) // T, ((t + 1) * n_rows) // T):
+    hi = ((t + 1) * n_rows) // T
+    ahead = hi - ROWS_AHEAD if far else 0
+    for p in range((t * n_rows) // T, hi):
+        if p < ahead:
+            _prefetch_visit(bm, near, mdl, sqnorms, y, weights, trains, order[p + ROWS_AHEAD], shrink)
         i = order[p]
         play[p] = _live(near, mdl, i, bm, Cm * row_weight(weights, trains, split, i), sqnorms[i], shrink, km, at,
                         solver)
-    hold((near, bm, weights, trains, sqnorms, order, play, at))
+    hold((near, bm, weights, trains, sqnorms, y, order, play, at))
 
 
 @njit(cache=True, nogil=True)
-def _prepare(Wm, X, y, bm, near, mdl, order, steps, play, b0, nb, t, T, bias, bounds, buf, S0, AT, CLS, SP, NA, G,
-             ktag):
-    """Stage 1 for thread ``t`` of ``T``: rows ``j = t, t + T, ...`` of the block at ``b0``."""
+def _prepare(Wm, X, y, bm, near, mdl, order, steps, play, b0, nb, n_live, t, T, bias, bounds, buf, S0, AT, CLS, SP,
+             NA, G, ktag, far, sqnorms, weights, trains, shrink, chained):
+    """Stage 1 for thread ``t`` of ``T``: rows ``j = t, t + T, ...`` of the block at ``b0``.
+    On ``far`` data it asks for the lines of the rows ``ROWS_AHEAD`` threads' turns on (of
+    ``steps[:n_live]``, the next block's among them): where their ``X`` rows start, their
+    first values, and what stage 2 reads of them (``beta_i``, ``y_i``, ``||x_i||^2``), which
+    on large data would miss the caches at each row, as the sequential pass's reads do
+    without its read-ahead.
+
+    Gram entries: unless ``chained`` (stage 2 computes them then, :func:`_gram_chained`),
+    row ``j`` is marked in ``buf`` and dotted with each earlier row."""
     k = Wm.shape[1] if len(ktag) == 0 else len(ktag)
     km = k - 1
     for j in range(t, nb, T):
+        if far:
+            q = b0 + j + ROWS_AHEAD * T
+            if q < n_live:
+                _prefetch_visit(bm, near, mdl, sqnorms, y, weights, trains, order[steps[q]], shrink)
+                _prefetch_start(X, order[steps[q]])
+            q = b0 + j + (ROWS_AHEAD // 2) * T
+            if q < n_live:
+                _prefetch_x(X, order[steps[q]])
         p = steps[b0 + j]
         i = order[p]
         na = play[p]
@@ -360,12 +588,77 @@ def _prepare(Wm, X, y, bm, near, mdl, order, steps, play, b0, nb, t, T, bias, bo
         else:
             row_scores(Wm, X, i, bias, S0[j], k, ktag)
         _split_row(X, i, bounds, SP[j])
-        if j > 0:
+        if not chained and j > 0:
             _mark(X, i, buf)
             for l in range(j):
                 G[j, l] = _dot(X, i, order[steps[b0 + l]], buf, bias)
             _unmark(X, i, buf)
-    hold((Wm, y, bm, near, order, steps, play, bounds, buf, S0, AT, CLS, SP, NA, G))
+    hold((Wm, y, bm, near, order, steps, play, bounds, buf, S0, AT, CLS, SP, NA, G, sqnorms, weights, trains))
+
+
+@njit(cache=True, nogil=True)
+def _steps(X, y, sqnorms, weights, trains, split, bm, Cm, order, steps, b0, nb, S0, G, NA, AT, U, CLS, N, turn, done,
+           stamp, s, vb, idx, solver, eps, k, chained, bias, ent, entx, e0):
+    """Stage 2 on one thread: takes the block's rows in order (``turn``), each once; row
+    ``j`` waits for each earlier row ``l`` with ``G[j, l] != 0`` to have stepped
+    (``done[l] == stamp``), adds their steps to its scores in order ``l``, steps, and marks
+    itself done.  Every row's scores are the same sum whichever thread computes it (or
+    waits), so no result depends on the threads; rows are handed out in order and wait only
+    on earlier ones, so the pass ends on any number of threads, one among them."""
+    km = k - 1
+    v, bnew, grad = vb[0, :km], vb[1, :km], vb[2, :km]
+    while True:
+        j = _fetch_add(turn, 0, 1)
+        if j >= nb:
+            break
+        i = order[steps[b0 + j]]
+        idx_ = idx[:km]
+        if chained:
+            _gram_chained(X, j, bias, G, ent, entx, e0)
+        for c in range(k):
+            s[c] = S0[j, c]
+        for l in range(j):
+            g = G[j, l]
+            if g != 0.0:
+                while _load_acquire(done, l) != stamp:
+                    pass
+                if N[l] > 0:
+                    for q in range(N[l]):
+                        c = CLS[l, q]
+                        s[c] += g * U[l, c]
+        C = Cm * row_weight(weights, trains, split, i)
+        na = NA[j, 0]
+        if na < km:
+            N[j] = _row_step_some(s, y[i], sqnorms[i], bm[i], C, AT[j], na, v, bnew, U[j, :k], idx_, CLS[j], solver)
+        else:
+            N[j] = _row_step(s, y[i], sqnorms[i], bm[i], C, solver, eps, v, bnew, U[j, :k], idx_, grad, CLS[j], k)
+        _store_release(done, j, stamp)
+    hold((y, sqnorms, weights, trains, bm, order, steps, S0, G, NA, AT, U, CLS, N, turn, done, s, vb, idx, ent, entx,
+          e0))
+
+
+@njit(cache=True, nogil=True)
+def _chain_ranges(X, order, steps, b0, nb, t, T, bounds, SP, e0, head, ent, entx, stamp, adj):
+    """Stage 1b for thread ``t`` of ``T``: :func:`_chain_range` for its ranges, a contiguous
+    run of them (``r = t R / T .. (t + 1) R / T - 1``): a row's nonzeros in the thread's
+    features are then one run of the list, not pieces of a line shared with other threads.
+    ``adj``: the thread's flags of the rows that share one of its features with the row
+    before."""
+    R = bounds.shape[0] - 1
+    for j in range(nb):
+        adj[j] = 0
+    for r in range((t * R) // T, ((t + 1) * R) // T):
+        _chain_range(X, order, steps, b0, nb, r, SP, e0, head, ent, entx, stamp, adj)
+    hold((order, steps, bounds, SP, e0, head, ent, entx, adj))
+
+
+@njit(cache=True, nogil=True)
+def _gram_rows(X, nb, t, T, bias, G, ent, entx, e0):
+    """Stage 1c for thread ``t`` of ``T`` (where stage 2 runs on one thread): the Gram
+    entries (:func:`_gram_chained`) of rows ``j = t, t + T, ...`` of the block."""
+    for j in range(t, nb, T):
+        _gram_chained(X, j, bias, G, ent, entx, e0)
+    hold((G, ent, entx, e0))
 
 
 @njit(cache=True, nogil=True)

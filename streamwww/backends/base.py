@@ -103,8 +103,11 @@ def make_block(X, y, bias: float, weights=None, trains=None, sqnorms=None) -> Bl
         X = sp.csr_matrix(X) if not isinstance(X, sp.csr_matrix) else X
         if X.dtype not in (np.float32, np.float64):
             X = X.astype(np.float64)
-        if not X.has_sorted_indices:
-            X = X.sorted_indices()
+        if not X.has_canonical_format:
+            # indices sorted and a row's repeated entries summed, as a store's writer does:
+            # every pass reads ``x_f`` as one entry (the block pass's Gram entries need it)
+            X = X.copy()
+            X.sum_duplicates()
         sq = sqnorms
         if sq is None:
             sq = buffers.empty(X.shape[0], np.float64)
