@@ -606,13 +606,12 @@ def _steps(X, y, sqnorms, weights, trains, split, bm, Cm, order, steps, b0, nb, 
     waits), so no result depends on the threads; rows are handed out in order and wait only
     on earlier ones, so the pass ends on any number of threads, one among them."""
     km = k - 1
-    v, bnew, grad = vb[0, :km], vb[1, :km], vb[2, :km]
+    v, bnew, grad, idx_ = vb[0, :km], vb[1, :km], vb[2, :km], idx[:km]
     while True:
         j = _fetch_add(turn, 0, 1)
         if j >= nb:
             break
         i = order[steps[b0 + j]]
-        idx_ = idx[:km]
         if chained:
             _gram_chained(X, j, bias, G, ent, entx, e0)
         for c in range(k):
