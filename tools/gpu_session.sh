@@ -38,10 +38,11 @@
 # on CPU 0, the server on 2-11).
 # threads: the machine's 16 cores for one model on the CPU (issue 54): tools/bench_threads.py
 # (sector and gen-class of 200,000 rows in memory, the paper's stop, the sequential pass and the
-# block pass on 1, 2, 4, 8 and 16 threads) and tools/bench_split_pass.py (sector, a barrier per
-# row over 1-16 feature ranges). Not in the default (it would pass 8 minutes): a second call
-# `bash tools/gpu_session.sh threads` where device time is left; estimated 4 min, bounded at
-# 5.5 (300 s + 30 s for the wheels).
+# block pass on 1, 2, 4, 8 and 16 threads) and tools/bench_flow.py (the memory's answer to more
+# threads, then the flow pass against the sequential pass on gen-class of 200,000 rows at 4 and
+# 16 threads). Not in the default (it would pass 8 minutes): a second call
+# `bash tools/gpu_session.sh threads` where device time is left; estimated 4.5 min, bounded at
+# 6 (325 s + 30 s for the wheels).
 # BENCH_ARGS (environment) replaces the benchmark's arguments.
 set -u
 O=${OUT:-/tmp/gpu-out}
@@ -141,9 +142,11 @@ case " $steps " in *" threads "*)
     --gen-rows 200000 --intercept no --places memory --stops paper --repeats 1 --threads 1,2,4,8,16 \
     --work /tmp/gpu-threads --out "$O/threads.json" > "$O/threads.log" 2>&1
   echo "bench_threads rc=$?" >> "$O/threads.log"
-  timeout 90 python3 tools/bench_split_pass.py --data-dir "$STREAMWWW_DATA" --data sector --reps 9 \
-    --ranges 1,2,4,8,16 --groups 64 --threads 1,2,4,8,16 >> "$O/threads.log" 2>&1
-  echo "bench_split_pass rc=$?" >> "$O/threads.log"
+  for t in 16 4; do
+    timeout $((t == 16 ? 75 : 40)) python3 tools/bench_flow.py --probe --gen-rows 200000 --work /tmp/gpu-threads --threads $t \
+      --epochs 5 >> "$O/threads.log" 2>&1
+    echo "bench_flow $t threads rc=$?" >> "$O/threads.log"
+  done
   stamp "threads:"; tail -n 45 "$O/threads.log";;
 esac
 stamp "done"

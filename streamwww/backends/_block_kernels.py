@@ -30,9 +30,8 @@ thread count: every value is computed by one thread, by a fixed formula, and no 
 is split between threads (no parfor reduction; stages 1 and 2 write per-row slots, stage 3
 per-range entries).  Stage 3's ranges may depend on the thread count (for balance): an
 entry's additions do not.  Stage 2's hand-off is atomic operations on ``int64`` slots
-(:func:`_fetch_add`, :func:`_load_acquire`, :func:`_store_release`): Numba has none of its
-own.  A row waits only for earlier rows, which were handed out before it, so the pass
-finishes however many threads run the stage's iterations (one among them).
+(:mod:`._atomics`).  A row waits only for earlier rows, which were handed out before it,
+so the pass finishes however many threads run the stage's iterations (one among them).
 
 Hand-written rather than a library's: no parallel library offers an exact, deterministic
 coordinate-descent step; Numba's ``prange`` (OpenMP or TBB) gives the threads.
@@ -42,8 +41,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic, overload
+from numba.extending import overload
 
 from streamwww.backends._kernels import (
     ROWS_AHEAD,
@@ -65,52 +63,11 @@ from streamwww.backends._kernels import (
     row_scores,
 )
 from streamwww._jit import two_builds
+from streamwww.backends._atomics import fetch_add, store_release, wait_for
 from streamwww.backends.rowmath import c_index, row_weight
 from streamwww.solvers import SHARK  # noqa: F401  (the solver id the kernel branches on)
 
 __all__ = ["block_pass", "block_pass_serial", "hinge_rows_par", "RANGES_PER_THREAD"]
-
-@intrinsic
-def _fetch_add(typingctx, arr, i, v):
-    """``arr[i] += v`` as one atomic operation (sequentially consistent); returns the value before."""
-    def codegen(context, builder, sig, args):
-        ptr = _item_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
-        return builder.atomic_rmw("add", ptr, context.cast(builder, args[2], sig.args[2], types.int64), "seq_cst")
-    if not (isinstance(arr, types.Array) and arr.dtype == types.int64 and arr.ndim == 1):
-        return None
-    return types.int64(arr, i, v), codegen
-
-
-@intrinsic
-def _load_acquire(typingctx, arr, i):
-    """``arr[i]`` read atomically, with acquire order (the writes before the matching
-    :func:`_store_release` are seen after it)."""
-    def codegen(context, builder, sig, args):
-        ptr = _item_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
-        return builder.load_atomic(ptr, "acquire", 8)
-    if not (isinstance(arr, types.Array) and arr.dtype == types.int64 and arr.ndim == 1):
-        return None
-    return types.int64(arr, i), codegen
-
-
-@intrinsic
-def _store_release(typingctx, arr, i, v):
-    """``arr[i] = v`` written atomically, with release order."""
-    def codegen(context, builder, sig, args):
-        ptr = _item_ptr(context, builder, sig.args[0], args[0], args[1], sig.args[1])
-        builder.store_atomic(context.cast(builder, args[2], sig.args[2], types.int64), ptr, "release", 8)
-        return context.get_dummy_value()
-    if not (isinstance(arr, types.Array) and arr.dtype == types.int64 and arr.ndim == 1):
-        return None
-    return types.void(arr, i, v), codegen
-
-
-def _item_ptr(context, builder, aryty, ary, i, ity):
-    """The address of ``ary[i]`` (no bounds check)."""
-    a = context.make_array(aryty)(context, builder, ary)
-    return cgutils.get_item_pointer(context, builder, aryty, a, [context.cast(builder, i, ity, types.intp)],
-                                    wraparound=False)
-
 
 # Stage 3 splits W's rows into this many ranges per thread (the entries' sums do not depend
 # on the split; more ranges even out features of unequal frequency).
@@ -608,7 +565,7 @@ def _steps(X, y, sqnorms, weights, trains, split, bm, Cm, order, steps, b0, nb, 
     km = k - 1
     v, bnew, grad, idx_ = vb[0, :km], vb[1, :km], vb[2, :km], idx[:km]
     while True:
-        j = _fetch_add(turn, 0, 1)
+        j = fetch_add(turn, 0, 1)
         if j >= nb:
             break
         i = order[steps[b0 + j]]
@@ -619,8 +576,7 @@ def _steps(X, y, sqnorms, weights, trains, split, bm, Cm, order, steps, b0, nb, 
         for l in range(j):
             g = G[j, l]
             if g != 0.0:
-                while _load_acquire(done, l) != stamp:
-                    pass
+                wait_for(done, l, stamp)
                 if N[l] > 0:
                     for q in range(N[l]):
                         c = CLS[l, q]
@@ -631,7 +587,7 @@ def _steps(X, y, sqnorms, weights, trains, split, bm, Cm, order, steps, b0, nb, 
             N[j] = _row_step_some(s, y[i], sqnorms[i], bm[i], C, AT[j], na, v, bnew, U[j, :k], idx_, CLS[j], solver)
         else:
             N[j] = _row_step(s, y[i], sqnorms[i], bm[i], C, solver, eps, v, bnew, U[j, :k], idx_, grad, CLS[j], k)
-        _store_release(done, j, stamp)
+        store_release(done, j, stamp)
     hold((y, sqnorms, weights, trains, bm, order, steps, S0, G, NA, AT, U, CLS, N, turn, done, s, vb, idx, ent, entx,
           e0))
 

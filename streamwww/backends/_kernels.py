@@ -549,9 +549,10 @@ def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver, test_only=False):
     and at 0, a zero row, whose ``beta`` is set to its minimizer here, or none in play),
     ``km`` (the full step), or fewer (``at[:na]``, shrinking): the block pass's stage 0 and
     the sequential pass's list of the rows that step (:func:`_live_rows`; ``test_only``: 1
-    for some in play, ``at`` unset).  The sequential pass (:func:`_bcd_pass`) spells the same
-    rules out in its row loop: there an inlined call of this helper makes the row loop
-    slower.  A change of the rules is made in both."""
+    for some in play, ``at`` unset).  The sequential pass (:func:`_bcd_pass`) and the flow
+    pass (:func:`streamwww.backends._flow_kernels._flow`) spell the same rules out in their
+    row loops: there an inlined call of this helper makes the row loop slower.  A change of
+    the rules is made in all three."""
     if C == 0.0 and _at_zero(bm[i]):
         return 0
     if sq == 0.0:
@@ -755,6 +756,33 @@ def _live_rows(order, rows, bm, near, mdl, sqnorms, y, weights, trains, split, C
     return nr
 
 
+@njit(cache=True, nogil=True, inline="always")
+def step_row(Wm, X, i, yi, sq, brow, C, bias, solver, eps, na, k, ktag, s, dk, v, bnew, grad, idx, cls, at):
+    """Row ``i``'s exact block step and its update of ``Wm``, the sequential pass's visit of a
+    row that steps: its scores at ``Wm``, the step of ``brow`` (``beta_i``; box ``C``), and
+    ``Wm += x_i dk^T`` over the changed classes.  ``na`` coordinates in play: ``k - 1`` (the
+    full step) or fewer, named by ``at[:na]`` (shrinking: the step on them, the others held
+    at 0).  Reads and writes only the rows of ``Wm`` of row ``i``'s features (and the
+    intercept's, ``bias != 0``)."""
+    if na < k - 1:
+        for q in range(na):
+            cls[q] = c_index(at[q], yi)
+        if len(ktag):  # k lanes in one vector: all k sums cost what a few would
+            row_scores(Wm, X, i, bias, s, k, ktag)
+            for j in range(k):
+                dk[j] = 0.0  # the step sets the changed classes': all k scatter
+        else:
+            row_scores_some(Wm, X, i, bias, s, yi, cls, na, k)
+        n = _row_step_some(s, yi, sq, brow, C, at, na, v, bnew, dk, idx, cls, solver)
+        if n:
+            row_scatter(Wm, X, i, bias, dk, cls, n, k, len(ktag) == 0, ktag)
+        return
+    row_scores(Wm, X, i, bias, s, k, ktag)
+    n = _row_step(s, yi, sq, brow, C, solver, eps, v, bnew, dk, idx, grad, cls, k)
+    if n:
+        row_scatter(Wm, X, i, bias, dk, cls, n, k, _few(n, k, ktag), ktag)
+
+
 def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, near, bias, solver, eps,
               ktag):
     """One exact BCD pass over the rows ``order`` of ``X`` (dense, or a CSR
@@ -808,27 +836,13 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
             if sq == 0.0:
                 _zero_row(bm[i], C, solver)
                 continue
+            na = m
             if shrink and C != 0.0:
                 na = _active_coords(near[mdl, i], bm[i], at)
                 if na == 0:
                     continue
-                if na < m:
-                    for q in range(na):
-                        cls[q] = c_index(at[q], y[i])
-                    if len(ktag):  # k lanes in one vector: all k sums cost what a few would
-                        row_scores(Wm, X, i, bias, s, k, ktag)
-                        for j in range(k):
-                            dk[j] = 0.0  # the step sets the changed classes': all k scatter
-                    else:
-                        row_scores_some(Wm, X, i, bias, s, y[i], cls, na, k)
-                    n = _row_step_some(s, y[i], sq, bm[i], C, at, na, v, bnew, dk, idx, cls, solver)
-                    if n:
-                        row_scatter(Wm, X, i, bias, dk, cls, n, k, len(ktag) == 0, ktag)
-                    continue
-            row_scores(Wm, X, i, bias, s, k, ktag)
-            n = _row_step(s, y[i], sq, bm[i], C, solver, eps, v, bnew, dk, idx, grad, cls, k)
-            if n:
-                row_scatter(Wm, X, i, bias, dk, cls, n, k, _few(n, k, ktag), ktag)
+            step_row(Wm, X, i, y[i], sq, bm[i], C, bias, solver, eps, na, k, ktag, s, dk, v, bnew, grad, idx, cls,
+                     at)
 
 
 # One implementation, two compilations: the parallel build runs models on

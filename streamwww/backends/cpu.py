@@ -3,8 +3,10 @@
 
 Threads (``n_threads``, numba's thread pool): several models train in parallel (one model
 a thread); one model's block pass (``block_rows > 1``) spreads each block's scores, Gram
-entries and update over them, with the same bits for any count; an objective pass of one
-model scores its rows in parallel and adds them in storage order.
+entries and update over them, with the same bits for any count; where asked for
+(``STREAMWWW_FLOW_PASS=1``), one model's sequential pass runs as the flow pass
+(:mod:`._flow_kernels`), its bits on any count; an objective pass of one model scores its
+rows in parallel and adds them in storage order.
 
 :meth:`CPUBackend.certify_pass` overlaps the objective pass of ``W_t`` with the
 training pass from it on a second core: the kernels release the GIL, and the
@@ -35,6 +37,7 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 from streamwww.backends import _block_kernels as BK  # noqa: E402
+from streamwww.backends import _flow_kernels as FK  # noqa: E402
 from streamwww.backends import _kernels as K  # noqa: E402
 from streamwww.backends.base import Block, make_block, model_splits, ordered_row_sums  # noqa: E402
 from streamwww.backends.rowmath import CS_NEAR  # noqa: E402
@@ -59,6 +62,7 @@ class CPUBackend:
     def __init__(self, n_threads: int | None = None):
         self.n_threads = None if n_threads is None else max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS))
         self._certify_costs = _CertifyCosts()
+        self._flow_costs = _FlowCosts()
 
     def threads(self) -> int:
         """The threads the parallel kernels use from this thread (set here: numba's setting
@@ -94,6 +98,15 @@ class CPUBackend:
 
     def bcd_pass(self, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None,
                  near=None, block_rows: int = 1) -> None:
+        """The backend's pass (:meth:`Backend.bcd_pass <streamwww.backends.base.Backend.bcd_pass>`).
+        One model's sequential pass runs on every thread as the flow pass where it is asked
+        for and may run (:meth:`_flows`; the same bits) and is faster (:class:`_FlowCosts`)."""
+        self._pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near, block_rows, True)
+
+    def _pass(self, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits, near, block_rows,
+              flow: bool) -> None:
+        """:meth:`bcd_pass`; ``flow=False`` keeps one model's sequential pass on this thread
+        (another thread is busy: :meth:`certify_pass`)."""
         Cs = np.ascontiguousarray(Cs, dtype=np.float64)
         models = np.ascontiguousarray(models, dtype=np.int64)
         order = np.ascontiguousarray(order, dtype=np.int64)
@@ -105,8 +118,36 @@ class CPUBackend:
             kernel = BK.block_pass if threads > 1 else BK.block_pass_serial
             kernel(*args, int(block_rows), threads, K.ktag(W.shape[2]))
             return
+        if flow and models.shape[0] == 1 and self._flows(block, order, bias, W.shape[2]):
+            costs = self._flow_costs
+            way = costs.choose()
+            t0 = time.perf_counter()
+            if way:
+                FK.flow_pass(*args, threads, K.ktag(W.shape[2]))
+            else:
+                K.bcd_pass_serial(*args, K.ktag(W.shape[2]))
+            costs.measured(way, time.perf_counter() - t0, order.shape[0])
+            return
         kernel = K.bcd_pass_serial if models.shape[0] == 1 or threads == 1 else K.bcd_pass
         kernel(*args, K.ktag(W.shape[2]))
+
+    def _flows(self, block: Block, order: np.ndarray, bias: float, k: int) -> bool:
+        """Whether one model's sequential pass over ``order`` may run as the flow pass
+        (:mod:`._flow_kernels`: the same bits on every thread): asked for (the environment
+        variable ``STREAMWWW_FLOW_PASS=1``: on the 2-core machines it was measured on, it was
+        slower than one thread; docs/TRAINING.md, "Threads"), more than one thread, CSR rows,
+        no intercept, a pass of at least ``FLOW_MIN_WORK`` multiply-adds (nonzeros times
+        classes: below, the thread hand-offs cost what the threads gain, and a small run
+        would pay the flow kernels' first compilation for nothing), and at most
+        ``FLOW_SHARED`` of ``FLOW_SAMPLE`` pairs of consecutive rows sharing a feature (a
+        row's thread would wait that often)."""
+        if os.environ.get(FLOW_ENV, "").strip().lower() not in ("1", "true", "yes", "on"):
+            return False
+        if self.threads() == 1 or not block.is_sparse or float(bias) != 0.0:
+            return False
+        if block.X.nnz * int(k) * order.shape[0] < FLOW_MIN_WORK * max(1, block.n_rows):
+            return False
+        return FK.shared_pairs(_rows(block), order, FLOW_SAMPLE) <= FLOW_SHARED
 
     def certify_pass(self, W_cert, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None,
                      near=None, reach=0.0, block_rows: int = 1, loss: int = WW_LOSS,
@@ -135,8 +176,8 @@ class CPUBackend:
                                  else np.sort(order[lo:hi]))
         score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, stored(lo, hi), h,  # noqa: E731
                                                 splits, near, reach, loss, cs_near, parallel=chunks == 1)
-        train = lambda lo, hi: self.bcd_pass(W, block, beta, Cs, models, order[lo:hi], bias, solver, eps,  # noqa: E731
-                                             splits, near=near, block_rows=block_rows)
+        train = lambda lo, hi: self._pass(W, block, beta, Cs, models, order[lo:hi], bias, solver, eps,  # noqa: E731
+                                          splits, near, block_rows, chunks == 1)
         t0 = time.perf_counter()
         if chunks == 1:
             score(0, order.shape[0])
@@ -231,6 +272,14 @@ _NONE_I = np.zeros(0, dtype=np.int64)
 _NONE_U8 = np.zeros((0, 0, 0), dtype=np.uint8)
 
 
+# The flow pass for one model's sequential pass (CPUBackend._flows): where the environment
+# variable asks for it, passes of at least this many multiply-adds, and at most this share of
+# the sampled pairs of consecutive rows sharing a feature (docs/TRAINING.md, "Threads").
+FLOW_ENV = "STREAMWWW_FLOW_PASS"
+FLOW_MIN_WORK = 1 << 26
+FLOW_SAMPLE = 256
+FLOW_SHARED = 0.25
+
 # certify_pass's chunks: about this many multiply-adds of the gather each, and
 # at most MAX_CHUNKS; a smaller block is scored, then trained (no hand-off would pay;
 # docs/TRAINING.md, "Objectives one epoch late").
@@ -271,6 +320,36 @@ class _CertifyCosts:
         else:
             self.parallel = scoring / max(1, n_rows)
         self.per_pass_row = training / max(1, n_order)
+
+
+class _FlowCosts:
+    """Which way one model's sequential pass runs (:meth:`CPUBackend.bcd_pass`): as the flow
+    pass on every thread or on one thread.  Both give the same bits; which is faster depends
+    on the machine as much as on the data (on a machine whose memory serves a second thread's
+    misses no faster, the flow pass's own work is not repaid).  The first call runs the flow
+    pass, the second the one-thread pass; then each call takes the way with the lower
+    seconds per row, and every ``PROBE``-th call the other way, to follow a run whose passes
+    change (shrinking skips more rows as it goes).  The choice changes the time, never a bit.
+    """
+
+    PROBE = 16
+
+    def __init__(self):
+        self.per_row = [None, None]  # one thread, flow
+        self.calls = 0
+
+    def choose(self) -> bool:
+        one, flow = self.per_row
+        if flow is None:
+            return True
+        if one is None:
+            return False
+        faster = flow < one
+        self.calls += 1
+        return (not faster) if self.calls % self.PROBE == 0 else faster
+
+    def measured(self, flow: bool, seconds: float, n_rows: int) -> None:
+        self.per_row[int(flow)] = seconds / max(1, n_rows)
 
 
 def _chunks(block: Block, k: int) -> int:
