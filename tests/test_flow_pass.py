@@ -46,8 +46,8 @@ CASES = [
     dict(k=12, shared=2, solver="walrus", weighted=True),  # every row waits for the one before
     dict(k=4, shared=0, solver="walrus", shrink=True),  # k <= SMALL_K: the lanes build
     dict(k=9, shared=1, solver="simplex", shrink=True, zero_rows=True),  # Crammer-Singer
-    dict(k=6, shared=0, solver="shark"),
-    dict(k=7, shared=1, solver="walrus", folds=True, shrink=True),  # held-out rows: C = 0
+    dict(k=10, shared=0, solver="shark"),
+    dict(k=11, shared=1, solver="walrus", folds=True, shrink=True),  # held-out rows: C = 0
 ]
 
 
@@ -169,7 +169,7 @@ def test_the_same_model_for_any_n_jobs_with_the_flow_pass(monkeypatch, rng):
     used = []
     real = FK.flow_pass
     monkeypatch.setattr(FK, "flow_pass", lambda *a: (used.append(1), real(*a))[1])
-    X, y = _banded(rng, 2500, d=800, k=8, nnz=10)
+    X, y = _banded(rng, 2500, d=900, k=9, nnz=10)
     models = [sw.train((X, y), C=1.0, fit_intercept=False, tol=1e-4, max_iter=30, random_state=2, n_jobs=j)
               for j in (1, 2, 3)]
     assert used  # (the flow pass ran)
