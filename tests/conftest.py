@@ -6,6 +6,36 @@ import pytest
 
 DATA_DIR = Path(os.environ.get("STREAMWWW_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data" / "libsvm"))
 
+# How long a test waits for a subprocess to reach its first step: on a cold Numba cache it
+# compiles first, minutes on a slow machine whose other core compiles for another test. A
+# bound on a wait, never on the result: a process that gets there sooner goes on at once.
+STARTUP_S = 600.0
+
+# The kernels have a build for each class count up to SMALL_K (backends/_lanes.py) besides
+# the generic build, and each is compiled on its first use: about two minutes of compiling
+# per class count and kind of rows on a slow 2-core machine, most of a cold run of this suite.
+# In the test processes the small-k builds of LANES_K run, and the generic builds for the
+# other class counts; a test marked ``all_builds`` runs the build a user's run takes. The
+# small-k builds give the generic builds' bits (tests/test_shrinking.py, k = 2, 3, 6, 8, marked
+# so), and commands a test starts in a process of its own run their usual builds.
+LANES_K = (3, 5)
+
+
+def pytest_configure(config):
+    from streamwww.backends import _kernels
+
+    if not hasattr(_kernels, "_ktag_of_every_build"):
+        _kernels._ktag_of_every_build = _kernels.ktag
+        _kernels.ktag = lambda k: _kernels._ktag_of_every_build(k) if k in LANES_K else ()
+
+
+@pytest.fixture(autouse=True)
+def _kernel_builds(request, monkeypatch):
+    if request.node.get_closest_marker("all_builds") is not None:
+        from streamwww.backends import _kernels
+
+        monkeypatch.setattr(_kernels, "ktag", _kernels._ktag_of_every_build)
+
 
 @pytest.fixture
 def rng():
@@ -127,7 +157,7 @@ def kill_after_commits(start, step, rng, tries: int, max_delay: float, on_kill=N
     kills, steps_seen = 0, set()
     for _ in range(tries):
         proc = start()
-        begin, deadline = step(), time.monotonic() + 180
+        begin, deadline = step(), time.monotonic() + STARTUP_S
         while proc.poll() is None and step() <= begin and time.monotonic() < deadline:
             time.sleep(0.02)
         time.sleep(rng.uniform(0.0, max_delay))

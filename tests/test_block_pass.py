@@ -64,11 +64,11 @@ def _near(rng, models, n, k):
 CASES = [
     dict(sparse=True, k=12, bias=0.0),
     dict(sparse=True, k=12, bias=1.0, weighted=True),
-    dict(sparse=True, k=4, bias=1.0),  # k <= SMALL_K: the lanes build
+    dict(sparse=True, k=5, bias=1.0),  # k <= SMALL_K: a lanes build
     dict(sparse=False, k=5, bias=0.5, zero_rows=True),
     dict(sparse=False, k=11, bias=0.0, weighted=True, zero_rows=True),
     dict(sparse=True, k=12, bias=1.0, zero_rows=True, shrink=True),
-    dict(sparse=True, k=4, bias=0.0, shrink=True),
+    dict(sparse=True, k=3, bias=0.0, shrink=True),
     dict(sparse=False, k=11, bias=1.0, shrink=True, models=2),
 ]
 
@@ -176,7 +176,7 @@ def _fresh_build(cases, **patches):
 @pytest.mark.parametrize("patches", [dict(FAR_ENTRIES=0), dict(CHAIN_ENTRIES=0)], ids=["hints", "marks"])
 def test_hints_and_either_way_to_the_gram_entries_leave_every_bit(patches):
     settings = [dict(sparse=True, k=12, bias=0.0, weighted=True, shrink=True),
-                dict(sparse=True, k=4, bias=1.0, zero_rows=True),
+                dict(sparse=True, k=5, bias=1.0, zero_rows=True),
                 dict(sparse=False, k=5, bias=0.5, shrink=True)]
 
     def problems():

@@ -11,6 +11,8 @@ import pytest
 
 from streamwww.io import write_store
 
+from .conftest import STARTUP_S
+
 
 def _write(path, seed: int, rows: int, features: int, classes: int, shard_rows: int):
     rng = np.random.default_rng(seed)
@@ -90,7 +92,7 @@ def test_ctrl_c_names_the_last_checkpoint(store, tmp_path):
                              "--tol", "0", "--seed", "1", "--checkpoint-interval", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             # Ctrl-C enabled even when this runner runs in the background (SIGINT ignored)
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + STARTUP_S
     while not (ck / "manifest.json").exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)

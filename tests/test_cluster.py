@@ -455,6 +455,27 @@ def test_a_scheduler_address_that_is_not_one_is_one_error_naming_it():
             pass
 
 
+def test_closing_a_local_cluster_of_the_run_keeps_the_nannys_kill_warning_out(caplog):
+    """A worker slow to exit on a loaded machine is killed by its nanny with a warning that
+    would end a CLI run's output; for the run's own cluster it loses nothing. Errors pass, and
+    the logger's level is the user's again after the close."""
+    import logging
+
+    from streamwww.engine.cluster import _close_quietly
+
+    class Cluster:
+        def close(self):
+            logging.getLogger("distributed.nanny").warning("Worker process still alive after 4.0 seconds, killing")
+            logging.getLogger("distributed.nanny").error("an error")
+
+    nanny = logging.getLogger("distributed.nanny")
+    before = nanny.level
+    with caplog.at_level(logging.INFO):
+        _close_quietly(Cluster())
+    assert [r.getMessage() for r in caplog.records if r.name == "distributed.nanny"] == ["an error"]
+    assert nanny.level == before
+
+
 def test_crammer_singer_on_a_cluster(client, store):
     """CS rounds: one partition is the sequential CS run bitwise; two reach its optimum."""
     kw = dict(KW, loss="cs")

@@ -30,7 +30,7 @@ import streamwww as sw
 from streamwww.cli import main
 from streamwww.io import write_store
 
-from .conftest import make_classification, one_error_line as _one_error_line, write_libsvm as _write_libsvm
+from .conftest import STARTUP_S, make_classification, one_error_line as _one_error_line, write_libsvm as _write_libsvm
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 
@@ -311,7 +311,7 @@ def _killed_when(argv, cwd, appears):
     proc = subprocess.Popen([sys.executable, "-m", "streamwww.cli", *argv], cwd=cwd, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + STARTUP_S
         while not appears():
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
             assert time.monotonic() < deadline, "its temporary never appeared"

@@ -25,6 +25,8 @@ import streamwww as sw
 from streamwww.engine.interrupt import CtrlC, Interrupted
 from streamwww.io import write_store
 
+from .conftest import STARTUP_S
+
 SCRIPT = textwrap.dedent("""
     import sys, time, warnings
     import streamwww as sw
@@ -65,7 +67,7 @@ def test_ctrl_c_at_a_random_instant_stops_and_resumes_bitwise(store, reference, 
     proc = subprocess.Popen([sys.executable, "-c", SCRIPT, str(store), str(ck), str(started), str(max_iter)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + STARTUP_S
     while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     delay = np.random.default_rng(instant).uniform(0.0, 4.0)
@@ -159,7 +161,7 @@ def test_a_signal_in_the_first_seconds_keeps_the_work_and_resumes_bitwise(store,
     proc = subprocess.Popen([sys.executable, "-c", KEEPING, str(store), str(ck), str(started), str(MAX_ITER),
                              repr(settings)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + STARTUP_S
     while not started.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
     assert started.exists(), proc.communicate()[1][-2000:]

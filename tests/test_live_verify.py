@@ -22,7 +22,7 @@ import pytest
 from streamwww.cli import main
 from streamwww.io import write_store
 
-from .conftest import make_classification
+from .conftest import STARTUP_S, make_classification
 
 # A run that commits at every shard for as long as the test lets it (it is killed at the
 # end), streaming every epoch with no scratch file: every epoch writes a new beta version
@@ -56,10 +56,10 @@ def live_run(store, ck):
     """A trainer in a subprocess, from its first commit on; SIGKILLed at the end."""
     proc = subprocess.Popen([sys.executable, "-c", TRAINER, str(store), str(ck)], stderr=subprocess.PIPE)
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + STARTUP_S
         while not (ck / "manifest.prev.json").exists():
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "no commit in 120 s"
+            assert time.monotonic() < deadline, f"no commit in {STARTUP_S:g} s"
             time.sleep(0.05)
         yield proc
         assert proc.poll() is None, "the run ended while the test read it"

@@ -420,6 +420,7 @@ def test_many_classes_csr_rows_give_the_dense_rows_bits(near_share, rng):
     assert np.array_equal(h1, h2) and np.array_equal(f1, f2)
 
 
+@pytest.mark.all_builds
 @pytest.mark.parametrize("k, sparse, dtype, bias", [(2, False, np.float64, 1.0), (3, True, np.float64, 0.0),
                                                     (6, False, np.float32, 0.5), (8, True, np.float32, 1.0)])
 def test_small_k_vector_builds_give_the_generic_builds_bits(k, sparse, dtype, bias, monkeypatch, rng):
@@ -455,6 +456,7 @@ def test_small_k_vector_builds_give_the_generic_builds_bits(k, sparse, dtype, bi
     assert np.array_equal(h1, h2) and np.array_equal(f1, f2)
 
 
+@pytest.mark.all_builds
 @pytest.mark.parametrize("sparse", [False, True])
 @pytest.mark.parametrize("n", [151, 150])
 def test_objective_pairs_of_rows_give_the_one_row_bits(sparse, n, monkeypatch, rng):

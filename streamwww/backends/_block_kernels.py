@@ -444,9 +444,11 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
         split = splits[mdl]
         # 0. which rows step (contiguous parts of order per thread)
         far = _far(bm.shape[0] * bm.shape[1])
+        # (np.int64(t): prange's index is a uint64 in the parallel build, an int64 in the serial
+        # one; one type compiles each callee once for both)
         for t in prange(T):
-            _liveness(near, mdl, bm, Cm, weights, trains, split, sqnorms, y, shrink, km, order, play, t, T, ats[t],
-                      solver, far)
+            _liveness(near, mdl, bm, Cm, weights, trains, split, sqnorms, y, shrink, km, order, play, np.int64(t),
+                      T, ats[t], solver, far)
         n_live = np.int64(0)  # (not a literal: a literal argument compiles the callees once more)
         for p in range(n_rows):
             if play[p] != 0:
@@ -457,14 +459,15 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
             stamp += 1
             # 1. scores at the block's start, Gram entries, where each row's nonzeros split
             for t in prange(T):
-                _prepare(Wm, X, y, bm, near, mdl, order, steps, play, b0, nb, n_live, t, T, bias, bounds, bufs[t],
-                         S0, AT, CLS, SP, NA, G, ktag, far, sqnorms, weights, trains, shrink, chained)
+                _prepare(Wm, X, y, bm, near, mdl, order, steps, play, b0, nb, n_live, np.int64(t), T, bias, bounds,
+                         bufs[t], S0, AT, CLS, SP, NA, G, ktag, far, sqnorms, weights, trains, shrink, chained)
             flow = False
             if chained:
                 # 1b. the block's nonzeros listed by feature, each thread its ranges
                 _offsets(X, order, steps, b0, nb, e0)
                 for t in prange(T):
-                    _chain_ranges(X, order, steps, b0, nb, t, T, bounds, SP, e0, head, ent, entx, stamp, ADJ[t])
+                    _chain_ranges(X, order, steps, b0, nb, np.int64(t), T, bounds, SP, e0, head, ent, entx, stamp,
+                                  ADJ[t])
                 flow = bias == 0.0 and T > 1 and 2 * _chained_to_previous(ADJ, nb) <= nb
             # 2. the rows' steps, each on the exact scores (the earlier rows' steps added, in
             #    order): a row steps once the rows before it that share a feature with it have
@@ -479,12 +482,12 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
             else:
                 if chained:  # (the Gram entries first, on every thread)
                     for t in prange(T):
-                        _gram_rows(X, nb, t, T, bias, G, ent, entx, e0)
+                        _gram_rows(X, nb, np.int64(t), T, bias, G, ent, entx, e0)
                 _steps(X, y, sqnorms, weights, trains, split, bm, Cm, order, steps, b0, nb, S0, G, NA, AT, U, CLS, N,
                        turn, done, stamp, SC[0], VB[0], IDX[0], solver, eps, k, np.bool_(False), bias, ent, entx, e0)
             # 3. W += sum_j x_j u_j^T: each thread owns interleaved ranges of W's rows, rows j in order
             for t in prange(T):
-                _update(Wm, X, order, steps, b0, nb, t, T, bias, bounds, SP, U, CLS, N)
+                _update(Wm, X, order, steps, b0, nb, np.int64(t), T, bias, bounds, SP, U, CLS, N)
 
 
 # The stages' work per thread, compiled as functions of their own (not inlined into the

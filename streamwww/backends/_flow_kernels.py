@@ -99,7 +99,7 @@ def _flow_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, orde
         if shrink:
             for t in prange(T):
                 _liveness(near, mdl, bm, Cs[mdl], weights, trains, splits[mdl], sqnorms, y, shrink, km, order, play,
-                          t, T, IX[t, 2], solver, far)
+                          np.int64(t), T, IX[t, 2], solver, far)
             for p in range(n_rows):
                 if play[p] != 0:
                     steps[n_live] = p

@@ -107,11 +107,9 @@ class CPUBackend:
               flow: bool) -> None:
         """:meth:`bcd_pass`; ``flow=False`` keeps one model's sequential pass on this thread
         (another thread is busy: :meth:`certify_pass`)."""
-        Cs = np.ascontiguousarray(Cs, dtype=np.float64)
-        models = np.ascontiguousarray(models, dtype=np.int64)
-        order = np.ascontiguousarray(order, dtype=np.int64)
+        Cs, models, order = _arg(Cs, np.float64), _arg(models, np.int64), _arg(order, np.int64)
         args = (W, _rows(block), block.y, block.sqnorms, *_row_weights(block), beta, Cs,
-                model_splits(splits, W.shape[0]), models, order, _NONE_U8 if near is None else near,
+                _arg(model_splits(splits, W.shape[0]), np.int64), models, order, _NONE_U8 if near is None else near,
                 float(bias), int(solver), float(eps))
         threads = self.threads()
         if int(block_rows) > 1:
@@ -361,6 +359,14 @@ def _row_weights(block: Block) -> tuple[np.ndarray, np.ndarray]:
     """The kernels' ``(weights, trains)``: empty arrays stand for "all 1" and "no splits"."""
     return (_NONE_F if block.weights is None else block.weights,
             _NONE_I if block.trains is None else block.trains)
+
+
+def _arg(a, dtype) -> np.ndarray:
+    """``a`` as a kernel's small array argument: C-contiguous, ``dtype``, and writable (Numba's
+    type of an array includes its read-only flag, so a read-only one, e.g. a broadcast view,
+    would compile every kernel it reaches once more)."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    return a if a.flags.writeable else a.copy()
 
 
 def _rows(block: Block):

@@ -114,7 +114,24 @@ def connect(client=None, workers: int | None = None):
         raise ValueError(f"The 'workers' parameter must be an int >= 1. Got {workers!r} instead.")
     # The scheduler starts an HTTP server even without a dashboard, on port 8787 unless told:
     # a second run at the same time would warn that the port is taken. A free port, no dashboard.
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
-                      scheduler_kwargs={"dashboard": False}) as cluster, Client(cluster) as c:
-        logger.info("started a local Dask cluster of %d worker processes", workers)
-        yield c
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0",
+                           scheduler_kwargs={"dashboard": False})
+    try:
+        with Client(cluster) as c:
+            logger.info("started a local Dask cluster of %d worker processes", workers)
+            yield c
+    finally:
+        _close_quietly(cluster)
+
+
+def _close_quietly(cluster) -> None:
+    """Shut down a cluster of the run's own once the run has what it needs from it. A nanny
+    whose worker takes longer than its few seconds to exit (a loaded machine) kills it and
+    warns; for this cluster that loses nothing, so only its errors are let through."""
+    nanny = logging.getLogger("distributed.nanny")
+    level = nanny.level
+    nanny.setLevel(max(level, logging.ERROR))
+    try:
+        cluster.close()
+    finally:
+        nanny.setLevel(level)
