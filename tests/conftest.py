@@ -4,6 +4,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from streamwww.backends import _kernels
+
 DATA_DIR = Path(os.environ.get("STREAMWWW_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data" / "libsvm"))
 
 # How long a test waits for a subprocess to reach its first step: on a cold Numba cache it
@@ -18,23 +20,32 @@ STARTUP_S = 600.0
 # other class counts; a test marked ``all_builds`` runs the build a user's run takes. The
 # small-k builds give the generic builds' bits (tests/test_shrinking.py, k = 2, 3, 6, 8, marked
 # so), and commands a test starts in a process of its own run their usual builds.
+# (tests/cuda_sim/conftest.py empties it: its CPU side runs the generic builds only)
 LANES_K = (3, 5)
+EVERY_BUILD = _kernels.ktag
+
+
+def _suite_ktag(k: int) -> tuple:
+    return EVERY_BUILD(k) if k in LANES_K else ()
 
 
 def pytest_configure(config):
-    from streamwww.backends import _kernels
-
-    if not hasattr(_kernels, "_ktag_of_every_build"):
-        _kernels._ktag_of_every_build = _kernels.ktag
-        _kernels.ktag = lambda k: _kernels._ktag_of_every_build(k) if k in LANES_K else ()
+    _kernels.ktag = _suite_ktag
 
 
 @pytest.fixture(autouse=True)
 def _kernel_builds(request, monkeypatch):
     if request.node.get_closest_marker("all_builds") is not None:
-        from streamwww.backends import _kernels
+        monkeypatch.setattr(_kernels, "ktag", EVERY_BUILD)
 
-        monkeypatch.setattr(_kernels, "ktag", _kernels._ktag_of_every_build)
+
+def command_lines(stderr: str) -> list[str]:
+    """A command's stderr lines (the text stripped) but the note it prints once when it
+    compiles the kernels: whether a command a test starts meets a cold Numba cache depends
+    on the tests that ran before it."""
+    from streamwww.cli import COMPILING_NOTE
+
+    return [ln for ln in stderr.strip().splitlines() if ln != COMPILING_NOTE]
 
 
 @pytest.fixture

@@ -9,10 +9,9 @@ import sys
 import numpy as np
 import pytest
 
-from streamwww.cli import COMPILING_NOTE
 from streamwww.io import write_store
 
-from .conftest import STARTUP_S
+from .conftest import STARTUP_S, command_lines
 
 
 def _write(path, seed: int, rows: int, features: int, classes: int, shard_rows: int):
@@ -37,15 +36,9 @@ def _cli(*args):
                           capture_output=True, text=True, timeout=300)
 
 
-def _lines(stderr: str) -> list[str]:
-    """A command's stderr lines but the note a command prints once when it compiles the
-    kernels (a cold Numba cache: whether this process meets one depends on the tests before)."""
-    return [ln for ln in stderr.splitlines() if ln.strip() and ln != COMPILING_NOTE]
-
-
 def test_a_damaged_shard_read_by_a_dask_worker_is_one_line(damaged_store, tmp_path):
     res = _cli("train", damaged_store, "--checkpoint-dir", tmp_path / "ck", "--model-out", tmp_path / "m.npz")
-    lines = _lines(res.stderr)
+    lines = [ln for ln in command_lines(res.stderr) if ln.strip()]
     assert res.returncode != 0
     assert len(lines) == 1, res.stderr
     assert "error:" in lines[0] and "shard 3" in lines[0] and "crc32c mismatch" in lines[0]
@@ -55,7 +48,7 @@ def test_a_damaged_shard_read_by_a_dask_worker_is_one_line(damaged_store, tmp_pa
 def test_an_unwritable_model_path_is_refused_before_training(damaged_store, tmp_path):
     res = _cli("train", damaged_store, "--checkpoint-dir", tmp_path / "ck", "--model-out",
                tmp_path / "missing" / "m.npz")
-    lines = _lines(res.stderr)
+    lines = [ln for ln in command_lines(res.stderr) if ln.strip()]
     assert res.returncode != 0 and len(lines) == 1, res.stderr
     assert "missing" in lines[0] and "does not exist" in lines[0]
 
@@ -138,7 +131,7 @@ def test_a_store_wider_than_the_model_is_one_line_naming_both(store, tmp_path):
     for command in ("evaluate", "predict"):
         args = (command, model, wide) + (("--output", tmp_path / "p.zarr") if command == "predict" else ())
         res = _cli(*args)
-        lines = _lines(res.stderr)
+        lines = [ln for ln in command_lines(res.stderr) if ln.strip()]
         assert res.returncode != 0 and len(lines) == 1, res.stderr
         # the command line's user has a model file, not an estimator: no class name
         assert "the store has 11 features but the model was fitted with 10" in lines[0], lines[0]

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import streamwww as sw
-from streamwww.cli import COMPILING_NOTE, main
+from streamwww.cli import main
 from streamwww.io import write_store
 
-from .conftest import make_classification
+from .conftest import command_lines, make_classification
 
 # the runs are a few epochs long on purpose
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -497,8 +497,7 @@ def test_train_on_a_local_cluster(run, tmp_path):
                                "--model-out", str(tmp_path / "m.npz"), "--json"],
                               capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    # (the note of a cold Numba cache, once, whether this process meets one depending on the tests before)
-    lines = [ln for ln in proc.stderr.strip().splitlines() if ln != COMPILING_NOTE]
+    lines = command_lines(proc.stderr)
     assert sum(ln.startswith("streamwww train: note: ") for ln in lines) == 1, proc.stderr  # (one process is faster)
     lines = [ln for ln in lines if not ln.startswith("streamwww train: note: ")]
     assert [ln.split()[:2] for ln in lines[:2]] == [["epoch", "1"], ["epoch", "2"]], proc.stderr

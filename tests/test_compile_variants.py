@@ -1,14 +1,14 @@
 """A kernel is compiled once per kind of data, not once per incidental property of an
 argument: the serial and parallel builds of a pass call their stages with one index type
-(``prange``'s index is a uint64, ``range``'s an int64), and the small arrays the backend
-hands the kernels (C values, models, visiting order, splits) are writable whatever the
-caller passed (Numba's array type includes the read-only flag). Each such variant would be
+(``prange``'s index is a uint64, ``range``'s an int64), and every array the backend hands
+the kernels but the rows (labels, weights, C values, models, visiting order, splits) is
+writable whatever the caller passed (Numba's array type includes the read-only flag). Each such variant would be
 one more compilation of tens of seconds in a cold start."""
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
 
 from streamwww.backends import _block_kernels as BK
 from streamwww.backends import _kernels as K
@@ -41,13 +41,15 @@ def test_stages_and_passes_compile_once_for_any_caller(rng, monkeypatch):
         assert np.abs(W).max() > 0
     W, beta = np.zeros((10, 5)), np.zeros((n, 4))
     bcd_pass(W, X, y, beta, 1.0, _read_only(np.arange(n)))  # (its C values: a broadcast view)
+    frozen = make_block(X, _read_only(y.astype(np.int32)), 0.0, weights=_read_only(np.ones(n)))
+    assert CPUBackend(n_threads=1).hinge_sums(W[None], frozen, 0.0, _read_only([0]))[0] > 0
     for name in STAGES:
         sigs = getattr(BK, name).signatures
         assert sigs and not any("uint64" in str(s) for s in sigs), (name, sigs)
-    # the passes' C values, splits, models and order (arguments 7-10; the rows may be
-    # read-only, as a user's memory-mapped data is, and other tests of this process pass such)
-    passes = (K.bcd_pass_serial, BK.block_pass, BK.block_pass_serial)
-    assert all(kernel.signatures for kernel in passes)
-    read_only = [f"{kernel.py_func.__name__}{sig}" for kernel in passes for sig in kernel.signatures
-                 if not all(t.mutable for t in sig[7:11])]
+    # every array but the rows (argument 1: a user's memory-mapped X is used as it is, and
+    # other tests of this process pass read-only rows)
+    kernels = (K.bcd_pass_serial, BK.block_pass, BK.block_pass_serial, K.hinge_sum_serial)
+    assert all(kernel.signatures for kernel in kernels)
+    read_only = [f"{kernel.py_func.__name__}{sig}" for kernel in kernels for sig in kernel.signatures
+                 if any(isinstance(t, types.Array) and not t.mutable for i, t in enumerate(sig) if i != 1)]
     assert read_only == [], "\n".join(read_only)

@@ -19,7 +19,7 @@ from streamwww import _buffers as buffers
 from streamwww.backends import _kernels as K
 from streamwww.backends.rowmath import CS_NEAR
 
-__all__ = ["Block", "Backend", "make_block", "model_splits", "ordered_row_sums", "row_range"]
+__all__ = ["Block", "Backend", "kernel_array", "make_block", "model_splits", "ordered_row_sums", "row_range"]
 
 
 @dataclass
@@ -81,11 +81,20 @@ def _dense_is_smaller(X) -> bool:
     return n * d * X.dtype.itemsize <= csr_bytes
 
 
+def kernel_array(a, dtype) -> np.ndarray:
+    """``a`` as an array a kernel takes: an ndarray of ``dtype``, C-contiguous, aligned and
+    writable, copied only where it is not. Numba's type of an array includes its layout and
+    its aligned and read-only flags, so a read-only one (a broadcast view, an array a caller
+    froze, one unpickled by Dask) would compile every kernel it reaches once more. (A block's
+    rows are the exception: a user's memory-mapped ``X`` is used as it is, not copied.)"""
+    return np.require(a, dtype=dtype, requirements="CAWE")
+
+
 def model_splits(splits, n_models: int) -> np.ndarray:
     """Per model, the cross-validation split it trains on (int64; -1: all rows)."""
     if splits is None:
         return np.full(n_models, -1, dtype=np.int64)
-    return np.ascontiguousarray(splits, dtype=np.int64)
+    return kernel_array(splits, np.int64)
 
 
 def make_block(X, y, bias: float, weights=None, trains=None, sqnorms=None) -> Block:
@@ -121,12 +130,12 @@ def make_block(X, y, bias: float, weights=None, trains=None, sqnorms=None) -> Bl
         if sq is None:
             sq = buffers.empty(X.shape[0], np.float64)
             K.row_sqnorms_dense(X, float(bias), sq)
-    y = np.ascontiguousarray(y, dtype=np.int32)
+    y = kernel_array(y, np.int32)
     if weights is not None:
-        weights = np.ascontiguousarray(weights, dtype=np.float64)
+        weights = kernel_array(weights, np.float64)
     if trains is not None:
-        trains = np.ascontiguousarray(trains, dtype=np.int64)
-    return Block(X=X, y=y, sqnorms=sq, weights=weights, trains=trains)
+        trains = kernel_array(trains, np.int64)
+    return Block(X=X, y=y, sqnorms=kernel_array(sq, np.float64), weights=weights, trains=trains)
 
 
 def ordered_row_sums(h: np.ndarray, lo: int, hi: int) -> np.ndarray:

@@ -39,7 +39,7 @@ import numpy as np  # noqa: E402
 from streamwww.backends import _block_kernels as BK  # noqa: E402
 from streamwww.backends import _flow_kernels as FK  # noqa: E402
 from streamwww.backends import _kernels as K  # noqa: E402
-from streamwww.backends.base import Block, make_block, model_splits, ordered_row_sums  # noqa: E402
+from streamwww.backends.base import Block, kernel_array, make_block, model_splits, ordered_row_sums  # noqa: E402
 from streamwww.backends.rowmath import CS_NEAR  # noqa: E402
 from streamwww.solvers import LOSS_IDS, SIMPLEX, SOLVER_IDS, WW_LOSS  # noqa: E402
 from streamwww.solvers.shark import SHARK_EPS  # noqa: E402
@@ -107,9 +107,9 @@ class CPUBackend:
               flow: bool) -> None:
         """:meth:`bcd_pass`; ``flow=False`` keeps one model's sequential pass on this thread
         (another thread is busy: :meth:`certify_pass`)."""
-        Cs, models, order = _arg(Cs, np.float64), _arg(models, np.int64), _arg(order, np.int64)
+        Cs, models, order = kernel_array(Cs, np.float64), kernel_array(models, np.int64), kernel_array(order, np.int64)
         args = (W, _rows(block), block.y, block.sqnorms, *_row_weights(block), beta, Cs,
-                _arg(model_splits(splits, W.shape[0]), np.int64), models, order, _NONE_U8 if near is None else near,
+                model_splits(splits, W.shape[0]), models, order, _NONE_U8 if near is None else near,
                 float(bias), int(solver), float(eps))
         threads = self.threads()
         if int(block_rows) > 1:
@@ -156,8 +156,7 @@ class CPUBackend:
         thread: the objective thread scores each chunk of ``order`` while the pass trains
         the one before; else the rows are scored (in parallel, with threads), then trained.
         Returns ``(h, seconds)``: ``seconds`` is the wall time the objective added."""
-        models = np.ascontiguousarray(models, dtype=np.int64)
-        order = np.ascontiguousarray(order, dtype=np.int64)
+        models, order = kernel_array(models, np.int64), kernel_array(order, np.int64)
         h = np.zeros((models.shape[0], block.n_rows), dtype=np.float64)
         overlap = models.shape[0] == 1 and int(block_rows) == 1 and self.threads() > 1
         # (a parallel kernel from two threads at once is not safe with every Numba threading layer:
@@ -233,7 +232,7 @@ class CPUBackend:
 
     def hinge_sums(self, W, block: Block, bias, models, splits=None, near=None, reach=0.0,
                    loss: int = WW_LOSS, cs_near: float = CS_NEAR) -> np.ndarray:
-        models = np.ascontiguousarray(models, dtype=np.int64)
+        models = kernel_array(models, np.int64)
         threads = self.threads()
         if 1 < threads and models.shape[0] < threads:  # rows in parallel, added in storage order
             h = np.zeros((models.shape[0], block.n_rows), dtype=np.float64)
@@ -361,14 +360,6 @@ def _row_weights(block: Block) -> tuple[np.ndarray, np.ndarray]:
             _NONE_I if block.trains is None else block.trains)
 
 
-def _arg(a, dtype) -> np.ndarray:
-    """``a`` as a kernel's small array argument: C-contiguous, ``dtype``, and writable (Numba's
-    type of an array includes its read-only flag, so a read-only one, e.g. a broadcast view,
-    would compile every kernel it reaches once more)."""
-    a = np.ascontiguousarray(a, dtype=dtype)
-    return a if a.flags.writeable else a.copy()
-
-
 def _rows(block: Block):
     """The kernels' view of a block's rows: the dense array, or a CSR ``(data, indices, indptr)``."""
     X = block.X
@@ -426,7 +417,7 @@ def bcd_pass(W, X, y, beta, C, order, *, bias: float = 0.0, subproblem: str = "w
             raise ValueError(f"{name} must be a C-contiguous float64 array.")
     block = make_block(X, y, bias)
     if sqnorms is not None:
-        block.sqnorms = np.ascontiguousarray(sqnorms, dtype=np.float64)
+        block.sqnorms = kernel_array(sqnorms, np.float64)
     Cs = np.atleast_1d(np.asarray(C, dtype=np.float64))
     models = np.arange(W3.shape[0], dtype=np.int64)
     solver = SIMPLEX if loss == "cs" else SOLVER_IDS[subproblem]
