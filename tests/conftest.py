@@ -4,7 +4,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import streamwww
 from streamwww.backends import _kernels
+
+# Commands and scripts a test starts import the streamwww the tests import: ``python -m pytest``
+# imports the checkout, and a console script, or a script run from another folder, would find
+# the installed copy. One copy of the code under test, and one Numba cache of its kernels (a
+# cache belongs to a source path), not a second compile of every kernel for the other copy.
+_UNDER_TEST = str(Path(streamwww.__file__).resolve().parent.parent)
+os.environ["PYTHONPATH"] = os.pathsep.join([_UNDER_TEST, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                                          if p and p != _UNDER_TEST)])
 
 DATA_DIR = Path(os.environ.get("STREAMWWW_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data" / "libsvm"))
 

@@ -53,3 +53,18 @@ def test_stages_and_passes_compile_once_for_any_caller(rng, monkeypatch):
     read_only = [f"{kernel.py_func.__name__}{sig}" for kernel in kernels for sig in kernel.signatures
                  if any(isinstance(t, types.Array) and not t.mutable for i, t in enumerate(sig) if i != 1)]
     assert read_only == [], "\n".join(read_only)
+
+
+def test_a_command_a_test_starts_imports_the_code_under_test(tmp_path):
+    """Commands and scripts the tests start import the streamwww the tests import, from any
+    folder (tests/conftest.py): one copy of the code under test, and one Numba cache of its
+    kernels for the suite (a cache belongs to a source path)."""
+    import subprocess
+    import sys
+
+    import streamwww
+
+    proc = subprocess.run([sys.executable, "-c", "import streamwww; print(streamwww.__file__)"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == streamwww.__file__

@@ -18,8 +18,14 @@ from .conftest import auto_epochs, make_classification
 WEIGHT_CHECKS = ("check_sample_weight_equivalence_on_dense_data", "check_sample_weight_equivalence_on_sparse_data")
 
 
-@parametrize_with_checks([sw.WWClassifier(random_state=0), sw.WWClassifierCV(Cs=[0.1, 1.0], cv=3, random_state=0),
-                          sw.CSClassifier(random_state=0), sw.CSClassifierCV(Cs=[0.1, 1.0], cv=3, random_state=0)],
+# The CV classes on one thread: their six models then run the serial build of the pass, which
+# the single classifiers' checks compile for the same kinds of data (float32, read-only
+# memmaps, ...); the parallel build gives the same models bitwise (tests/test_block_pass.py,
+# tests/test_cv.py) and would be compiled again for each of those kinds.
+@parametrize_with_checks([sw.WWClassifier(random_state=0), sw.WWClassifierCV(Cs=[0.1, 1.0], cv=3, random_state=0,
+                                                                            n_jobs=1),
+                          sw.CSClassifier(random_state=0), sw.CSClassifierCV(Cs=[0.1, 1.0], cv=3, random_state=0,
+                                                                            n_jobs=1)],
                          expected_failed_checks=lambda est: {
     name: "needs a tighter tol than the default (run at tol=1e-8 by test_sample_weight_checks)"
     for name in WEIGHT_CHECKS})

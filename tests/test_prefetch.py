@@ -24,7 +24,11 @@ from streamwww.solvers import CS_LOSS, SIMPLEX, WALRUS, WW_LOSS
 from .conftest import make_classification
 
 N, D, MODELS = 90, 14, 2
-KS = (5, 11)  # the builds for k <= SMALL_K (rows scored in pairs) and the generic ones
+# Each kind of rows once and each family of builds once: k = 5 runs the builds for k <= SMALL_K
+# (rows scored in pairs), k = 11 the generic ones.  The hints are the same code for both
+# families (overloads by the kind of rows), and every build compiled here is compiled afresh
+# in every run of the suite.
+CASES = ((True, 5), (False, 11))  # (CSR rows, k)
 FAR = K.FAR_ENTRIES
 CACHED = (K.bcd_pass_serial, K.hinge_sum_serial, K.hinge_rows_serial, BK.hinge_rows_par)
 
@@ -79,7 +83,7 @@ def eager():
     try:
         kernels = (njit(nogil=True)(K._bcd_pass), njit(nogil=True)(K._hinge_sum), njit(nogil=True)(K._hinge_rows),
                    njit(nogil=True)(BK._hinge_rows_par))
-        for sparse, KC in [(sparse, KC) for sparse in (True, False) for KC in KS]:  # every signature the tests call
+        for sparse, KC in CASES:  # every signature the tests call
             block, rng = _case(0, sparse, True, 1.0, KC)
             _run(kernels, block, rng, solver=WALRUS, loss=WW_LOSS, splits=True, bias=1.0, epochs=1)
     finally:
@@ -88,8 +92,7 @@ def eager():
     return kernels
 
 
-@pytest.mark.parametrize("KC", KS)
-@pytest.mark.parametrize("sparse", [True, False])
+@pytest.mark.parametrize("sparse,KC", CASES)
 @pytest.mark.parametrize("solver,loss", [(WALRUS, WW_LOSS), (SIMPLEX, CS_LOSS)])
 @pytest.mark.parametrize("weighted,splits,bias", [(False, False, 0.0), (True, True, 1.0)])
 def test_hints_leave_every_bit(eager, sparse, solver, loss, weighted, splits, bias, KC):
@@ -108,7 +111,7 @@ def test_hints_leave_every_bit(eager, sparse, solver, loss, weighted, splits, bi
     # by a call with new argument types after the fixture put the threshold back)
     marks = (f" {FAR}\n", f" {FAR - 1}\n")  # LLVM writes ``x >= T`` as ``x > T - 1``
     for kernel in eager:
-        assert len(kernel.signatures) == 2 * len(KS)
+        assert len(kernel.signatures) == len(CASES)
         for sig in kernel.signatures:
             assert not any(m in kernel.inspect_llvm(sig) for m in marks)
 
