@@ -1,10 +1,8 @@
 """WWClassifier (and CSClassifier): scikit-learn conformance, labels, determinism, bad input, train()."""
 
-import warnings
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
