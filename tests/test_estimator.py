@@ -1,6 +1,5 @@
 """WWClassifier (and CSClassifier): scikit-learn conformance, labels, determinism, bad input, train()."""
 
-
 import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
