@@ -23,7 +23,7 @@ def _write(path, seed: int, rows: int, features: int, classes: int, shard_rows: 
 
 @pytest.fixture
 def damaged_store(tmp_path):
-    path = _write(tmp_path / "s.zarr", 0, 900, 20, 4, 150)
+    path = _write(tmp_path / "s.zarr", 0, 900, 20, 5, 150)  # (k in conftest.LANES_K: builds the suite has)
     chunk = path / "shard-00003" / "y" / "c" / "0"
     raw = bytearray(chunk.read_bytes())
     raw[len(raw) // 2] ^= 1

@@ -140,7 +140,7 @@ def test_sigkill_at_random_moments_then_resume_is_bitwise_identical(tmp_path, op
     if options[-1:] == ("cs",):
         options, env, block = options[:-1], {"TRAIN_LOSS": "cs"}, {"loss": "cs"}
     rng = np.random.default_rng(2024)
-    X, y = _data(rng, n=900, d=20, k=6)
+    X, y = _data(rng, n=900, d=20, k=5)  # (k in conftest.LANES_K: the workers and the reference share builds)
     store = tmp_path / "s.zarr"
     write_store(store, X, y, shard_rows=100)
     settings = {k: v for k, v in SETTINGS.items() if k != "checkpoint_interval"}
