@@ -6,6 +6,7 @@ import scipy.sparse as sp
 
 import streamwww as sw
 
+from streamwww.backends.base import make_block
 from streamwww.backends.cpu import bcd_pass
 from streamwww.io import write_store
 
@@ -30,6 +31,22 @@ def test_pass_matches_reference(sparse, dtype, bias, rng):
     np.testing.assert_allclose(W, W_ref, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(beta, beta_ref, rtol=1e-10, atol=1e-12)
 
+
+def test_given_squared_norms_are_the_ones_the_pass_uses(rng):
+    """``sqnorms=``: the pass takes the given squared norms (read-only ones too); the norms it
+    would compute give its model bit for bit, other norms another model."""
+    X, y = make_classification(rng, n=50, d=6, k=5, sparse=True)
+    sq = make_block(X, y, 1.5).sqnorms.copy()
+    sq.flags.writeable = False
+    orders = [rng.permutation(50) for _ in range(2)]
+    models = []
+    for given in (None, sq, 2 * sq):
+        W, beta = np.zeros((7, 5)), np.zeros((50, 4))
+        for order in orders:
+            bcd_pass(W, X, y, beta, 0.8, order, bias=1.5, sqnorms=given)
+        models.append(W)
+    assert models[0].tobytes() == models[1].tobytes()
+    assert not np.array_equal(models[0], models[2])
 
 @pytest.mark.parametrize("sparse", [False, True])
 def test_invariants_within_epochs(sparse, rng):

@@ -6,7 +6,6 @@ once (item 5).
 """
 
 import lzma
-import os
 import re
 import subprocess
 import sys
@@ -215,11 +214,10 @@ def test_verbose_prints_each_epoch_once(tmp_path):
     rng = np.random.default_rng(2)
     X, y = make_classification(rng, n=90, d=4, k=3)
     write_store(tmp_path / "s.zarr", X, y)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-m", "streamwww.cli", "train", str(tmp_path / "s.zarr"), "-v",
                            "--checkpoint-dir", str(tmp_path / "ck"), "--model-out", str(tmp_path / "m.npz"),
                            "--max-iter", "3", "--seed", "0", "--eval-every", "1"],
-                          capture_output=True, text=True, timeout=300, env=env)  # stderr: a pipe
+                          capture_output=True, text=True, timeout=300)  # stderr: a pipe (the code under test: conftest)
     assert proc.returncode == 0, proc.stderr
     epochs = re.findall(r"^epoch +(\d+) ", proc.stderr, re.M)
     assert epochs == ["1", "2", "3"], proc.stderr

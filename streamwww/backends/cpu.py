@@ -415,9 +415,7 @@ def bcd_pass(W, X, y, beta, C, order, *, bias: float = 0.0, subproblem: str = "w
     for name, arr in (("W", W3), ("beta", B3)):
         if arr.dtype != np.float64 or not arr.flags.c_contiguous:
             raise ValueError(f"{name} must be a C-contiguous float64 array.")
-    block = make_block(X, y, bias)
-    if sqnorms is not None:
-        block.sqnorms = kernel_array(sqnorms, np.float64)
+    block = make_block(X, y, bias, sqnorms=sqnorms)
     Cs = np.atleast_1d(np.asarray(C, dtype=np.float64))
     models = np.arange(W3.shape[0], dtype=np.int64)
     solver = SIMPLEX if loss == "cs" else SOLVER_IDS[subproblem]
