@@ -87,6 +87,48 @@ def make_classification(rng, n=60, d=5, k=4, sparse=False, density=0.5, dtype=np
     return X.astype(dtype), y
 
 
+def settled_rows(rng, n: int, k: int, C: float, cs: bool):
+    """A shrinking state of one model with rows of three kinds (``kind = i % 3``), the
+    near-flags and ``beta`` (``(1, n, k - 1)`` each): 0, settled at the bounds (engine.shrink's
+    rule 3: every coordinate in play at ``C`` with its flag set; one such coordinate for
+    Crammer-Singer, whose ``1^T beta_i <= C`` allows no second, two where WW can); 1, the same
+    with one more flagged coordinate at 0; 2, the same with the flags of those at ``C`` unset."""
+    beta = np.zeros((1, n, k - 1))
+    near = np.zeros((1, n, k - 1), dtype=np.uint8)
+    for i in range(n):
+        at = rng.choice(k - 1, size=1 if cs else 2, replace=False)
+        beta[0, i, at] = C
+        near[0, i, at] = 0 if i % 3 == 2 else 1
+        if i % 3 == 1:
+            near[0, i, [t for t in range(k - 1) if t not in at][0]] = 1
+    return beta, near
+
+
+def check_an_old_rule_resumes(monkeypatch, store, ckpt, rule: int, stop_epoch: int, **settings) -> dict:
+    """A run of ``settings`` on ``store`` as a version whose new runs took shrinking rule
+    ``rule`` (engine.shrink) wrote it, interrupted after epoch ``stop_epoch`` into ``ckpt``,
+    resumes to that version's whole run bitwise, which today's rule does not train (so the
+    check can fail).  Returns the checkpoint's recorded config."""
+    import json
+
+    import streamwww.engine.run as run_module
+
+    now = streamwww.train(str(store), **settings)
+    with monkeypatch.context() as patch:
+        patch.setattr(run_module, "SHRINK_RULE", rule)
+        old = streamwww.train(str(store), **settings)
+
+        def stop(info):
+            if info["epoch"] == stop_epoch:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            streamwww.train(str(store), checkpoint_dir=ckpt, checkpoint_interval=0, callback=stop, **settings)
+    assert not np.array_equal(now.coef_, old.coef_)
+    np.testing.assert_array_equal(streamwww.resume(ckpt).coef_, old.coef_)
+    return json.loads((Path(ckpt) / "manifest.json").read_text())["config"]
+
+
 class S3Server:
     """A real S3 API on loopback (moto's server), for one test session.
 

@@ -40,8 +40,9 @@ def _rows(block):
     return (block.X.data, block.X.indices, block.X.indptr) if block.is_sparse else block.X
 
 
-def _epochs(kernel, block, W, beta, *, Cs, bias, epochs=4, near=None, extra=(), seed=0):
-    """``epochs`` passes of ``kernel`` in seeded orders; ``near(epoch)`` gives shrinking's flags."""
+def _epochs(kernel, block, W, beta, *, Cs, bias, epochs=4, near=None, extra=(), seed=0, pin=True):
+    """``epochs`` passes of ``kernel`` in seeded orders; ``near(epoch)`` gives shrinking's flags
+    (``pin``: rows settled at their bounds skipped, engine.shrink's rule 3)."""
     k = W.shape[2]
     weights = _NONE_F if block.weights is None else block.weights
     models = np.arange(W.shape[0], dtype=np.int64)
@@ -49,7 +50,7 @@ def _epochs(kernel, block, W, beta, *, Cs, bias, epochs=4, near=None, extra=(), 
         order = np.random.default_rng((seed, e)).permutation(block.n_rows).astype(np.int64)
         flags = _NONE_U8 if near is None else near(e)
         kernel(W, _rows(block), block.y, block.sqnorms, weights, _NONE_I, beta, np.asarray(Cs, dtype=np.float64),
-               np.full(W.shape[0], -1, dtype=np.int64), models, order, flags, float(bias), 0, 1e-4, *extra,
+               np.full(W.shape[0], -1, dtype=np.int64), models, order, flags, pin, float(bias), 0, 1e-4, *extra,
                K.ktag(k))
     return W, beta
 

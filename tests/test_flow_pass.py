@@ -33,12 +33,12 @@ def _banded(rng, n, d, k, nnz, shared=0):
 
 
 def _pass(kernel, block, W, beta, order, *, solver, Cs=(1.0,), weights=None, trains=_NONE_I, splits=None,
-          near=_NONE_U8, extra=()):
+          near=_NONE_U8, extra=(), pin=True):
     M = W.shape[0]
     kernel(W, (block.X.data, block.X.indices, block.X.indptr), block.y, block.sqnorms,
            np.zeros(0) if weights is None else weights, trains, beta, np.asarray(Cs, dtype=np.float64),
            np.full(M, -1, dtype=np.int64) if splits is None else splits, np.arange(M, dtype=np.int64), order, near,
-           0.0, SIMPLEX if solver == "simplex" else SOLVER_IDS[solver], 1e-4, *extra, K.ktag(W.shape[2]))
+           pin, 0.0, SIMPLEX if solver == "simplex" else SOLVER_IDS[solver], 1e-4, *extra, K.ktag(W.shape[2]))
 
 
 CASES = [

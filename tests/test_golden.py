@@ -24,10 +24,15 @@ All four use version 1 of the ``"auto"`` schedule (the epoch's function,
 engine.config.evaluation_epoch), every run's before 2026-11-27. ``GOLDEN_V3`` pins the
 defaults since then: row order 2 and schedule version 2 (engine.schedule: spaced by
 the run's progress); only the runs that set ``eval_every`` themselves keep their hash.
+The tables above run shrinking rule 2 (engine.shrink; rules 1 and 2 are the same for WW),
+every run's before 0.8.0; ``GOLDEN_V4`` pins the defaults of 0.8.0 on, rule 3, whose passes
+skip the rows settled at their bounds: the runs where no row settles there (and Shark's,
+which does not shrink) keep their hash.
 
-``GOLDEN_CS`` pins Crammer-Singer runs with the defaults, whose shrinking sets follow
-rule 2 (engine.shrink, new runs since 0.6.0); ``GOLDEN_CS_RULE1`` the same runs with rule 1,
-every Crammer-Singer run's before and the rule an older checkpoint resumes with.
+``GOLDEN_CS_RULE3`` pins Crammer-Singer runs with the defaults (rule 3, 0.8.0 on);
+``GOLDEN_CS`` the same runs with rule 2 (new runs from 0.6.0 to 0.7.4), and
+``GOLDEN_CS_RULE1`` with rule 1, every Crammer-Singer run's before: the rules older
+checkpoints resume with.
 
 Run ``python -m tests.test_golden`` to print the current hashes.
 """
@@ -77,11 +82,12 @@ def _digest(models) -> str:
 
 # the tables: the runs' settings beyond each run's own, and the row-order and schedule
 # versions of new runs
-MODES = {"GOLDEN": {"shrinking": False, "eval_every": 1, "row_order": 1, "schedule": 1},
-         "GOLDEN_SHRINKING": {"shrinking": True, "eval_every": 1, "row_order": 1, "schedule": 1},
-         "GOLDEN_AUTO": {"row_order": 1, "schedule": 1},
-         "GOLDEN_V2": {"row_order": 2, "schedule": 1},
-         "GOLDEN_V3": {"row_order": 2, "schedule": 2}}  # the defaults
+MODES = {"GOLDEN": {"shrinking": False, "eval_every": 1, "row_order": 1, "schedule": 1, "shrink_rule": 2},
+         "GOLDEN_SHRINKING": {"shrinking": True, "eval_every": 1, "row_order": 1, "schedule": 1, "shrink_rule": 2},
+         "GOLDEN_AUTO": {"row_order": 1, "schedule": 1, "shrink_rule": 2},
+         "GOLDEN_V2": {"row_order": 2, "schedule": 1, "shrink_rule": 2},
+         "GOLDEN_V3": {"row_order": 2, "schedule": 2, "shrink_rule": 2},
+         "GOLDEN_V4": {"row_order": 2, "schedule": 2, "shrink_rule": 3}}  # the defaults
 
 
 @contextlib.contextmanager
@@ -107,7 +113,8 @@ def schedule_of_new_runs(version: int):
 
 def _run(name: str, tmp, mode: str) -> str:
     sh = dict(MODES[mode])
-    with row_order_of_new_runs(sh.pop("row_order")), schedule_of_new_runs(sh.pop("schedule")):
+    with row_order_of_new_runs(sh.pop("row_order")), schedule_of_new_runs(sh.pop("schedule")), \
+            _new_runs_take("SHRINK_RULE", sh.pop("shrink_rule")):
         return _run_settings(name, tmp, sh)
 
 
@@ -219,9 +226,21 @@ GOLDEN_V3 = {
 }
 
 
+GOLDEN_V4 = {
+    "memory-dense": "a3969420352679540a52",
+    "memory-sparse-gapdecay": "a0d5f3bf1f3531be8230",
+    "memory-multiC": "762e88d21b18b0dc6bcb",
+    "memory-shark": "39298820669afab2a062",
+    "memory-k12-binary": "ae5af3e67d94a93a5111",
+    "store-zarr-mix2": "cb2a77db75a032776964",
+    "store-checkpoint-mix1-multiC": "fb53e0a76c05650e1d4e",
+    "store-parquet-resume": "dd7b9c26bf241ecf83d3",
+}
+
+
 def _run_cs(name: str, tmp, shrink_rule: int) -> str:
-    """Crammer-Singer runs with the defaults, their shrinking sets by ``shrink_rule``
-    (engine.shrink: 2 for new runs since 0.6.0, 1 before and for older checkpoints)."""
+    """Crammer-Singer runs with the defaults, their shrinking by ``shrink_rule``
+    (engine.shrink: 3 for new runs since 0.8.0, 2 from 0.6.0, 1 before)."""
     with _new_runs_take("SHRINK_RULE", shrink_rule):
         if name == "cs-memory-sparse":
             X, y = _data(21, 400, 30, 6, True)
@@ -236,8 +255,13 @@ def _run_cs(name: str, tmp, shrink_rule: int) -> str:
     raise KeyError(name)
 
 
-# Crammer-Singer (0.3.0 on; no table above runs it), with the sets of rule 2 and of rule 1;
+# Crammer-Singer (0.3.0 on; no table above runs it), with shrinking rules 3, 2 and 1;
 # rule 1's hashes are those 0.5.0 trains (checked against c8691d9 when they were pinned)
+GOLDEN_CS_RULE3 = {
+    "cs-memory-sparse": "64c8d3ca844d07f02441",
+    "cs-memory-multiC": "7bc2b5f4211146017d96",
+    "cs-store-mix2": "7de447e2403f56f0db82",
+}
 GOLDEN_CS = {
     "cs-memory-sparse": "c371652ac47c0c67856b",
     "cs-memory-multiC": "7f4cc85024399c06bc94",
@@ -250,18 +274,21 @@ GOLDEN_CS_RULE1 = {
 }
 
 
-@pytest.mark.parametrize("rule", [1, 2])
+CS_TABLES = {3: GOLDEN_CS_RULE3, 2: GOLDEN_CS, 1: GOLDEN_CS_RULE1}
+
+
+@pytest.mark.parametrize("rule", sorted(CS_TABLES))
 @pytest.mark.parametrize("name", ["cs-memory-multiC", "cs-memory-sparse", "cs-store-mix2"])
 def test_golden_crammer_singer_model(name, rule, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = _run_cs(name, tmp_path, rule)
-    want = (GOLDEN_CS if rule == 2 else GOLDEN_CS_RULE1)[name]
+    want = CS_TABLES[rule][name]
     assert got == want, f"{name} (shrink rule {rule}): the model changed bitwise (hash {got}, golden {want})"
 
 
 def test_the_crammer_singer_rules_differ():
-    assert all(GOLDEN_CS[name] != GOLDEN_CS_RULE1[name] for name in GOLDEN_CS)
+    assert all(len({table[name] for table in CS_TABLES.values()}) == 3 for name in GOLDEN_CS)
 
 
 @pytest.mark.parametrize("mode", sorted(MODES))
@@ -283,6 +310,8 @@ def test_shrinking_changes_the_trajectory():
         assert GOLDEN_V2[name] != GOLDEN_AUTO[name], name  # the row order is part of every run
         # the schedule, of every run on "auto"
         assert (GOLDEN_V3[name] == GOLDEN_V2[name]) == (name == "store-checkpoint-mix1-multiC"), name
+        # rule 3, of every run where a row settles at its bounds
+        assert (GOLDEN_V4[name] == GOLDEN_V3[name]) == (name in ("memory-shark", "memory-sparse-gapdecay")), name
 
 
 def test_a_checkpoint_keeps_its_row_order(tmp_path):
@@ -357,7 +386,8 @@ if __name__ == "__main__":
                     warnings.simplefilter("ignore")
                     print(f'    "{name}": "{_run(name, Path(d), mode)}",', flush=True)
         print("}")
-    for table, rule in (("GOLDEN_CS", 2), ("GOLDEN_CS_RULE1", 1)):
+    for rule, table in CS_TABLES.items():
+        table = next(k for k, v in globals().items() if v is table)
         print(f"{table} = {{")
         for name in ("cs-memory-sparse", "cs-memory-multiC", "cs-store-mix2"):
             with tempfile.TemporaryDirectory() as d:

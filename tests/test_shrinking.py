@@ -13,9 +13,9 @@ import streamwww as sw
 from streamwww.backends.base import make_block
 from streamwww.backends.cpu import CPUBackend
 from streamwww.io import write_store
-from streamwww.solvers import SOLVER_IDS
+from streamwww.solvers import SIMPLEX, SOLVER_IDS
 
-from .conftest import auto_epochs, make_classification, stop_in_epoch
+from .conftest import auto_epochs, check_an_old_rule_resumes, make_classification, settled_rows, stop_in_epoch
 
 
 def _pass(W, X, y, beta, C, near=None, seed=0):
@@ -23,6 +23,35 @@ def _pass(W, X, y, beta, C, near=None, seed=0):
     order = np.random.default_rng(seed).permutation(len(y)).astype(np.int64)
     CPUBackend().bcd_pass(W, block, beta, np.array([C]), np.array([0]), order, 0.0,
                           SOLVER_IDS["walrus"], 1e-4, near=near)
+
+
+@pytest.mark.parametrize("block_rows", [1, 3])
+@pytest.mark.parametrize("loss", ["ww", "cs"])
+def test_rows_settled_at_their_bounds_do_not_step_with_pin(loss, block_rows, rng):
+    """Rule 3 (engine.shrink): with ``pin`` a row whose every coordinate in play sits at its
+    bound with its flag set is skipped; rows with a flagged coordinate at 0, or a coordinate
+    at its bound whose flag is unset, step as without ``pin``.  One row at a time, from one
+    state, in the sequential pass and the block pass."""
+    n, d, k, C = 45, 6, 5, 0.8
+    X, y = make_classification(rng, n=n, d=d, k=k)
+    block = make_block(X, y, 0.0)
+    W0 = rng.normal(size=(1, d, k))
+    beta0, near = settled_rows(rng, n, k, C, loss == "cs")
+    solver = SIMPLEX if loss == "cs" else SOLVER_IDS["walrus"]
+    moved = 0
+    for i in range(n):
+        out = {}
+        for pin in (False, True):
+            W, beta = W0.copy(), beta0.copy()
+            CPUBackend(1).bcd_pass(W, block, beta, np.array([C]), np.array([0]), np.array([i]), 0.0, solver,
+                                   1e-4, near=near, block_rows=block_rows, pin=pin)
+            out[pin] = W, beta
+        if i % 3 == 0:
+            assert np.array_equal(out[True][0], W0) and np.array_equal(out[True][1], beta0), i
+            moved += not np.array_equal(out[False][1], beta0)
+        else:
+            assert all(np.array_equal(a, b) for a, b in zip(out[True], out[False])), i
+    assert moved >= 3  # some of them would have stepped: the test tells a skip from a visit
 
 
 @pytest.mark.parametrize("sparse", [False, True])
@@ -529,3 +558,17 @@ def test_objective_kernel_takes_no_reference_per_row(sparse, rng, monkeypatch):
     fresh.compile(sig)
     increfs = fresh.inspect_llvm(sig).count("call void @NRT_incref")
     assert 0 < increfs <= n_arrays, (increfs, n_arrays, sig)
+
+
+def test_a_checkpoint_of_shrink_rule_2_resumes_with_that_rule(tmp_path, rng, monkeypatch):
+    """A checkpoint written before the passes skipped rows settled at their bounds
+    ("shrink_rule": 2, 0.6 to 0.7) resumes to the model rule 2 trains, bitwise; new runs record
+    rule 3, and the two rules train different models."""
+    X, y = make_classification(rng, n=300, d=8, k=6, sparse=True)
+    y[rng.random(300) < 0.2] = 0  # label noise: rows at their bounds
+    write_store(tmp_path / "s.zarr", X, y, shard_rows=64)
+    config = check_an_old_rule_resumes(monkeypatch, tmp_path / "s.zarr", tmp_path / "old", 2, 6, C=1.0, tol=1e-8,
+                                       max_iter=30, random_state=5, eval_every=2)
+    assert config["shrink_rule"] == 2
+    sw.train(str(tmp_path / "s.zarr"), checkpoint_dir=tmp_path / "new", max_iter=2, C=1.0, random_state=5)
+    assert json.loads((tmp_path / "new" / "manifest.json").read_text())["config"]["shrink_rule"] == 3

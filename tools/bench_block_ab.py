@@ -27,6 +27,7 @@ features, 40 nonzeros a row, 20 classes, seed 0), made once into ``--work``.
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import statistics
 import sys
@@ -87,6 +88,12 @@ def _structure(block, order, ms, sample=2048) -> str:
     return "structure: " + "; ".join(cells)
 
 
+def _pin(kernel) -> tuple:
+    """The ``pin`` argument (no shrinking here: False) of a pass that takes one; the
+    passes before 0.8.0 take none."""
+    return (False,) if "pin" in inspect.signature(kernel.py_func).parameters else ()
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--before", required=True, help="the git revision whose _block_kernels.py is compared")
@@ -139,8 +146,8 @@ def main(argv=None) -> int:
             for _ in range(args.epochs):
                 t = time.perf_counter()
                 kernel(W, _rows(block), block.y, block.sqnorms, *_row_weights(block), beta, np.ones(1),
-                       model_splits(None, 1), np.zeros(1, dtype=np.int64), order, _NONE_U8, float(args.bias),
-                       WALRUS, 1e-12, *extra, K.ktag(k))
+                       model_splits(None, 1), np.zeros(1, dtype=np.int64), order, _NONE_U8, *_pin(kernel),
+                       float(args.bias), WALRUS, 1e-12, *extra, K.ktag(k))
                 times.append(time.perf_counter() - t)
             return min(times[1:]), W, beta
 

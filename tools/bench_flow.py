@@ -144,7 +144,7 @@ def main(argv=None) -> int:
 
     def call(kernel, W, beta, order, *extra):
         kernel(W, _rows(block), block.y, block.sqnorms, *_row_weights(block), beta, np.ones(1),
-               model_splits(None, 1), one, order, _NONE_U8, 0.0, WALRUS, 1e-4, *extra, K.ktag(k))
+               model_splits(None, 1), one, order, _NONE_U8, False, 0.0, WALRUS, 1e-4, *extra, K.ktag(k))
 
     Ws, bs = np.zeros((1, D, k)), np.zeros((1, n, k - 1))
     Wf, bf = Ws.copy(), bs.copy()

@@ -61,11 +61,11 @@ from streamwww.backends._kernels import (
     row_scores_some,
     hold,
     row_scores,
+    shrink_mode,
 )
 from streamwww._jit import two_builds
 from streamwww.backends._atomics import fetch_add, store_release, wait_for
 from streamwww.backends.rowmath import c_index, row_weight
-from streamwww.solvers import SHARK  # noqa: F401  (the solver id the kernel branches on)
 
 __all__ = ["block_pass", "block_pass_serial", "hinge_rows_par", "RANGES_PER_THREAD"]
 
@@ -381,12 +381,12 @@ def _ranges_impl(X, D, R, bounds):
     return dense
 
 
-def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, near, bias, solver, eps,
+def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, near, pin, bias, solver, eps,
                 block_rows, n_threads, ktag):
     """The block pass (module docstring) over the rows ``order`` of ``X`` (dense, or a CSR
     ``(data, indices, indptr)`` tuple), for each model in ``models`` in turn.
 
-    Rows, boxes, weights, splits and shrinking (``near``) as in
+    Rows, boxes, weights, splits and shrinking (``near``, ``pin``) as in
     :func:`streamwww.backends._kernels._bcd_pass`.  The rows that pass skips (held out and
     at 0, a zero row, no coordinate in play) are found first, from each row's own ``beta``
     (no other row of the pass changes it), and left out: the blocks are ``m`` consecutive
@@ -397,7 +397,7 @@ def _block_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, ord
     """
     k = _n_classes(W, ktag)
     km = k - 1
-    shrink = near.shape[1] > 0 and solver != SHARK
+    shrink = shrink_mode(near, solver, pin)
     m = max(1, block_rows)
     D = W.shape[1]
     T = max(1, n_threads)
@@ -540,7 +540,7 @@ def _prepare(Wm, X, y, bm, near, mdl, order, steps, play, b0, nb, n_live, t, T, 
         na = play[p]
         NA[j, 0] = na
         if na < km:
-            _active_coords(near[mdl, i], bm[i], AT[j])
+            _active_coords(near[mdl, i], bm[i], AT[j], 0.0, False)  # (a row that steps: its list alone)
         if na < km and len(ktag) == 0:
             for q in range(na):
                 CLS[j, q] = c_index(AT[j, q], y[i])

@@ -132,9 +132,14 @@ def _phases(dense: bool, tpb: int):
                 state = 0
             elif shrink and C != 0.0:
                 state = 0
+                pinned = shrink == 2  # a row settled at its bounds does not step (_kernels._active_coords)
                 for t in range(km):
                     if near[mdl, i, t] != 0 or brow[t] != 0.0:
                         state += 1
+                        if near[mdl, i, t] == 0 or brow[t] != C:
+                            pinned = False
+                if pinned:
+                    state = 0
             play[mi, p] = state
 
     @cuda.jit(device=True)

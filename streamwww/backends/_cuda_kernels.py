@@ -385,7 +385,8 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
     ``solver``: ``WALRUS`` (WW, the box ``[0, C w_i]``), ``SIMPLEX`` (Crammer-Singer, the
     simplex ``beta_i >= 0``, ``1^T beta_i <= C w_i``) or ``SHARK`` (WW, approximate).
 
-    Shrinking (``shrink``, with ``WALRUS`` or ``SIMPLEX``; ``near[M, n, m]`` the near-flags of
+    Shrinking (``shrink`` 1, or 2 to skip rows settled at their bounds as well, as
+    :func:`._kernels._active_coords` does; with ``WALRUS`` or ``SIMPLEX``; ``near[M, n, m]`` the near-flags of
     the last objective pass, see :mod:`streamwww.engine.shrink`): row ``i`` updates only the
     coordinates ``t`` with ``near[mdl, i, t]`` set or ``beta_it != 0``, the others held at 0 --
     they are left out of the candidate list, which is the same restricted problem
@@ -457,11 +458,13 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
                 cuda.syncthreads()
                 continue
             if shrink and C != 0.0:
-                # shrinking: skip a row none of whose coordinates is in play
+                # shrinking: skip a row none of whose coordinates is in play, or (shrink == 2)
+                # every one of them settled at its bound (_kernels._active_coords)
                 ap = 0.0
                 for t in range(tid, m, TPB):
                     if near[mdl, i, t] != 0 or brow[t] != 0.0:
-                        ap += 1.0
+                        if shrink != 2 or near[mdl, i, t] == 0 or brow[t] != C:
+                            ap += 1.0
                 none_in_play = _block_sum(red, ap, tid, TPB) == 0.0
                 cuda.syncthreads()
                 if none_in_play:

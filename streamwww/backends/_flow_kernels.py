@@ -44,6 +44,7 @@ from streamwww._jit import build
 from streamwww.backends._atomics import fetch_add, store_release, wait_for
 from streamwww.backends._block_kernels import _liveness, _ranges
 from streamwww.backends._kernels import (
+    PINS,
     ROWS_AHEAD,
     _active_coords,
     _at_zero,
@@ -54,10 +55,10 @@ from streamwww.backends._kernels import (
     _prefetch_x,
     _zero_row,
     hold,
+    shrink_mode,
     step_row,
 )
 from streamwww.backends.rowmath import row_weight
-from streamwww.solvers import SHARK  # noqa: F401  (the solver id the kernel branches on)
 
 __all__ = ["flow_pass", "shared_pairs", "WINDOW", "CHUNK"]
 
@@ -65,7 +66,7 @@ WINDOW = 2048  # rows a window at most (a parallel region each for stages 1 and 
 CHUNK = 8  # consecutive rows a thread takes at a time (fewer hand-offs; a chunk's rows wait for no one in it)
 
 
-def _flow_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, near, bias, solver, eps,
+def _flow_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, near, pin, bias, solver, eps,
                n_threads, ktag):
     """The flow pass (module docstring) over the rows ``order`` of the CSR matrix ``X``
     (``(data, indices, indptr)``), for each model in ``models`` in turn: the arguments and
@@ -73,7 +74,7 @@ def _flow_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, orde
     ``n_threads``: the threads (numba's ``get_num_threads()``); no result depends on it."""
     k = _n_classes(W, ktag)
     km = k - 1
-    shrink = near.shape[1] > 0 and solver != SHARK
+    shrink = shrink_mode(near, solver, pin)
     D = W.shape[1]
     T = max(1, n_threads)
     n_rows = order.shape[0]
@@ -207,7 +208,7 @@ def _flow(Wm, X, y, sqnorms, weights, trains, split, bm, Cm, near, mdl, order, s
                 continue
             na = km
             if shrink and C != 0.0:
-                na = _active_coords(near[mdl, i], bm[i], at)
+                na = _active_coords(near[mdl, i], bm[i], at, C, shrink == PINS)
                 if na == 0:
                     continue
             step_row(Wm, X, i, y[i], sq, bm[i], C, bias, solver, eps, na, k, ktag, s, dk, v, bnew, grad, idx, cls, at)

@@ -77,6 +77,21 @@ from streamwww.solvers.walrus import walrus_kernel
 # (docs/benchmarks-archive.md, "k classes as one vector").
 SMALL_K = 8
 
+# A pass's shrinking (``shrink``): none, the coordinates of the near-flags and of
+# ``beta != 0`` (SETS), and with PINS also rows settled at their bounds skipped
+# (engine.shrink, rule 3; :func:`_active_coords`).
+SETS = 1
+PINS = 2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def shrink_mode(near, solver, pin):
+    """A pass's ``shrink``: 0 without near-flags (or with Shark's inexact step), else
+    :data:`SETS`, or :data:`PINS` with ``pin``."""
+    if near.shape[1] == 0 or solver == SHARK:
+        return 0
+    return PINS if pin else SETS
+
 
 def ktag(k: int) -> tuple:
     """The tag that selects the kernel build for ``k`` classes: ``(0,) * k`` or ``()``."""
@@ -546,10 +561,10 @@ def _zero_row(brow, C, solver):
 @njit(cache=True, nogil=True, inline="always")
 def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver, test_only=False):
     """Row ``i``'s coordinates in play this pass, from its own ``beta``: 0 (skipped: held out
-    and at 0, a zero row, whose ``beta`` is set to its minimizer here, or none in play),
-    ``km`` (the full step), or fewer (``at[:na]``, shrinking): the block pass's stage 0 and
-    the sequential pass's list of the rows that step (:func:`_live_rows`; ``test_only``: 1
-    for some in play, ``at`` unset).  The sequential pass (:func:`_bcd_pass`) and the flow
+    and at 0, a zero row, whose ``beta`` is set to its minimizer here, or none in play, or
+    settled at its bounds with ``shrink == PINS``), ``km`` (the full step), or fewer
+    (``at[:na]``, shrinking): the block pass's stage 0 and the sequential pass's list of the
+    rows that step (:func:`_live_rows`; ``test_only``: 1 for a row that steps, else 0).  The sequential pass (:func:`_bcd_pass`) and the flow
     pass (:func:`streamwww.backends._flow_kernels._flow`) spell the same rules out in their
     row loops: there an inlined call of this helper makes the row loop slower.  A change of
     the rules is made in all three."""
@@ -559,19 +574,11 @@ def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver, test_only=False):
         _zero_row(bm[i], C, solver)
         return 0
     if shrink and C != 0.0:
+        na = _active_coords(near[mdl, i], bm[i], at, C, shrink == PINS)
         if test_only:
-            return _any_active(near[mdl, i], bm[i])
-        return _active_coords(near[mdl, i], bm[i], at)
+            return 1 if na else 0
+        return na
     return km
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _any_active(near_row, brow):
-    """1 if :func:`_active_coords` names some coordinate, else 0 (stops at the first)."""
-    for t in range(brow.shape[0]):
-        if near_row[t] != 0 or brow[t] != 0.0:
-            return 1
-    return 0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -631,17 +638,26 @@ def _scores_some_dense(Wm, x, bias, s, y, cls, na, k):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _active_coords(near_row, brow, at):
+def _active_coords(near_row, brow, at, C, pin):
     """Shrinking: the coordinates ``t`` of ``beta_i`` this pass updates (into ``at``;
     returns how many): those not at 0, and those whose margin was within reach of
     the hinge (``near_row[t]``) at the last objective pass.  The others are at 0 and
-    were satisfied with room to spare; the row's step keeps them at 0."""
+    were satisfied with room to spare; the row's step keeps them at 0.
+
+    With ``pin``, none (0) when every coordinate in play sits at the row's bound ``C``
+    with its flag set: the row's KKT conditions held at the ``W`` of the flags (a
+    coordinate at its upper bound whose term ``1 - (s_y - s_c(t))`` is positive, the others
+    at 0 with their flags unset), so its step is left out as a settled coordinate's is
+    (engine.shrink, rule 3)."""
     na = 0
+    pinned = pin
     for t in range(brow.shape[0]):
         if near_row[t] != 0 or brow[t] != 0.0:
             at[na] = t
             na += 1
-    return na
+            if near_row[t] == 0 or brow[t] != C:
+                pinned = False
+    return 0 if pinned else na
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -739,7 +755,7 @@ def _at_zero(brow):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _live_rows(order, rows, bm, near, mdl, sqnorms, y, weights, trains, split, Cm, solver, at):
+def _live_rows(order, rows, bm, near, mdl, sqnorms, y, weights, trains, split, Cm, solver, shrink, at):
     """The rows of ``order`` that step in a shrinking pass, in order, into ``rows`` (how many
     returned); a zero row's ``beta`` is set here (:func:`_live`'s rules)."""
     nr = 0
@@ -749,7 +765,7 @@ def _live_rows(order, rows, bm, near, mdl, sqnorms, y, weights, trains, split, C
         if p < ahead:
             _prefetch_visit(bm, near, mdl, sqnorms, y, weights, trains, order[p + ROWS_AHEAD], True)
         C = Cm * row_weight(weights, trains, split, i)
-        if _live(near, mdl, i, bm, C, sqnorms[i], True, 1, at, solver, True):
+        if _live(near, mdl, i, bm, C, sqnorms[i], shrink, 1, at, solver, True):
             rows[nr] = i
             nr += 1
     hold((order, rows, bm, near, sqnorms, y, weights, trains, at))
@@ -783,7 +799,7 @@ def step_row(Wm, X, i, yi, sq, brow, C, bias, solver, eps, na, k, ktag, s, dk, v
         row_scatter(Wm, X, i, bias, dk, cls, n, k, _few(n, k, ktag), ktag)
 
 
-def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, near, bias, solver, eps,
+def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order, near, pin, bias, solver, eps,
               ktag):
     """One exact BCD pass over the rows ``order`` of ``X`` (dense, or a CSR
     ``(data, indices, indptr)`` tuple) for each model in ``models``.
@@ -794,13 +810,14 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
 
     Shrinking (``near`` of shape ``(M, n, m)``; shape ``(0, 0, 0)``: none): row ``i``
     of model ``mdl`` updates only the coordinates :func:`_active_coords` names from
-    ``near[mdl, i]``; a row with none is skipped, a row with all takes the full step.
+    ``near[mdl, i]`` (with ``pin``, none for a row settled at its bounds); a row with none
+    is skipped, a row with all takes the full step.
     Exact steps only (the Shark solver ignores ``near``).  On data larger than the caches a
     shrinking pass lists the rows that step first (:func:`_live_rows`), then steps them.
     """
     k = _n_classes(W, ktag)
     m = k - 1
-    shrink = near.shape[1] > 0 and solver != SHARK
+    shrink = shrink_mode(near, solver, pin)
     for mi in prange(models.shape[0]):
         mdl = models[mi]
         Wm = W[mdl]
@@ -820,7 +837,7 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
         nr = order.shape[0]
         if far and shrink:
             rows = np.empty_like(order)
-            nr = _live_rows(order, rows, bm, near, mdl, sqnorms, y, weights, trains, split, Cm, solver, at)
+            nr = _live_rows(order, rows, bm, near, mdl, sqnorms, y, weights, trains, split, Cm, solver, shrink, at)
         ahead = nr - ROWS_AHEAD if far else 0
         for p in range(nr):
             i = rows[p]
@@ -838,7 +855,7 @@ def _bcd_pass(W, X, y, sqnorms, weights, trains, beta, Cs, splits, models, order
                 continue
             na = m
             if shrink and C != 0.0:
-                na = _active_coords(near[mdl, i], bm[i], at)
+                na = _active_coords(near[mdl, i], bm[i], at, C, shrink == PINS)
                 if na == 0:
                     continue
             step_row(Wm, X, i, y[i], sq, bm[i], C, bias, solver, eps, na, k, ktag, s, dk, v, bnew, grad, idx, cls,

@@ -97,20 +97,20 @@ class CPUBackend:
     shrinks = True
 
     def bcd_pass(self, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None,
-                 near=None, block_rows: int = 1) -> None:
+                 near=None, block_rows: int = 1, pin: bool = False) -> None:
         """The backend's pass (:meth:`Backend.bcd_pass <streamwww.backends.base.Backend.bcd_pass>`).
         One model's sequential pass runs on every thread as the flow pass where it is asked
         for and may run (:meth:`_flows`; the same bits) and is faster (:class:`_FlowCosts`)."""
-        self._pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near, block_rows, True)
+        self._pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near, block_rows, True, pin)
 
     def _pass(self, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits, near, block_rows,
-              flow: bool) -> None:
+              flow: bool, pin: bool = False) -> None:
         """:meth:`bcd_pass`; ``flow=False`` keeps one model's sequential pass on this thread
         (another thread is busy: :meth:`certify_pass`)."""
         Cs, models, order = kernel_array(Cs, np.float64), kernel_array(models, np.int64), kernel_array(order, np.int64)
         args = (W, _rows(block), block.y, block.sqnorms, *_row_weights(block), beta, Cs,
                 model_splits(splits, W.shape[0]), models, order, _NONE_U8 if near is None else near,
-                float(bias), int(solver), float(eps))
+                bool(pin), float(bias), int(solver), float(eps))
         threads = self.threads()
         if int(block_rows) > 1:
             kernel = BK.block_pass if threads > 1 else BK.block_pass_serial
@@ -149,7 +149,7 @@ class CPUBackend:
 
     def certify_pass(self, W_cert, W, block: Block, beta, Cs, models, order, bias, solver, eps, splits=None,
                      near=None, reach=0.0, block_rows: int = 1, loss: int = WW_LOSS,
-                     cs_near: float = CS_NEAR) -> tuple[np.ndarray, float]:
+                     cs_near: float = CS_NEAR, pin: bool = False) -> tuple[np.ndarray, float]:
         """The objective terms of ``W_cert`` row by row (``h[len(models), n]``) with the
         near-flags ``near`` filled, and :meth:`bcd_pass` over ``order`` (a permutation of the
         block's rows) with those flags.  The sequential pass of one model with a second
@@ -174,7 +174,7 @@ class CPUBackend:
         score = lambda lo, hi: self._hinge_rows(W_cert, block, bias, models, stored(lo, hi), h,  # noqa: E731
                                                 splits, near, reach, loss, cs_near, parallel=chunks == 1)
         train = lambda lo, hi: self._pass(W, block, beta, Cs, models, order[lo:hi], bias, solver, eps,  # noqa: E731
-                                          splits, near, block_rows, chunks == 1)
+                                          splits, near, block_rows, chunks == 1, pin)
         t0 = time.perf_counter()
         if chunks == 1:
             score(0, order.shape[0])

@@ -689,11 +689,12 @@ class CUDABackend:
     shrinks = True  # bcd_pass and hinge_sums take near= (streamwww.engine.shrink)
 
     def bcd_pass(self, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
-                 splits=None, near=None, block_rows: int = 1) -> None:
+                 splits=None, near=None, block_rows: int = 1, pin: bool = False) -> None:
         """One exact BCD pass over ``order`` for each model in ``models`` (asynchronous, on the
         compute stream); ``solver``: ``WALRUS``/``SHARK`` (WW's box) or ``SIMPLEX`` (Crammer-Singer's
         simplex, :mod:`streamwww.solvers`); ``near`` (host ``uint8``, ``(M, n, k - 1)``): shrinking's
-        near-flags (engine.shrink; exact steps only, Shark ignores them).
+        near-flags (engine.shrink; exact steps only, Shark ignores them), ``pin``: rows settled at
+        their bounds skipped too (the kernels' ``shrink == 2``).
         ``block_rows``: 1 the sequential pass (:func:`._cuda_kernels.bcd_kernel`; the row-parallel
         mode instead when ``parallel_blocks`` is set), ``m > 1`` the block pass of ``m`` rows
         (:mod:`._cuda_block_kernels`, the CPU block pass's blocks; it is the pass a run records,
@@ -713,7 +714,7 @@ class CUDABackend:
             raise ValueError(f"beta has shape {tuple(beta.shape)}, expected {(M, block.n_rows, k - 1)}.")
         exact_step = int(solver) != self._K.SHARK  # Walrus or the simplex step
         dnear = None if near is None or not exact_step else \
-            (self._cuda.to_device(np.ascontiguousarray(near, dtype=np.uint8), stream=self._stream), True)
+            (self._cuda.to_device(np.ascontiguousarray(near, dtype=np.uint8), stream=self._stream), 2 if pin else 1)
         if block_rows > 1:
             self._block_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, dnear, block_rows)
             return
@@ -726,7 +727,7 @@ class CUDABackend:
         """The ``(near, shrink)`` kernel arguments of a pass that does not shrink."""
         if getattr(self, "_empty_near", None) is None:
             self._empty_near = self._cuda.to_device(np.zeros((1, 1, 1), dtype=np.uint8))
-        return self._empty_near, False
+        return self._empty_near, 0
 
     def _exact_pass(self, W, block, beta, Cs, models, order, bias, solver, eps, splits, near=None):
         k = W.shape[2]
@@ -980,7 +981,7 @@ class CUDABackend:
 
     def certify_pass(self, W_cert, W, block: DeviceBlock, beta: DeviceBeta, Cs, models, order, bias, solver, eps,
                      splits=None, near=None, reach=0.0, block_rows: int = 1,
-                     loss: int = WW_LOSS, cs_near: float = CS_NEAR) -> tuple[np.ndarray, float]:
+                     loss: int = WW_LOSS, cs_near: float = CS_NEAR, pin: bool = False) -> tuple[np.ndarray, float]:
         """The objective terms (of ``loss``, as in :meth:`hinge_sums`) of ``W_cert`` row by row,
         with the near-flags ``near``, then :meth:`bcd_pass` with them (one after the other on
         the device's stream); as
@@ -991,7 +992,8 @@ class CUDABackend:
         _, h = self._objective_rows(W_cert, block, bias, models, model_splits(splits, W.shape[0]), near, reach,
                                     keep_rows=True, loss=loss, cs_near=cs_near)
         waited = time.perf_counter() - t0
-        self.bcd_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near=near, block_rows=block_rows)
+        self.bcd_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, near=near, block_rows=block_rows,
+                      pin=pin)
         return h, waited
 
     def _row_kernel(self, kernel, tpb, nblk, out_shape, dtype, W, block: DeviceBlock, bias, models,

@@ -43,7 +43,7 @@ from streamwww.engine.epoch import train_group
 from streamwww.engine.interrupt import Interrupted, Stop
 from streamwww.engine.order import EpochPlan
 from streamwww.engine.schedule import Schedule
-from streamwww.engine.shrink import NearSets, near_args, new_near, shrinking_applies
+from streamwww.engine.shrink import NearSets, near_args, new_near, pass_args, pins, shrinking_applies
 from streamwww.state.betas import split_rows
 from streamwww.stream.feed import SyncFeed
 
@@ -563,7 +563,7 @@ class _Certificate:
         cfg = self.cfg
         h, waited = self.backend.certify_pass(self.W, W, block, beta, Cs, self.active, order, cfg.bias,
                                               cfg.solver_id, cfg.shark_eps, self.splits, block_rows=cfg.block_rows,
-                                              loss=cfg.loss_id, **near_args(near, cfg))
+                                              loss=cfg.loss_id, pin=pins(cfg), **near_args(near, cfg))
         # (the wait includes the objective kernel's compilation, which solver_clock leaves out already)
         waited -= min(waited, compile_seconds() - c)
         t = solver_clock()
@@ -572,7 +572,7 @@ class _Certificate:
             self._hinge[s] = ordered_row_sums(h, r0, r0 + n)
             r0 += n
         self.seconds += setup + waited + solver_clock() - t
-        return {} if near is None else {"near": near}
+        return pass_args(near, cfg)
 
     def hinge(self) -> np.ndarray:
         return _in_order(self._hinge, self.active.shape[0])

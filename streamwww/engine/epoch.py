@@ -20,6 +20,7 @@ import numpy as np
 from streamwww.backends.base import Backend
 from streamwww.engine.config import SolverConfig
 from streamwww.engine.order import row_order
+from streamwww.engine.shrink import pass_args
 
 __all__ = ["train_group"]
 
@@ -49,7 +50,7 @@ def train_group(backend: Backend, cfg: SolverConfig, W, block, beta, active: np.
         which sums ``W_t``'s objectives beside it) and returns the keyword arguments of
         the later passes' sets.
     """
-    shrunk = {} if near is None else {"near": near}
+    shrunk = pass_args(near, cfg)
     solver = cfg.solver_id
     for p in range(cfg.inner_passes):
         order = row_order(cfg.seed, epoch, first_shard, p, block.n_rows, cfg.row_order)

@@ -10,7 +10,9 @@ import streamwww as sw
 from streamwww.backends import get_backend, make_block
 from streamwww.backends.cpu import CPUBackend
 from streamwww.backends.cuda import CUDABackend, simulator_enabled, unavailable_reason
+from streamwww.solvers import SIMPLEX, WALRUS
 
+from ..conftest import settled_rows
 from ..reference import W_from_beta
 from .helpers import nontrivial, tiny
 
@@ -252,6 +254,35 @@ def test_shrinking_flags_and_shrunk_pass_match_cpu(sparse):
     np.testing.assert_allclose(gpu.get_beta(bg), bc, **TOL)
     assert np.all(bc[(near_c == 0) & (beta == 0)] == 0)  # left out: still 0
     assert not np.array_equal(bc, beta)
+
+
+@pytest.mark.parametrize("block_rows", [1, 3])
+@pytest.mark.parametrize("solver", [WALRUS, SIMPLEX])
+def test_a_pass_that_skips_rows_settled_at_their_bounds_matches_cpu(solver, block_rows):
+    """Rule 3 of engine.shrink on the device (the sequential kernel and the block pass's
+    phases): with ``pin`` the rows settled at their bounds do not step, the others do, and
+    ``W`` and ``beta`` are the CPU's; without ``pin`` those rows step too."""
+    rng = np.random.default_rng(12)
+    n, k, C = 18, 5, 0.8
+    X, y = tiny(rng, n=n, d=4, k=k)
+    block = make_block(X, y, 0.0)
+    beta, near = settled_rows(rng, n, k, C, solver == SIMPLEX)
+    W = rng.normal(size=(1, 4, k))
+    order = rng.permutation(n)
+    cpu, gpu = CPUBackend(1), CUDABackend(threads_per_block=8)
+    out = {}
+    for pin in (False, True):
+        Wc, bc = W.copy(), beta.copy()
+        cpu.bcd_pass(Wc, block, bc, np.array([C]), np.arange(1), order, 0.0, solver, 1e-4, near=near,
+                     block_rows=block_rows, pin=pin)
+        Wg, bg = gpu.put_W(W), gpu.put_beta(beta)
+        gpu.bcd_pass(Wg, gpu.put_block(block), bg, np.array([C]), np.arange(1), order, 0.0, solver, 1e-4,
+                     near=near, block_rows=block_rows, pin=pin)
+        np.testing.assert_allclose(gpu.to_host(Wg), Wc, **TOL)
+        np.testing.assert_allclose(gpu.get_beta(bg), bc, **TOL)
+        out[pin] = bc
+    assert np.array_equal(out[True][0, ::3], beta[0, ::3])  # settled: skipped
+    assert not np.array_equal(out[False][0, ::3], beta[0, ::3])  # stepped without pin
 
 
 def test_a_compiler_that_cannot_build_kernels_is_an_unavailable_device(monkeypatch):
