@@ -63,7 +63,7 @@ def _run(kernels, block, rng, *, solver, loss, splits, bias, epochs=6):
     for epoch in range(epochs):
         order = rng.permutation(N).astype(np.int64)
         bcd(W, X, block.y, block.sqnorms, weights, trains, beta, Cs, split, models, order,
-            near if epoch else np.zeros((0, 0, 0), dtype=np.uint8), bias, solver, 1e-4, K.ktag(KC))
+            near if epoch else np.zeros((0, 0, 0), dtype=np.uint8), True, bias, solver, 1e-4, K.ktag(KC))
         total, h, hp = np.zeros(MODELS), np.zeros((MODELS, N)), np.zeros((MODELS, N))
         common = (X, block.y, weights, trains, split, bias, models)
         hinge_sum(W, *common, total, near, 0.25, 0.1, loss, K.ktag(KC))
