@@ -175,7 +175,7 @@ class Backend(Protocol):
     def bcd_pass(self, W: Any, block: Any, beta: Any, Cs: np.ndarray, models: np.ndarray,
                  order: np.ndarray, bias: float, solver: int, eps: float,
                  splits: np.ndarray | None = None, near: np.ndarray | None = None,
-                 block_rows: int = 1) -> None:
+                 block_rows: int = 1, pin: bool = False) -> None:
         """One exact BCD pass over ``order`` for each listed model, in place: sequential
         (``block_rows == 1``), or the block pass over blocks of ``block_rows`` rows of
         ``order`` (:mod:`streamwww.backends._block_kernels`; the same bits for any thread count).
@@ -186,7 +186,8 @@ class Backend(Protocol):
         ``1^T beta_i <= Cs[mdl] * w_i`` replaces the box.  With
         ``near`` (host ``uint8``, ``(M, n, k - 1)``; exact steps only, not Shark's) row ``i`` updates only the
         coordinates ``t`` with ``near[mdl, i, t]`` or ``beta_it != 0``
-        (:mod:`streamwww.engine.shrink`)."""
+        (:mod:`streamwww.engine.shrink`); with ``pin`` too (rule 3), a row none of whose
+        coordinates in play is below the row's bound or lacks its flag is skipped."""
 
     def hinge_sums(self, W: Any, block: Any, bias: float, models: np.ndarray,
                    splits: np.ndarray | None = None, near: np.ndarray | None = None,
@@ -201,11 +202,11 @@ class Backend(Protocol):
                      order: np.ndarray, bias: float, solver: int, eps: float,
                      splits: np.ndarray | None = None, near: np.ndarray | None = None,
                      reach: float = 0.0, block_rows: int = 1, loss: int = 0,
-                     cs_near: float = CS_NEAR) -> tuple[np.ndarray, float]:
+                     cs_near: float = CS_NEAR, pin: bool = False) -> tuple[np.ndarray, float]:
         """The objective terms (of ``loss``, as in :meth:`hinge_sums`) of ``W_cert`` row by row (``h[len(models), n]``, host; added in
         storage order by :func:`ordered_row_sums` they are :meth:`hinge_sums`), filling
         ``near``, and :meth:`bcd_pass` of ``W`` over ``order`` (a permutation of the rows)
-        with those flags.  Returns ``(h, seconds)``, ``seconds`` the wall time the
+        with those flags (and ``pin``).  Returns ``(h, seconds)``, ``seconds`` the wall time the
         objective added to the pass (the CPU overlaps the two on two cores)."""
 
     def overlap_pays(self, work: int, block_rows: int = 1) -> bool:
