@@ -564,10 +564,11 @@ def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver, test_only=False):
     and at 0, a zero row, whose ``beta`` is set to its minimizer here, or none in play, or
     settled at its bounds with ``shrink == PINS``), ``km`` (the full step), or fewer
     (``at[:na]``, shrinking): the block pass's stage 0 and the sequential pass's list of the
-    rows that step (:func:`_live_rows`; ``test_only``: 1 for a row that steps, else 0).  The sequential pass (:func:`_bcd_pass`) and the flow
-    pass (:func:`streamwww.backends._flow_kernels._flow`) spell the same rules out in their
-    row loops: there an inlined call of this helper makes the row loop slower.  A change of
-    the rules is made in all three."""
+    rows that step (:func:`_live_rows`; ``test_only``: 1 for a row that steps, else 0).
+    The sequential pass (:func:`_bcd_pass`) and the flow pass
+    (:func:`streamwww.backends._flow_kernels._flow`) spell the same rules out in their row
+    loops, calling :func:`_active_coords` as this helper does: there an inlined call of this
+    helper makes the row loop slower.  A change of the rules is made in all three."""
     if C == 0.0 and _at_zero(bm[i]):
         return 0
     if sq == 0.0:
