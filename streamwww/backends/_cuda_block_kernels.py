@@ -83,6 +83,7 @@ import math
 from numba import cuda, float64, int32, int64
 
 from streamwww.backends._cuda_kernels import _block_sum, _jit_block, _per_class, _row_score, _row_step, _row_weight
+from streamwww.backends.rowmath import PINS, in_play, settled
 from streamwww.solvers import SIMPLEX
 
 __all__ = ["block_pass_kernel", "block_step_kernel", "LIVE", "SCAN", "PREPARE", "CHAIN", "UPDATE", "NONE",
@@ -132,11 +133,11 @@ def _phases(dense: bool, tpb: int):
                 state = 0
             elif shrink and C != 0.0:
                 state = 0
-                pinned = shrink == 2  # a row settled at its bounds does not step (_kernels._active_coords)
+                pinned = shrink == PINS  # a row settled at its bounds does not step (_kernels._active_coords)
                 for t in range(km):
-                    if near[mdl, i, t] != 0 or brow[t] != 0.0:
+                    if in_play(near[mdl, i, t], brow[t]):
                         state += 1
-                        if near[mdl, i, t] == 0 or brow[t] != C:
+                        if not settled(near[mdl, i, t], brow[t], C):
                             pinned = False
                 if pinned:
                     state = 0
@@ -260,7 +261,7 @@ def _phases(dense: bool, tpb: int):
                 need = True
                 if shrink and c != yi and Cm * _row_weight(weights, trains, split, i) != 0.0:
                     t = c - 1 if c != 0 else yi - 1  # c = c(t)
-                    need = near[mdl, i, t] != 0 or beta[mdl, i, t] != 0.0
+                    need = in_play(near[mdl, i, t], beta[mdl, i, t])
                 if need:
                     lo, hi = row_range(indptr, ncols, i)
                     S[mi, j, c] = score(W, mdl, data, indices, lo, hi, bias, c)

@@ -73,10 +73,13 @@ import functools
 from numba import cuda, float64, int32, int64
 
 from streamwww.backends.rowmath import (
+    PINS,
     c_index,
     hinge_term,
+    in_play,
     near_floor,
     row_weight,
+    settled,
     v_entry,
     walrus_sweep,
 )
@@ -259,7 +262,7 @@ def _row_step(s, v, bn, cand, srt, red, ist, fst, grad, brow, yi, sq, bsum, C, s
         vt = v_entry(sy, s[c_index(t, yi)], sq, brow[t], bsum)
         v[t] = vt
         bn[t] = 0.0
-        if vt > 0.0 and (not shrink or near[mdl, i, t] != 0 or brow[t] != 0.0):
+        if vt > 0.0 and (not shrink or in_play(near[mdl, i, t], brow[t])):
             cand[cuda.atomic.add(ist, 0, 1)] = t
     cuda.syncthreads()
     p = ist[0]
@@ -385,8 +388,8 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
     ``solver``: ``WALRUS`` (WW, the box ``[0, C w_i]``), ``SIMPLEX`` (Crammer-Singer, the
     simplex ``beta_i >= 0``, ``1^T beta_i <= C w_i``) or ``SHARK`` (WW, approximate).
 
-    Shrinking (``shrink`` 1, or 2 to skip rows settled at their bounds as well, as
-    :func:`._kernels._active_coords` does; with ``WALRUS`` or ``SIMPLEX``; ``near[M, n, m]`` the near-flags of
+    Shrinking (``shrink``: :data:`.rowmath.SETS`, or :data:`.rowmath.PINS` to skip rows
+    settled at their bounds as well, as :func:`._kernels._active_coords` does; with ``WALRUS`` or ``SIMPLEX``; ``near[M, n, m]`` the near-flags of
     the last objective pass, see :mod:`streamwww.engine.shrink`): row ``i`` updates only the
     coordinates ``t`` with ``near[mdl, i, t]`` set or ``beta_it != 0``, the others held at 0 --
     they are left out of the candidate list, which is the same restricted problem
@@ -458,13 +461,13 @@ def bcd_kernel(dense: bool, tpb: int, kc: int, parallel: bool = False):
                 cuda.syncthreads()
                 continue
             if shrink and C != 0.0:
-                # shrinking: skip a row none of whose coordinates is in play, or (shrink == 2)
-                # every one of them settled at its bound (_kernels._active_coords)
+                # shrinking: skip a row none of whose coordinates is in play, or (PINS) every
+                # one of them settled at its bound (_kernels._active_coords)
                 ap = 0.0
                 for t in range(tid, m, TPB):
-                    if near[mdl, i, t] != 0 or brow[t] != 0.0:
-                        if shrink != 2 or near[mdl, i, t] == 0 or brow[t] != C:
-                            ap += 1.0
+                    nt = near[mdl, i, t]
+                    if in_play(nt, brow[t]) and (shrink != PINS or not settled(nt, brow[t], C)):
+                        ap += 1.0
                 none_in_play = _block_sum(red, ap, tid, TPB) == 0.0
                 cuda.syncthreads()
                 if none_in_play:

@@ -44,7 +44,6 @@ from streamwww._jit import build
 from streamwww.backends._atomics import fetch_add, store_release, wait_for
 from streamwww.backends._block_kernels import _liveness, _ranges
 from streamwww.backends._kernels import (
-    PINS,
     ROWS_AHEAD,
     _active_coords,
     _at_zero,
@@ -58,7 +57,7 @@ from streamwww.backends._kernels import (
     shrink_mode,
     step_row,
 )
-from streamwww.backends.rowmath import row_weight
+from streamwww.backends.rowmath import PINS, row_weight
 
 __all__ = ["flow_pass", "shared_pairs", "WINDOW", "CHUNK"]
 

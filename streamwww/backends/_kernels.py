@@ -63,7 +63,8 @@ from numba.extending import intrinsic, overload
 from streamwww.backends._lanes import (lanes, lanes_load, lanes_load_row, lanes_madd, lanes_store, lanes_store_row,
                                        lanes_zero)
 from streamwww._jit import two_builds
-from streamwww.backends.rowmath import c_index, hinge_term, near_floor, row_weight, v_entry
+from streamwww.backends.rowmath import (PINS, SETS, c_index, hinge_term, in_play, near_floor, row_weight, settled,
+                                        v_entry)
 from streamwww.solvers import CS_LOSS, SHARK, SIMPLEX  # noqa: F401  (the ids the kernels branch on)
 from streamwww.solvers.shark import shark_kernel
 from streamwww.solvers.simplex import simplex_kernel
@@ -77,17 +78,10 @@ from streamwww.solvers.walrus import walrus_kernel
 # (docs/benchmarks-archive.md, "k classes as one vector").
 SMALL_K = 8
 
-# A pass's shrinking (``shrink``): none, the coordinates of the near-flags and of
-# ``beta != 0`` (SETS), and with PINS also rows settled at their bounds skipped
-# (engine.shrink, rule 3; :func:`_active_coords`).
-SETS = 1
-PINS = 2
-
-
 @njit(cache=True, nogil=True, inline="always")
 def shrink_mode(near, solver, pin):
     """A pass's ``shrink``: 0 without near-flags (or with Shark's inexact step), else
-    :data:`SETS`, or :data:`PINS` with ``pin``."""
+    :data:`~.rowmath.SETS`, or :data:`~.rowmath.PINS` with ``pin``."""
     if near.shape[1] == 0 or solver == SHARK:
         return 0
     return PINS if pin else SETS
@@ -564,7 +558,7 @@ def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver, test_only=False):
     and at 0, a zero row, whose ``beta`` is set to its minimizer here, or none in play, or
     settled at its bounds with ``shrink == PINS``), ``km`` (the full step), or fewer
     (``at[:na]``, shrinking): the block pass's stage 0 and the sequential pass's list of the
-    rows that step (:func:`_live_rows`; ``test_only``: 1 for a row that steps, else 0).
+    rows that step (:func:`_live_rows`; ``test_only``: 1 for a row that steps, else 0, ``at`` unset).
     The sequential pass (:func:`_bcd_pass`) and the flow pass
     (:func:`streamwww.backends._flow_kernels._flow`) spell the same rules out in their row
     loops, calling :func:`_active_coords` as this helper does: there an inlined call of this
@@ -575,11 +569,20 @@ def _live(near, mdl, i, bm, C, sq, shrink, km, at, solver, test_only=False):
         _zero_row(bm[i], C, solver)
         return 0
     if shrink and C != 0.0:
-        na = _active_coords(near[mdl, i], bm[i], at, C, shrink == PINS)
         if test_only:
-            return 1 if na else 0
-        return na
+            return _any_active(near[mdl, i], bm[i], C, shrink == PINS)
+        return _active_coords(near[mdl, i], bm[i], at, C, shrink == PINS)
     return km
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _any_active(near_row, brow, C, pin):
+    """1 if the row steps (:func:`_active_coords` names some coordinate), else 0; it stops at
+    the first coordinate in play that is not :func:`settled` (any, without ``pin``)."""
+    for t in range(brow.shape[0]):
+        if in_play(near_row[t], brow[t]) and not (pin and settled(near_row[t], brow[t], C)):
+            return 1
+    return 0
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -653,10 +656,10 @@ def _active_coords(near_row, brow, at, C, pin):
     na = 0
     pinned = pin
     for t in range(brow.shape[0]):
-        if near_row[t] != 0 or brow[t] != 0.0:
+        if in_play(near_row[t], brow[t]):
             at[na] = t
             na += 1
-            if near_row[t] == 0 or brow[t] != C:
+            if not settled(near_row[t], brow[t], C):
                 pinned = False
     return 0 if pinned else na
 

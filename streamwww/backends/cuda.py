@@ -51,7 +51,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from streamwww.backends.base import Block, model_splits
-from streamwww.backends.rowmath import CS_NEAR
+from streamwww.backends.rowmath import CS_NEAR, PINS, SETS
 from streamwww.errors import DeviceUnavailableError
 from streamwww.solvers import CS_LOSS, WW_LOSS
 
@@ -694,7 +694,7 @@ class CUDABackend:
         compute stream); ``solver``: ``WALRUS``/``SHARK`` (WW's box) or ``SIMPLEX`` (Crammer-Singer's
         simplex, :mod:`streamwww.solvers`); ``near`` (host ``uint8``, ``(M, n, k - 1)``): shrinking's
         near-flags (engine.shrink; exact steps only, Shark ignores them), ``pin``: rows settled at
-        their bounds skipped too (the kernels' ``shrink == 2``).
+        their bounds skipped too (the kernels' ``shrink`` is :data:`.rowmath.PINS`).
         ``block_rows``: 1 the sequential pass (:func:`._cuda_kernels.bcd_kernel`; the row-parallel
         mode instead when ``parallel_blocks`` is set), ``m > 1`` the block pass of ``m`` rows
         (:mod:`._cuda_block_kernels`, the CPU block pass's blocks; it is the pass a run records,
@@ -714,7 +714,7 @@ class CUDABackend:
             raise ValueError(f"beta has shape {tuple(beta.shape)}, expected {(M, block.n_rows, k - 1)}.")
         exact_step = int(solver) != self._K.SHARK  # Walrus or the simplex step
         dnear = None if near is None or not exact_step else \
-            (self._cuda.to_device(np.ascontiguousarray(near, dtype=np.uint8), stream=self._stream), 2 if pin else 1)
+            (self._cuda.to_device(np.ascontiguousarray(near, dtype=np.uint8), stream=self._stream), PINS if pin else SETS)
         if block_rows > 1:
             self._block_pass(W, block, beta, Cs, models, order, bias, solver, eps, splits, dnear, block_rows)
             return

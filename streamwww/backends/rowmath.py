@@ -31,8 +31,8 @@ from streamwww._jit import build
 from streamwww.solvers import CS_LOSS
 from streamwww.solvers.walrus import walrus_sweep  # one sweep for both backends
 
-__all__ = ["c_index", "v_entry", "hinge_term", "near_floor", "CS_NEAR", "row_weight", "walrus_sweep",
-           "walrus_sweep_cpu"]
+__all__ = ["c_index", "v_entry", "hinge_term", "near_floor", "CS_NEAR", "SETS", "PINS", "in_play", "settled",
+           "row_weight", "walrus_sweep", "walrus_sweep_cpu"]
 
 
 @njit(inline="always")
@@ -68,6 +68,28 @@ def near_floor(hinge, loss_id, cs_near):
     (the row's ``1^T beta_i <= C`` couples them; ``cs_near`` is :data:`CS_NEAR`, or ``inf``
     for a run that a checkpoint of shrinking rule 1 continues)."""
     return hinge - cs_near if loss_id == CS_LOSS else -np.inf
+
+
+#: A pass's shrinking (the kernels' ``shrink``; 0: none): the coordinates :func:`in_play`
+#: (SETS), and with PINS also the rows whose every coordinate in play is :func:`settled`
+#: skipped (engine.shrink, rule 3).
+SETS = 1
+PINS = 2
+
+
+@njit(inline="always")
+def in_play(near_t, beta_t):
+    """Does a shrinking pass update coordinate ``t`` of a row: flagged at the last objective
+    pass (``near_t``), or off 0?"""
+    return near_t != 0 or beta_t != 0.0
+
+
+@njit(inline="always")
+def settled(near_t, beta_t, C):
+    """Is a coordinate in play settled at its bound (rule 3): at the row's bound ``C`` with
+    its flag set, its term ``1 - (s_y - s_c(t))`` positive at the ``W`` of the flags?  A row
+    whose every coordinate in play is settled satisfies its KKT conditions there."""
+    return near_t != 0 and beta_t == C
 
 
 @njit(inline="always")
