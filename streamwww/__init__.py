@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from streamwww._lazy import lazy_getattr
 
-__version__ = "0.8.0"
+__version__ = "0.8.1"
 
 # name -> (module, attribute); attribute None means the module itself.
 _LAZY = {

@@ -1,13 +1,15 @@
 """Whole fits with this tree's CPU kernels against another revision's, paired in one process.
 
     python tools/bench_kernels_ab.py --before HEAD [--data sector] [--pairs 10] [--data-dir DIR] [--late-pass E]
+        [--loss ww|cs] [--stop paper|tol] [--jobs N]
 
 For a change confined to ``streamwww/backends/_kernels.py`` (the arithmetic of the passes
 and of the objective): the other revision's ``_kernels.py`` is loaded as a module of its
 own, and the CPU backend is pointed at one set of kernels or the other before each fit
 (``streamwww.backends.cpu.K``), so both run in the same process, on the same data, in
 alternating order (``WWClassifier(C=1, fit_intercept=False, gap_decay=0.0009, tol=0)``,
-seeds 0..4 in turn; a warm-up fit of each first).  On a VM whose speed drifts over minutes,
+seeds 0..4 in turn; a warm-up fit of each first; ``--loss cs``: ``CSClassifier``; ``--stop tol``:
+``tol=1e-3`` instead, the certified relative gap; ``--jobs``: ``n_jobs``, default all cores).  On a VM whose speed drifts over minutes,
 pairs taken seconds apart compare better than processes or runs taken minutes apart.
 Prints each pair's training-pass (solver) time, whether the two models are bitwise the same
 (primal objective, weights), and the paired ratios.  ``--late-pass E`` times single passes
@@ -43,12 +45,16 @@ def main(argv=None) -> int:
     p.add_argument("--late-pass", type=int, default=0, metavar="E",
                    help="instead of fits: one training pass and one objective pass (one thread) from the state "
                         "after E epochs with shrinking, each kernel in turn from copies of that state")
+    p.add_argument("--loss", choices=("ww", "cs"), default="ww", help="WWClassifier or CSClassifier (fits only)")
+    p.add_argument("--stop", choices=("paper", "tol"), default="paper",
+                   help="paper: gap <= 0.0009 gap_1 (tol=0); tol: a certified relative gap of 1e-3 (fits only)")
+    p.add_argument("--jobs", type=int, default=None, help="n_jobs of the fits (default: all cores)")
     args = p.parse_args(argv)
     warnings.simplefilter("ignore")
     from sklearn.datasets import load_svmlight_file
 
     import streamwww.backends.cpu as cpu
-    from streamwww import WWClassifier
+    from streamwww import CSClassifier, WWClassifier
     from streamwww.backends import _kernels as new
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,8 +69,9 @@ def main(argv=None) -> int:
 
         def fit(mod, max_iter, seed):
             cpu.K = mod
-            clf = WWClassifier(C=1.0, fit_intercept=False, gap_decay=0.0009, tol=0.0, max_iter=max_iter,
-                               random_state=seed)
+            stop = dict(gap_decay=0.0009, tol=0.0) if args.stop == "paper" else dict(tol=1e-3)
+            cls = CSClassifier if args.loss == "cs" else WWClassifier
+            clf = cls(C=1.0, fit_intercept=False, max_iter=max_iter, random_state=seed, n_jobs=args.jobs, **stop)
             t = time.perf_counter()
             clf.fit(X, y)
             return clf, time.perf_counter() - t
@@ -88,7 +95,8 @@ def main(argv=None) -> int:
                         f"{'yes' if bitwise else 'NO'} |")
             print(rows[-1], flush=True)
     print()
-    print(header(f"CPU kernels, this tree vs {args.before}: {args.data}"))
+    print(header(f"CPU kernels, this tree vs {args.before}: {args.data}, loss {args.loss}, stop {args.stop}, "
+                 f"n_jobs {args.jobs}"))
     print("| pair | seed | solver s before | solver s this | solver ratio | fit ratio | bitwise same model |")
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))

@@ -43,7 +43,7 @@ predict, and with many classes ``W`` is far larger than the caches (sector: 46 M
 840 bytes per feature).  The gather asks for the rows of the feature
 ``PREFETCH_AHEAD`` places further on; the sums, their order and every result are
 unchanged (docs/benchmarks-archive.md, "Software prefetch in the CSR gather").  On data
-larger than the caches (``FAR_ENTRIES``) the passes also look ahead across rows: a
+larger than a core's L2 cache (``FAR_ENTRIES``) the passes also look ahead across rows: a
 shrinking pass first lists the rows that step, in the visiting order (a row's liveness
 depends only on its own ``beta`` and flags, which only its own step changes, so the list
 made at the start is the one the row loop would find), and the row loop asks for the
@@ -151,10 +151,12 @@ def _prefetch(arr, i, j):
 # order is a random permutation, so on large data each of those reads misses the caches,
 # and late in a run, when most rows are skipped after reading them, the misses were most
 # of a pass.  Only where ``beta`` (for an objective pass's next-row hint, ``W``) has at
-# least ``FAR_ENTRIES`` entries (4 MiB): below, it stays in the caches and hints only cost.
+# least ``FAR_ENTRIES`` entries (256 KiB, half of the 512 KiB L2 cache of the AMD cores it was
+# measured on): larger, its rows read in a random order miss the L2 cache even where the L3
+# cache holds them all (docs/benchmarks.md, "Hints below 4 MiB"); smaller, they stay in it.
 ROWS_AHEAD = 16
 X_LINES = 4  # (of a CSR row's values: at most this many lines of 8 of them asked for)
-FAR_ENTRIES = 1 << 19
+FAR_ENTRIES = 1 << 15
 
 
 @njit(cache=True, nogil=True, inline="always")
