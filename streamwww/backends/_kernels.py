@@ -49,7 +49,7 @@ depends only on its own ``beta`` and flags, which only its own step changes, so 
 made at the start is the one the row loop would find), and the row loop asks for the
 state of the row ``ROWS_AHEAD`` places on; an objective pass asks for the next row's rows
 of ``W``.  Every step reads and writes what it did, in the same order: the same bits
-(docs/benchmarks.md, "Rows that step, listed first").
+(docs/benchmarks.md, "Large data late in a run").
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _prefetch(arr, i, j):
 # of a pass.  Only where ``beta`` (for an objective pass's next-row hint, ``W``) has at
 # least ``FAR_ENTRIES`` entries (256 KiB, half of the 512 KiB L2 cache of the AMD cores it was
 # measured on): larger, its rows read in a random order miss the L2 cache even where the L3
-# cache holds them all (docs/benchmarks.md, "Hints below 4 MiB"); smaller, they stay in it.
+# cache holds them all (docs/benchmarks.md, "Row hints from 256 KiB of `beta`"); smaller, they stay in it.
 ROWS_AHEAD = 16
 X_LINES = 4  # (of a CSR row's values: at most this many lines of 8 of them asked for)
 FAR_ENTRIES = 1 << 15
