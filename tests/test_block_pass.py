@@ -328,7 +328,7 @@ print(json.dumps(out))
 
 @pytest.mark.parametrize("C", [0.1, 2.0])
 def test_the_block_pass_reaches_the_qp_optimum(C, rng):
-    cp = pytest.importorskip("cvxpy")  # noqa: F841
+    pytest.importorskip("cvxpy")
     import streamwww as sw
 
     from .test_qp import qp_primal
@@ -386,7 +386,7 @@ def test_the_checkpoint_and_the_model_record_the_pass(tmp_path, rng):
     m = sw.train(store, C=1.0, max_iter=4, tol=0, random_state=0, block_rows=8, n_jobs=2, checkpoint_dir=ck,
                  checkpoint_interval=0, model_out=tmp_path / "m.npz")
     assert json.loads((ck / "manifest.json").read_text())["config"]["block_rows"] == 8
-    assert sw.load_model(tmp_path / "m.npz").get_params()["block_rows"] == 8
+    assert sw.load_model(tmp_path / "m.npz").get_params()["block_rows"] == 8 == m.get_params()["block_rows"]
     # the run continues with its pass, whatever this call's n_jobs; another pass is refused
     more = sw.resume(ck, max_iter=6, n_jobs=1)
     again = sw.train(store, C=1.0, max_iter=6, tol=0, random_state=0, block_rows=8, n_jobs=2)

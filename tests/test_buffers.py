@@ -35,10 +35,10 @@ def test_a_freed_buffer_is_lent_again(scope):
 def test_a_buffer_with_a_live_view_is_not_lent(scope, keep):
     a = buffers.empty(BIG, np.float64)
     a[...] = 7.0
-    held = {"slice": lambda: a[10:20], "reshape": lambda: a.reshape(-1, 2),
-            "memoryview": lambda: memoryview(a),
-            "csr": lambda: sp.csr_matrix((a[:4], np.arange(4, dtype=np.int32), np.array([0, 4], np.int32)),
-                                         shape=(1, 10))}[keep]()
+    held = {"slice": lambda x: x[10:20], "reshape": lambda x: x.reshape(-1, 2),
+            "memoryview": memoryview,
+            "csr": lambda x: sp.csr_matrix((x[:4], np.arange(4, dtype=np.int32), np.array([0, 4], np.int32)),
+                                           shape=(1, 10))}[keep](a)
     del a
     b = buffers.empty(BIG, np.float64)
     b[...] = -1.0

@@ -508,8 +508,9 @@ def fit_distributed(source, params: dict, Cs, options: RunOptions, placement: Pl
         start = RoundsStart(t=cursor.epoch, W=np.array(state.get("W0", np.zeros(shape)), dtype=np.float64),
                             results=state.get("results", [ModelResult(C=float(C)) for C in cfg.Cs]),
                             wall=cursor.train_time, W_sets=state.get("W_sets"))
-        checkpoint = superseded = commit = None
+        commit = None
         if ckpt is not None:
+            superseded = None  # (the checkpoint, not the round, decides which versions stay)
             stack.callback(ckpt.drain)
             # (the one-process options, recorded at their defaults: a sequential resume takes them)
             header = _header(cfg, params, source, fingerprint,
@@ -525,6 +526,8 @@ def fit_distributed(source, params: dict, Cs, options: RunOptions, placement: Pl
                 if interrupted.is_set():  # (a signal whose exception was swallowed: the round is kept)
                     raise Interrupted(signum=interrupted.signum)
         else:
+            checkpoint = None
+
             def superseded(keys):
                 for s, v in keys:
                     betas.drop_version(s, v)

@@ -18,9 +18,8 @@ def digest(path):
 
 def test_shape_and_determinism(tmp_path):
     a = make_data(tmp_path / "a.txt", rows=500, features=200, nnz_per_row=9, classes=4, seed=5)
-    b = make_data(tmp_path / "b.txt", rows=500, features=200, nnz_per_row=9, classes=4, seed=5,
-                  n_threads=1)
-    c = make_data(tmp_path / "c.txt", rows=500, features=200, nnz_per_row=9, classes=4, seed=6)
+    make_data(tmp_path / "b.txt", rows=500, features=200, nnz_per_row=9, classes=4, seed=5, n_threads=1)
+    make_data(tmp_path / "c.txt", rows=500, features=200, nnz_per_row=9, classes=4, seed=6)
     assert a["bytes"] == (tmp_path / "a.txt").stat().st_size
     assert digest(tmp_path / "a.txt") == digest(tmp_path / "b.txt")  # thread count irrelevant
     assert digest(tmp_path / "a.txt") != digest(tmp_path / "c.txt")
