@@ -3,10 +3,10 @@
     python tools/bench_warm_start.py [--data-dir DIR] [--sets dna,letter] [--losses ww,cs]
         [--path 0.0625,0.125,0.25,0.5,1,2] [--jobs 1]
 
-For each data set (``NAME.scale`` or ``NAME.scale.xz`` in ``--data-dir``) and loss, one
-estimator with ``warm_start=True`` is fitted along ``--path`` (each fit starts from the
-previous one's ``W`` and ``beta``) and a fresh estimator is fitted cold at each ``C``; both
-with ``tol=1e-3`` (a certified relative duality gap), ``random_state=0``, ``fit_intercept``
+For each data set (``NAME.scale`` or ``NAME.scale.xz`` in ``--data-dir``, read by
+``streamwww.io.load_libsvm`` in float64) and loss, one estimator with ``warm_start=True`` is
+fitted along ``--path`` (each fit starts from the previous one's ``W`` and ``beta``) and a
+fresh estimator is fitted cold at each ``C``; both with ``tol=1e-3`` (a certified relative duality gap), ``random_state=0``, ``fit_intercept``
 at its default, ``n_jobs=--jobs``.  At each ``C`` the warm and the cold fit run one after the
 other, their order switched from one ``C`` to the next; a two-epoch fit first loads or
 compiles the kernels, so no compile is timed.  Reported per ``C``: epochs, ``fit`` wall
@@ -19,10 +19,8 @@ from).
 from __future__ import annotations
 
 import argparse
-import lzma
 import os
 import sys
-import tempfile
 import time
 import warnings
 
@@ -33,17 +31,13 @@ from _benchenv import header  # noqa: E402
 
 
 def _load(data_dir: str, name: str):
-    """``(X, y)`` of ``NAME.scale`` (or ``NAME.scale.xz``, decompressed to a temporary file)."""
-    from sklearn.datasets import load_svmlight_file
+    """``(X, y)`` of ``NAME.scale`` (or ``NAME.scale.xz``), float64 as scikit-learn loads it."""
+    import numpy as np
+
+    from streamwww.io import load_libsvm
 
     plain = os.path.join(data_dir, f"{name}.scale")
-    if os.path.exists(plain):
-        return load_svmlight_file(plain)
-    with tempfile.NamedTemporaryFile(suffix=".scale") as tmp:
-        with lzma.open(plain + ".xz") as src:
-            tmp.write(src.read())
-        tmp.flush()
-        return load_svmlight_file(tmp.name)
+    return load_libsvm(plain if os.path.exists(plain) else plain + ".xz", dtype=np.float64)
 
 
 def main(argv=None) -> int:
@@ -73,16 +67,11 @@ def main(argv=None) -> int:
             warm = cls(C=path[0], warm_start=True, max_iter=args.max_iter, **common)
             sums = {"warm": [0, 0.0], "cold": [0, 0.0]}
             for i, C in enumerate(path):
-                def fit_warm():
-                    return warm.set_params(C=C).fit(X, y)
-
-                def fit_cold():
-                    return cls(C=C, max_iter=args.max_iter, **common).fit(X, y)
-
                 seconds, fitted = {}, {}
-                for kind, fit in (("warm", fit_warm), ("cold", fit_cold))[::1 if i % 2 == 0 else -1]:
+                for kind in ("warm", "cold") if i % 2 == 0 else ("cold", "warm"):
+                    est = warm.set_params(C=C) if kind == "warm" else cls(C=C, max_iter=args.max_iter, **common)
                     t = time.perf_counter()
-                    fitted[kind] = fit()
+                    fitted[kind] = est.fit(X, y)
                     seconds[kind] = time.perf_counter() - t
                 w, c = fitted["warm"], fitted["cold"]
                 pw, pc = w.history_[-1]["primal"], c.history_[-1]["primal"]
